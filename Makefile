@@ -1,0 +1,64 @@
+# rayscale — the commands the README gives.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CLUSTER_DIR ?= e2e/.cluster
+LOCALK8S := $(PY) e2e/localk8s/localk8s.py
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z][a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+.PHONY: install
+install: $(VENV)/.installed ## create .venv with rayscale and its dev tools
+
+.PHONY: lint
+lint: install ## ruff and mypy --strict
+	$(VENV)/bin/ruff check operator tests e2e
+	$(VENV)/bin/ruff format --check operator tests e2e
+	$(VENV)/bin/mypy
+
+.PHONY: fmt
+fmt: install ## format the code
+	$(VENV)/bin/ruff format operator tests e2e
+	$(VENV)/bin/ruff check --fix operator tests e2e
+
+.PHONY: unit
+unit: install ## unit tests (no cluster)
+	$(PY) -m pytest tests/unit -q
+
+.PHONY: integration
+integration: install cluster-build ## integration tests on the local control plane (or $KUBECONFIG)
+	$(PY) -m pytest tests/integration -q -m integration
+
+.PHONY: test
+test: lint unit integration ## everything CI runs
+
+.PHONY: cluster-build
+cluster-build: ## build (or reuse) the control-plane binaries in ~/.cache/rayscale
+	@e2e/localk8s/build.sh >/dev/null
+
+.PHONY: cluster-up
+cluster-up: install cluster-build ## start the local control plane (etcd, apiserver, scheduler, controller-manager, kwok)
+	@$(LOCALK8S) up --dir $(CLUSTER_DIR)
+
+.PHONY: cluster-down
+cluster-down: ## stop the local control plane and remove its state
+	@$(PYTHON) e2e/localk8s/localk8s.py down --dir $(CLUSTER_DIR)
+
+.PHONY: demo
+demo: cluster-up ## bring up the local cluster (if no other is configured) and show it
+	@$(LOCALK8S) demo --dir $(CLUSTER_DIR)
+
+.PHONY: clean
+clean: ## remove build and test leftovers (not the binary cache)
+	rm -rf .mypy_cache .ruff_cache .pytest_cache build dist

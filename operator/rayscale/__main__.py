@@ -1,0 +1,5 @@
+import sys
+
+from rayscale.cli import main
+
+sys.exit(main())

@@ -1,0 +1,51 @@
+"""The `rayscale` command line.
+
+Each subcommand lives in its own module and registers itself here; this module only
+parses arguments and dispatches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from collections.abc import Callable, Sequence
+
+from rayscale import __version__
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _cmd_version(args: argparse.Namespace) -> int:
+    print(f"rayscale {__version__} (Python {platform.python_version()})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rayscale",
+        description=(
+            "rayscale runs Ray clusters described by RayCluster (ray.io/v1) objects on Kubernetes "
+            "and autoscales them with an embedded, explainable bin-packing scheduler."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"rayscale {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("version", help="print the rayscale version")
+    p.set_defaults(handler=_cmd_version)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
