@@ -1,0 +1,209 @@
+"""Quantities and the Ray resources of one host, as KubeRay and Ray's autoscaler derive them."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from rayscale.resources import (
+    QuantityError,
+    host_labels,
+    host_resources,
+    parse_quantity,
+    parse_resource_map,
+    parse_resources_param,
+    tpu_accelerator_type,
+)
+
+GI = 1024**3
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1", Decimal(1)),
+        ("500m", Decimal("0.5")),
+        ("1500m", Decimal("1.5")),
+        ("100n", Decimal("1E-7")),
+        ("250u", Decimal("0.00025")),
+        ("1Ki", Decimal(1024)),
+        ("32Gi", Decimal(32 * GI)),
+        ("1Ti", Decimal(1024**4)),
+        ("1Mi", Decimal(1024**2)),
+        ("4k", Decimal(4000)),
+        ("2M", Decimal(2_000_000)),
+        ("3G", Decimal(3 * 10**9)),
+        ("1T", Decimal(10**12)),
+        ("1E", Decimal(10**18)),
+        ("1e3", Decimal(1000)),
+        ("1.5E2", Decimal(150)),
+        ("2e-3", Decimal("0.002")),
+        (" 0.25 ", Decimal("0.25")),
+        (".5", Decimal("0.5")),
+        (7, Decimal(7)),
+        (0.5, Decimal("0.5")),
+    ],
+)
+def test_parse_quantity(text: str | int | float, expected: Decimal) -> None:
+    assert parse_quantity(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "abc", "1ki", "Gi", "1.2.3", "1_000", "nan", "inf", "1Gb", True, None])
+def test_parse_quantity_rejects(bad: Any) -> None:
+    with pytest.raises(QuantityError):
+        parse_quantity(bad)
+
+
+def test_parse_resource_map_accepts_quantities() -> None:
+    assert parse_resource_map({"CPU": 8, "memory": "32Gi", "GPU": "1"}) == {
+        "CPU": 8.0,
+        "memory": float(32 * GI),
+        "GPU": 1.0,
+    }
+    with pytest.raises(QuantityError, match="memory"):
+        parse_resource_map({"memory": "lots"})
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"TPU": 4}', "'{\"TPU\": 4}'", '"{\\"TPU\\": 4}"', " '{\"TPU\":4}' "],
+)
+def test_resources_param_forms(text: str) -> None:
+    assert parse_resources_param(text) == {"TPU": 4.0}
+
+
+@pytest.mark.parametrize("text", ["[1]", "{TPU: 4}", '{"TPU": "x"}'])
+def test_resources_param_rejects(text: str) -> None:
+    with pytest.raises(QuantityError, match=r"rayStartParams\.resources"):
+        parse_resources_param(text)
+
+
+@pytest.mark.parametrize(
+    ("topology", "accelerator", "expected"),
+    [
+        ("2x2x1", "tpu-v4-podslice", "v4-8"),
+        ("4x4", "tpu-v6e-slice", "v6e-16"),
+        ("2x4", "tpu-v5-lite-podslice", "v5e-8"),
+        ("2x2x2", "tpu-v5p-slice", "v5p-16"),
+        ("4x4", "tpu-unknown", None),
+        ("", "tpu-v6e-slice", None),
+        ("4xq", "tpu-v6e-slice", None),
+    ],
+)
+def test_tpu_accelerator_type(topology: str, accelerator: str, expected: str | None) -> None:
+    assert tpu_accelerator_type(topology, accelerator) == expected
+
+
+def group(
+    limits: dict[str, Any] | None = None,
+    requests: dict[str, Any] | None = None,
+    params: dict[str, str] | None = None,
+    resources: dict[str, str] | None = None,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "ray-worker", "resources": {}}
+    if limits is not None:
+        container["resources"]["limits"] = limits
+    if requests is not None:
+        container["resources"]["requests"] = requests
+    spec: dict[str, Any] = {
+        "containers": [container, {"name": "sidecar", "resources": {"limits": {"cpu": 9}}}]
+    }
+    if node_selector is not None:
+        spec["nodeSelector"] = node_selector
+    out: dict[str, Any] = {"groupName": "g", "template": {"spec": spec}}
+    if params is not None:
+        out["rayStartParams"] = params
+    if resources is not None:
+        out["resources"] = resources
+    return out
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        # CPU rounds up from limits; memory from limits; the sidecar is ignored.
+        (group(limits={"cpu": "500m", "memory": "1Gi"}), {"CPU": 1, "memory": GI}),
+        (group(limits={"cpu": "8", "memory": "32Gi"}), {"CPU": 8, "memory": 32 * GI}),
+        # requests only when limits are missing
+        (group(requests={"cpu": "2", "memory": "4Gi"}), {"CPU": 2, "memory": 4 * GI}),
+        (group(limits={"cpu": "3"}, requests={"cpu": "1", "memory": "2Gi"}), {"CPU": 3, "memory": 2 * GI}),
+        # GPU: the first GPU-like limits key, rounded up
+        (group(limits={"cpu": "4", "nvidia.com/gpu": "1"}), {"CPU": 4, "GPU": 1}),
+        (group(limits={"cpu": "4", "amd.com/gpu": "0", "nvidia.com/gpu": "2"}), {"CPU": 4, "GPU": 2}),
+        # TPUs and Neuron cores from limits
+        (group(limits={"cpu": "8", "google.com/tpu": "4"}), {"CPU": 8, "TPU": 4}),
+        (group(limits={"cpu": "8", "aws.amazon.com/neuroncore": "2"}), {"CPU": 8, "neuron_cores": 2}),
+        # rayStartParams override the container
+        (
+            group(limits={"cpu": "8", "nvidia.com/gpu": "1"}, params={"num-cpus": "1", "num-gpus": "0"}),
+            {"CPU": 1},
+        ),
+        (group(limits={"cpu": "1"}, params={"memory": "1000"}), {"CPU": 1, "memory": 1000}),
+        (group(limits={"cpu": "1"}, params={"num-cpus": "0"}), {}),
+        (
+            group(limits={"cpu": "1"}, params={"resources": "'{\"CustomResource\": 1}'"}),
+            {"CPU": 1, "CustomResource": 1},
+        ),
+        # a TPU named in params suppresses the container's accelerator
+        (
+            group(limits={"cpu": "1", "google.com/tpu": "8"}, params={"resources": '{"TPU": 4}'}),
+            {"CPU": 1, "TPU": 4},
+        ),
+        # the group resources map overrides everything
+        (
+            group(
+                limits={"cpu": "8", "memory": "32Gi"},
+                params={"num-cpus": "4"},
+                resources={"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": "0.5", "Custom": "3"},
+            ),
+            {"CPU": 2, "memory": GI, "GPU": 1, "Custom": 3},
+        ),
+        # GKE TPU node selectors add the slice head resource
+        (
+            group(
+                limits={"cpu": "1", "google.com/tpu": "4"},
+                node_selector={
+                    "cloud.google.com/gke-tpu-topology": "4x4",
+                    "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                },
+            ),
+            {"CPU": 1, "TPU": 4, "TPU-v6e-16-head": 1},
+        ),
+        (
+            group(
+                params={"num-cpus": "1", "resources": "'{\"TPU\":4}'"},
+                node_selector={
+                    "cloud.google.com/gke-tpu-topology": "2x2x1",
+                    "cloud.google.com/gke-tpu-accelerator": "tpu-v4-podslice",
+                },
+            ),
+            {"CPU": 1, "TPU": 4, "TPU-v4-8-head": 1},
+        ),
+        # no CPU anywhere: no CPU key (Ray would detect the machine's cores)
+        ({"groupName": "g", "template": {"spec": {"containers": [{"name": "c"}]}}}, {}),
+        ({"groupName": "g"}, {}),
+    ],
+)
+def test_host_resources(spec: dict[str, Any], expected: dict[str, float]) -> None:
+    assert host_resources(spec) == {key: float(value) for key, value in expected.items()}
+
+
+def test_host_resources_head_is_derived_the_same_way() -> None:
+    spec = group(limits={"cpu": "2", "memory": "4G"}, params={"num-cpus": "0"})
+    assert host_resources(spec, is_head=True) == {"memory": 4e9}
+
+
+def test_host_resources_names_the_bad_field() -> None:
+    with pytest.raises(QuantityError, match="num-cpus"):
+        host_resources(group(params={"num-cpus": "many"}))
+    with pytest.raises(QuantityError, match=r"resources\.cpu"):
+        host_resources(group(resources={"cpu": "x"}))
+
+
+def test_host_labels() -> None:
+    spec = {"rayStartParams": {"labels": "zone=a, tier=gold"}, "labels": {"zone": "b", "pool": "x"}}
+    assert host_labels(spec) == {"zone": "b", "tier": "gold", "pool": "x"}
+    assert host_labels({}) == {}
