@@ -1,0 +1,149 @@
+"""Find or start a Kubernetes cluster for a test session.
+
+Used by the pytest fixtures in tests/integration and e2e/. In order:
+
+1. `$KUBECONFIG` when it points at a reachable cluster (kind, any cluster);
+2. the local control plane that `make cluster-up` started in e2e/.cluster, if it runs;
+3. otherwise a fresh local control plane in a temporary directory, owned by this
+   process: it stops when `stop()` is called, and also when the test process dies,
+   however it dies (the supervisor gets SIGTERM through PR_SET_PDEATHSIG, and its
+   components get SIGKILL when the supervisor goes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import localk8s
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+TMP_PREFIX = "rayscale-localk8s-"
+
+
+@dataclass
+class ClusterHandle:
+    kubeconfig: Path
+    kubectl: str
+    bindir: Path | None
+    origin: str  # "kubeconfig" | "cluster-up" | "fixture"
+    state_dir: Path | None = None
+    supervisor: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+
+    @property
+    def local(self) -> bool:
+        """True when this is rayscale's local control plane (not kind or another cluster)."""
+        return self.origin != "kubeconfig"
+
+    def state(self) -> dict[str, object]:
+        assert self.state_dir is not None
+        return dict(json.loads((self.state_dir / localk8s.STATE).read_text()))
+
+    def kubectl_run(self, *args: str, check: bool = True, input: str | None = None) -> str:
+        out = subprocess.run(
+            [self.kubectl, *args],
+            env=self.env,
+            check=False,
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=120,
+        )
+        if check and out.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
+        return out.stdout
+
+    def stop(self) -> None:
+        if self.supervisor is None:
+            return
+        if self.supervisor.poll() is None:
+            self.supervisor.terminate()
+            try:
+                self.supervisor.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.supervisor.kill()
+                self.supervisor.wait()
+        if self.state_dir is not None:
+            shutil.rmtree(self.state_dir.parent, ignore_errors=True)
+        self.supervisor = None
+
+
+def remove_stale_dirs() -> None:
+    """Remove what earlier killed test runs left in the temp directory (their processes are gone)."""
+    for parent in Path(tempfile.gettempdir()).glob(TMP_PREFIX + "*"):
+        state = localk8s.read_state(parent / "cluster")
+        starting = state is None and time.time() - parent.stat().st_mtime < 600
+        if not starting and (state is None or not localk8s.pid_alive(int(state["supervisor"]))):
+            shutil.rmtree(parent, ignore_errors=True)
+
+
+def reachable(kubectl: str, kubeconfig: str) -> bool:
+    try:
+        out = subprocess.run(
+            [kubectl, "--request-timeout=5s", "get", "--raw", "/readyz"],
+            env={**os.environ, "KUBECONFIG": kubeconfig},
+            capture_output=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0
+
+
+def acquire(timeout: float = 300) -> ClusterHandle:
+    bindir = Path(localk8s.build())
+    kubectl = str(bindir / "kubectl")
+
+    env_kubeconfig = os.environ.get("KUBECONFIG")
+    if env_kubeconfig and reachable(kubectl, env_kubeconfig):
+        default_dir = REPO / "e2e" / ".cluster"
+        state = localk8s.running(default_dir)
+        if state and Path(str(state["kubeconfig"])).resolve() == Path(env_kubeconfig).resolve():
+            return ClusterHandle(Path(env_kubeconfig), kubectl, bindir, "cluster-up", default_dir)
+        return ClusterHandle(Path(env_kubeconfig), kubectl, bindir, "kubeconfig")
+
+    default_dir = REPO / "e2e" / ".cluster"
+    state = localk8s.running(default_dir)
+    if state and reachable(kubectl, str(state["kubeconfig"])):
+        return ClusterHandle(Path(str(state["kubeconfig"])), kubectl, bindir, "cluster-up", default_dir)
+
+    remove_stale_dirs()
+    state_dir = Path(tempfile.mkdtemp(prefix=TMP_PREFIX)) / "cluster"
+    log = state_dir.with_name("supervisor.log")
+    with log.open("wb") as out:
+        sup = subprocess.Popen(
+            [
+                sys.executable,
+                str(HERE / "localk8s.py"),
+                "run",
+                "--dir",
+                str(state_dir),
+                "--bindir",
+                str(bindir),
+                "--parent-death-signal",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    cluster = ClusterHandle(state_dir / "kubeconfig", kubectl, bindir, "fixture", state_dir, sup)
+    deadline = time.monotonic() + timeout
+    while not (state_dir / localk8s.READY).exists():
+        if sup.poll() is not None or time.monotonic() > deadline:
+            text = log.read_text(errors="replace")
+            cluster.stop()
+            raise RuntimeError(f"the local control plane did not start:\n{text[-4000:]}")
+        time.sleep(0.1)
+    return cluster

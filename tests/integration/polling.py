@@ -1,0 +1,44 @@
+"""Polling with deadlines: the only way integration tests wait."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class Timeout(AssertionError):
+    pass
+
+
+async def eventually(
+    check: Callable[[], T | Awaitable[T]],
+    *,
+    timeout: float = 30,  # noqa: ASYNC109 (a deadline per call is the point)
+    interval: float = 0.2,
+    message: str = "",
+) -> T:
+    """Call `check` until it returns something truthy (and does not raise AssertionError).
+
+    Returns that value. On timeout, raises with `message` and the last value or error,
+    so a failing test says what it was waiting for and what it saw instead.
+    """
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while True:
+        try:
+            value = check()
+            if inspect.isawaitable(value):
+                value = await value
+            if value:
+                return value  # type: ignore[return-value]
+            last = value
+        except AssertionError as exc:
+            last = exc
+        if time.monotonic() >= deadline:
+            raise Timeout(f"not true after {timeout:.0f}s: {message or check!r}; last: {last!r}")
+        await asyncio.sleep(interval)
