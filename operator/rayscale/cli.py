@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from rayscale import __version__
+from rayscale.api import command as crds_command
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("version", help="print the rayscale version")
     p.set_defaults(handler=_cmd_version)
+    crds_command.register(sub)
     return parser
 
 

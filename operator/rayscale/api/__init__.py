@@ -1,0 +1,1 @@
+"""Models of rayscale's custom resources and CRD generation from them."""

@@ -1,0 +1,94 @@
+"""CustomResourceDefinition manifests generated from the API models.
+
+A custom resource is described once, as a `CrdDefinition` (names, models, printer columns);
+`crd_manifest` turns it into the apiextensions.k8s.io/v1 object written to `crds/`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pydantic import BaseModel
+
+from rayscale.api.schema import JsonDict, structural_schema
+
+
+@dataclasses.dataclass(frozen=True)
+class PrinterColumn:
+    name: str
+    type: str
+    json_path: str
+    priority: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class CrdDefinition:
+    group: str
+    kind: str
+    plural: str
+    singular: str
+    versions: tuple[str, ...]
+    spec_model: type[BaseModel]
+    status_model: type[BaseModel] | None = None
+    scope: str = "Namespaced"
+    categories: tuple[str, ...] = ()
+    short_names: tuple[str, ...] = ()
+    printer_columns: tuple[PrinterColumn, ...] = ()
+    spec_required: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+    @property
+    def filename(self) -> str:
+        return f"{self.group}_{self.plural}.yaml"
+
+
+def object_schema(defn: CrdDefinition) -> JsonDict:
+    """The openAPIV3Schema of one version: apiVersion, kind, metadata, spec and status."""
+    properties: JsonDict = {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": structural_schema(defn.spec_model),
+    }
+    if defn.status_model is not None:
+        properties["status"] = structural_schema(defn.status_model)
+    schema: JsonDict = {"type": "object", "properties": properties}
+    if defn.spec_required:
+        schema["required"] = ["spec"]
+    return schema
+
+
+def crd_manifest(defn: CrdDefinition) -> JsonDict:
+    """The CustomResourceDefinition object for `defn`; the first version is the storage version."""
+    names: JsonDict = {
+        "kind": defn.kind,
+        "listKind": f"{defn.kind}List",
+        "plural": defn.plural,
+        "singular": defn.singular,
+    }
+    if defn.categories:
+        names["categories"] = list(defn.categories)
+    if defn.short_names:
+        names["shortNames"] = list(defn.short_names)
+    schema = object_schema(defn)
+    versions = []
+    for i, version in enumerate(defn.versions):
+        entry: JsonDict = {"name": version, "served": True, "storage": i == 0}
+        if defn.printer_columns:
+            entry["additionalPrinterColumns"] = [
+                {"name": c.name, "type": c.type, "jsonPath": c.json_path, "priority": c.priority}
+                for c in defn.printer_columns
+            ]
+        entry["schema"] = {"openAPIV3Schema": schema}
+        if defn.status_model is not None:
+            entry["subresources"] = {"status": {}}
+        versions.append(entry)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": defn.name},
+        "spec": {"group": defn.group, "names": names, "scope": defn.scope, "versions": versions},
+    }

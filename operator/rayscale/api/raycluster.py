@@ -1,0 +1,217 @@
+"""RayCluster (ray.io/v1): the spec and status rayscale reads and writes.
+
+Field names, defaults and enums follow KubeRay's CRD (reference/kuberay-compat.md §1, §2).
+Pod templates and other core/v1 objects are kept as preserved, unvalidated objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from rayscale.api.schema import KubeModel, PreservedObject, Quantity, crd_default, int32
+
+MAX_INT32 = 2147483647
+KUBERAY_MANAGER = "ray.io/kuberay-operator"
+StringMap = dict[str, str]
+
+
+class IngressOptions(KubeModel):
+    """Options of the head Ingress."""
+
+    host: str | None = None
+    path: str | None = crd_default("/")
+    path_type: Literal["Exact", "Prefix", "ImplementationSpecific"] | None = crd_default("Prefix")
+    tls: list[PreservedObject] | None = None
+
+
+class HeadGroupSpec(KubeModel):
+    """The head pod of the cluster."""
+
+    template: PreservedObject
+    ray_start_params: StringMap | None = None
+    service_type: str | None = None
+    head_service: PreservedObject | None = None
+    enable_ingress: bool | None = None
+    ingress_options: IngressOptions | None = None
+    resources: StringMap | None = None
+    labels: StringMap | None = None
+
+
+class ScaleStrategy(KubeModel):
+    """Pods the autoscaler wants deleted; it writes and clears the list, never the controller."""
+
+    workers_to_delete: list[str] | None = None
+
+
+class WorkerGroupSpec(KubeModel):
+    """A group of identical worker pods (or of identical multi-host replicas)."""
+
+    group_name: str
+    template: PreservedObject
+    min_replicas: int = int32(crd_default=0)
+    max_replicas: int = int32(crd_default=MAX_INT32)
+    replicas: int | None = Field(default=None, json_schema_extra={"format": "int32", "default": 0})
+    num_of_hosts: int = int32(crd_default=1)
+    idle_timeout_seconds: int | None = int32()
+    priority: int = int32(crd_default=0)
+    scale_strategy: ScaleStrategy | None = None
+    suspend: bool | None = None
+    ray_start_params: StringMap | None = None
+    resources: StringMap | None = None
+    labels: StringMap | None = None
+
+
+class AutoscalerOptions(KubeModel):
+    """Options of the in-tree autoscaler (rayscale's embedded autoscaler reads the Ray-side ones)."""
+
+    version: Literal["v1", "v2"] | None = None
+    upscaling_mode: Literal["Default", "Aggressive", "Conservative"] | None = None
+    idle_timeout_seconds: int | None = int32()
+    resources: PreservedObject | None = None
+    image: str | None = None
+    image_pull_policy: str | None = None
+    security_context: PreservedObject | None = None
+    env: list[PreservedObject] | None = None
+    env_from: list[PreservedObject] | None = None
+    volume_mounts: list[PreservedObject] | None = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+
+
+class RedisCredential(KubeModel):
+    """A literal value or an env var source."""
+
+    value: str | None = None
+    value_from: PreservedObject | None = None
+
+
+class GcsStorage(KubeModel):
+    """Storage of the embedded (rocksdb) GCS backend."""
+
+    claim_name: str | None = None
+    size: str | None = crd_default("1Gi")
+    storage_class_name: str | None = None
+    access_modes: list[str] | None = crd_default(["ReadWriteOnce"])
+    sub_path: str | None = None
+    deletion_policy: Literal["DeleteWithCluster", "Retain"] | None = crd_default("DeleteWithCluster")
+
+
+class GcsFaultToleranceOptions(KubeModel):
+    """GCS fault tolerance (external Redis or embedded rocksdb)."""
+
+    backend: Literal["redis", "rocksdb"] | None = Field(
+        default=None,
+        json_schema_extra={
+            "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "backend is immutable"}]
+        },
+    )
+    redis_address: str | None = None
+    redis_password: RedisCredential | None = None
+    redis_username: RedisCredential | None = None
+    external_storage_namespace: str | None = None
+    storage: GcsStorage | None = None
+
+
+class UpgradeStrategy(KubeModel):
+    """What to do with pods when the spec changes."""
+
+    type: Literal["Recreate", "None"] | None = None
+
+
+class AuthOptions(KubeModel):
+    """Ray token authentication."""
+
+    mode: Literal["disabled", "token"] | None = None
+    secret_name: str | None = None
+    enable_k8s_token_auth: bool | None = None
+
+
+class RayClusterSpec(KubeModel):
+    """Desired state of a Ray cluster."""
+
+    head_group_spec: HeadGroupSpec
+    worker_group_specs: list[WorkerGroupSpec] | None = None
+    ray_version: str | None = None
+    enable_in_tree_autoscaling: bool | None = None
+    autoscaler_options: AutoscalerOptions | None = None
+    suspend: bool | None = None
+    managed_by: str | None = Field(
+        default=None,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "the managedBy field is immutable"},
+                {
+                    "rule": "self in ['ray.io/kuberay-operator', 'kueue.x-k8s.io/multikueue']",
+                    "message": "the managedBy field value must be either "
+                    "'ray.io/kuberay-operator' or 'kueue.x-k8s.io/multikueue'",
+                },
+            ]
+        },
+    )
+    head_service_annotations: StringMap | None = None
+    gcs_fault_tolerance_options: GcsFaultToleranceOptions | None = None
+    upgrade_strategy: UpgradeStrategy | None = None
+    auth_options: AuthOptions | None = None
+    network_policy: PreservedObject | None = None
+    tls_options: PreservedObject | None = None
+    history_server_options: PreservedObject | None = None
+
+    @property
+    def workers(self) -> list[WorkerGroupSpec]:
+        return self.worker_group_specs or []
+
+    @property
+    def autoscaling(self) -> bool:
+        return bool(self.enable_in_tree_autoscaling)
+
+
+class Condition(KubeModel):
+    """A standard metav1.Condition."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    observed_generation: int | None = Field(default=None, json_schema_extra={"format": "int64"})
+    last_transition_time: str = Field(json_schema_extra={"format": "date-time"})
+    reason: str
+    message: str | None = None
+
+
+class HeadInfo(KubeModel):
+    """Where the head pod and its Service are."""
+
+    pod_ip: str | None = Field(default=None, alias="podIP")
+    pod_name: str | None = None
+    service_ip: str | None = Field(default=None, alias="serviceIP")
+    service_name: str | None = None
+
+
+class RayClusterStatus(KubeModel):
+    """Observed state of a Ray cluster, written by the controller."""
+
+    state: str | None = None
+    reason: str | None = None
+    state_transition_times: dict[str, str] | None = None
+    ready_worker_replicas: int | None = int32()
+    available_worker_replicas: int | None = int32()
+    desired_worker_replicas: int | None = int32()
+    min_worker_replicas: int | None = int32()
+    max_worker_replicas: int | None = int32()
+    desired_cpu: Quantity | None = Field(default=None, alias="desiredCPU")
+    desired_memory: Quantity | None = None
+    desired_gpu: Quantity | None = Field(default=None, alias="desiredGPU")
+    desired_tpu: Quantity | None = Field(default=None, alias="desiredTPU")
+    last_update_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    endpoints: StringMap | None = None
+    head: HeadInfo | None = None
+    conditions: list[Condition] | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    observed_generation: int | None = Field(default=None, json_schema_extra={"format": "int64"})
+
+
+def parse_spec(spec: dict[str, Any]) -> RayClusterSpec:
+    """Parse a RayCluster spec as read from the API server."""
+    return RayClusterSpec.model_validate(spec)
