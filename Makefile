@@ -6,6 +6,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CLUSTER_DIR ?= e2e/.cluster
+# node pool sizes for cluster-up, e.g. SCALE="gpu=4 tpu=8"
+SCALE ?=
 LOCALK8S := $(PY) e2e/localk8s/localk8s.py
 
 .PHONY: help
@@ -49,14 +51,14 @@ cluster-build: ## build (or reuse) the control-plane binaries in ~/.cache/raysca
 
 .PHONY: cluster-up
 cluster-up: install cluster-build ## start the local control plane (etcd, apiserver, scheduler, controller-manager, kwok)
-	@$(LOCALK8S) up --dir $(CLUSTER_DIR)
+	@$(LOCALK8S) up --dir $(CLUSTER_DIR) $(foreach s,$(SCALE),--scale $(s))
 
 .PHONY: cluster-down
 cluster-down: ## stop the local control plane and remove its state
 	@$(PYTHON) e2e/localk8s/localk8s.py down --dir $(CLUSTER_DIR)
 
 .PHONY: demo
-demo: cluster-up ## bring up the local cluster (if no other is configured) and show it
+demo: install cluster-build ## bring up the local cluster (unless $KUBECONFIG points at one) and show it
 	@$(LOCALK8S) demo --dir $(CLUSTER_DIR)
 
 .PHONY: clean

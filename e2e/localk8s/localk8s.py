@@ -678,21 +678,43 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    state_dir = Path(args.dir).resolve()
-    state = running(state_dir)
-    kubeconfig = os.environ.get("KUBECONFIG") or (state and state["kubeconfig"])
-    if not kubeconfig:
-        log("no cluster: run `make cluster-up` first")
-        return 1
-    kubectl = str(Path(state["bindir"]) / "kubectl") if state else (shutil.which("kubectl") or "kubectl")
+    """Use $KUBECONFIG's cluster if it answers, else bring up the local one; show the nodes."""
+    bindir = Path(build())
+    kubectl = str(bindir / "kubectl")
+    kubeconfig = os.environ.get("KUBECONFIG", "")
+    probe = (
+        subprocess.run(
+            [kubectl, "--request-timeout=5s", "get", "--raw", "/readyz"],
+            capture_output=True,
+            env={**os.environ, "KUBECONFIG": kubeconfig},
+            check=False,
+        )
+        if kubeconfig
+        else None
+    )
+    if probe is not None and probe.returncode == 0:
+        log(f"using the cluster of KUBECONFIG={kubeconfig}")
+    else:
+        if kubeconfig:
+            log(f"KUBECONFIG={kubeconfig} does not answer; using the local control plane instead")
+        args.bindir, args.nodes, args.scale, args.timeout = str(bindir), str(DEFAULT_NODES), [], 180
+        with contextlib.redirect_stdout(sys.stderr):
+            if cmd_up(args) != 0:
+                return 1
+        kubeconfig = str(Path(args.dir).resolve() / "kubeconfig")
     cols = (
         "NAME:.metadata.name,POOL:.metadata.labels.rayscale\\.io/node-pool,CPU:.status.capacity.cpu,"
         "MEMORY:.status.capacity.memory,GPU:.status.capacity.nvidia\\.com/gpu,"
         "TPU:.status.capacity.google\\.com/tpu,READY:.status.conditions[?(@.type=='Ready')].status"
     )
     env = {**os.environ, "KUBECONFIG": kubeconfig}
-    print(f"$ kubectl get nodes  (KUBECONFIG={kubeconfig})", flush=True)
-    return subprocess.call([kubectl, "get", "nodes", "-o", f"custom-columns={cols}"], env=env)
+    print("\n$ kubectl get nodes\n", flush=True)
+    code = subprocess.call([kubectl, "get", "nodes", "-o", f"custom-columns={cols}"], env=env)
+    print(
+        f"\nThe cluster keeps running. Use it with:\n  export KUBECONFIG={kubeconfig}\n"
+        f"  {kubectl} get pods -A\nStop it with `make cluster-down`."
+    )
+    return code
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:
