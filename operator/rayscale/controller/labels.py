@@ -1,0 +1,36 @@
+"""Label and annotation keys KubeRay puts on Ray pods and services (reference §3.2, §3.3)."""
+
+from __future__ import annotations
+
+RAY_CLUSTER = "ray.io/cluster"
+NODE_TYPE = "ray.io/node-type"
+GROUP = "ray.io/group"
+IDENTIFIER = "ray.io/identifier"
+IS_RAY_NODE = "ray.io/is-ray-node"
+REPLICA_INDEX = "ray.io/worker-group-replica-index"
+REPLICA_NAME = "ray.io/worker-group-replica-name"
+HOST_INDEX = "ray.io/replica-host-index"
+HEADLESS_WORKER_SVC = "ray.io/headless-worker-svc"
+APP_NAME = "app.kubernetes.io/name"
+CREATED_BY = "app.kubernetes.io/created-by"
+
+APP_NAME_VALUE = "kuberay"
+CREATED_BY_VALUE = "kuberay-operator"
+HEAD = "head"
+WORKER = "worker"
+HEAD_GROUP = "headgroup"
+
+FT_ENABLED_ANNOTATION = "ray.io/ft-enabled"
+OVERWRITE_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
+KUBERAY_VERSION_ANNOTATION = "ray.io/kuberay-version"
+DISABLE_HEAD_RESTART_ANNOTATION = "ray.io/disable-provisioned-head-restart"
+
+PROTECTED = (RAY_CLUSTER, NODE_TYPE, GROUP)
+
+
+def head_selector(cluster: str) -> dict[str, str]:
+    return {RAY_CLUSTER: cluster, NODE_TYPE: HEAD}
+
+
+def group_selector(cluster: str, group: str) -> dict[str, str]:
+    return {RAY_CLUSTER: cluster, GROUP: group}

@@ -1,0 +1,61 @@
+"""Names of the objects the controller creates (reference §3.1)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+MAX_NAME = 63
+MAX_PREFIX = 50
+
+
+def cluster_domain() -> str:
+    return os.environ.get("CLUSTER_DOMAIN", "cluster.local")
+
+
+def check_name(name: str) -> str:
+    """KubeRay's CheckName: trim from the front to 50 chars; a leading digit or punctuation -> 'r'."""
+    if len(name) > MAX_PREFIX:
+        name = name[len(name) - MAX_PREFIX :]
+    if name and not name[0].isalpha():
+        name = "r" + name[1:]
+    return name
+
+
+def trim_front(value: str, limit: int = MAX_NAME) -> str:
+    return value[-limit:] if len(value) > limit else value
+
+
+def head_pod_generate_name(cluster: str) -> str:
+    return f"{cluster[:MAX_PREFIX]}-head-".lower()
+
+
+def worker_pod_generate_name(cluster: str, group: str) -> str:
+    return f"{f'{cluster}-{group}'[:MAX_PREFIX]}-worker-".lower()
+
+
+def head_identifier(cluster: str) -> str:
+    return trim_front(f"{cluster}-head")
+
+
+def worker_identifier(cluster: str) -> str:
+    return trim_front(f"{cluster}-worker")
+
+
+def head_service_name(cluster: str) -> str:
+    return f"{cluster}-head-svc"
+
+
+def headless_worker_service_name(cluster: str) -> str:
+    return f"{cluster}-headless"
+
+
+def fqdn(service: str, namespace: str) -> str:
+    return f"{service}.{namespace}.svc.{cluster_domain()}"
+
+
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def is_dns1035_label(value: str) -> bool:
+    return len(value) <= MAX_NAME and bool(_DNS1035.match(value))

@@ -1,0 +1,62 @@
+"""What one reconcile decided to do: ordered steps of pod deletes and creates, services, events."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+Manifest = dict[str, Any]
+NodeKind = Literal["head", "worker"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CreatePod:
+    group: str  # "" for the head, as in KubeRay's expectations
+    kind: NodeKind
+    manifest: Manifest
+
+
+@dataclasses.dataclass(frozen=True)
+class DeletePod:
+    name: str
+    group: str
+    kind: NodeKind
+    why: str  # unhealthy | workersToDelete | scaleDown | suspend | incompleteReplica
+
+
+@dataclasses.dataclass(frozen=True)
+class EventSpec:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+    action: str = "Reconcile"
+
+
+@dataclasses.dataclass
+class Step:
+    """One group's actions: deletes first, then creates. A failing step stops the reconcile."""
+
+    group: str
+    deletes: list[DeletePod] = dataclasses.field(default_factory=list)
+    creates: list[CreatePod] = dataclasses.field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.deletes or self.creates)
+
+
+@dataclasses.dataclass
+class Plan:
+    services: list[Manifest] = dataclasses.field(default_factory=list)
+    steps: list[Step] = dataclasses.field(default_factory=list)
+    events: list[EventSpec] = dataclasses.field(default_factory=list)
+    #: reconcile again after this many seconds (something is still converging)
+    requeue_after: float | None = None
+    #: an error found while planning (e.g. two head pods); reported like an apply error
+    error: str | None = None
+    #: the spec failed validation: status gets a condition, nothing else is touched
+    invalid: str | None = None
+    #: do not touch status at all (managedBy another controller)
+    skip: bool = False
+
+    def requeue(self, seconds: float) -> None:
+        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)

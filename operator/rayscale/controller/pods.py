@@ -1,0 +1,251 @@
+"""Head and worker pod manifests, as KubeRay builds them (reference §3.1-§3.5)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from rayscale import __version__
+from rayscale.api.raycluster import HeadGroupSpec, RayClusterSpec, WorkerGroupSpec
+from rayscale.controller import labels as L
+from rayscale.controller import names, probes, raystart
+from rayscale.controller.snapshot import ClusterMeta
+
+Manifest = dict[str, Any]
+ULIMIT = "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}"
+WAIT_GCS_SCRIPT = """SECONDS=0
+while true; do
+  if (( SECONDS <= 120 )); then
+    if ray health-check --address {address} > /dev/null 2>&1; then
+      echo "GCS is ready."
+      break
+    fi
+    echo "$SECONDS seconds elapsed: Waiting for GCS to be ready."
+  else
+    if ray health-check --address {address}; then
+      echo "GCS is ready. Any error messages above can be safely ignored."
+      break
+    fi
+    echo "$SECONDS seconds elapsed: Still waiting for GCS to be ready."
+  fi
+  sleep 5
+done"""
+
+
+def head_address(meta: ClusterMeta, spec: RayClusterSpec) -> str:
+    port = raystart.head_port(spec.head_group_spec.ray_start_params)
+    return f"{names.fqdn(names.head_service_name(meta.name), meta.namespace)}:{port}"
+
+
+def _field_env(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def _add_env(env: list[dict[str, Any]], item: dict[str, Any], *, if_absent: bool = True) -> None:
+    if if_absent and any(e.get("name") == item["name"] for e in env):
+        return
+    env.append(item)
+
+
+def _base_labels(meta: ClusterMeta, *, head: bool, group: str) -> dict[str, str]:
+    return {
+        L.IS_RAY_NODE: "yes",
+        L.RAY_CLUSTER: meta.name,
+        L.NODE_TYPE: L.HEAD if head else L.WORKER,
+        L.GROUP: group,
+        L.IDENTIFIER: names.head_identifier(meta.name) if head else names.worker_identifier(meta.name),
+        L.APP_NAME: L.APP_NAME_VALUE,
+        L.CREATED_BY: L.CREATED_BY_VALUE,
+    }
+
+
+def _merge_labels(base: dict[str, str], *overlays: Mapping[str, str] | None) -> dict[str, str]:
+    out = dict(base)
+    for overlay in overlays:
+        for key, value in (overlay or {}).items():
+            if key not in L.PROTECTED:
+                out[key] = value
+    return out
+
+
+def _memory_of(container: Mapping[str, Any]) -> Any:
+    res = container.get("resources") or {}
+    return (res.get("limits") or {}).get("memory") or (res.get("requests") or {}).get("memory")
+
+
+def _add_shared_memory(
+    pod_spec: dict[str, Any], container: dict[str, Any], params: Mapping[str, str]
+) -> None:
+    mounts = container.setdefault("volumeMounts", [])
+    if "plasma-directory" in params or any(m.get("mountPath") == "/dev/shm" for m in mounts):
+        return
+    empty_dir: dict[str, Any] = {"medium": "Memory"}
+    memory = _memory_of(container)
+    if memory is not None:
+        empty_dir["sizeLimit"] = memory
+    pod_spec.setdefault("volumes", []).append({"name": "shared-mem", "emptyDir": empty_dir})
+    mounts.append({"name": "shared-mem", "mountPath": "/dev/shm"})
+
+
+def _rewrite_command(container: dict[str, Any], start_cmd: str, annotations: Mapping[str, str]) -> None:
+    if annotations.get(L.OVERWRITE_CMD_ANNOTATION, "").lower() == "true":
+        return
+    user = " ".join([*container.get("command", []), *container.get("args", [])]).strip()
+    if "ray start" in user:
+        return
+    generated = f"{ULIMIT}; {start_cmd}"
+    container["command"] = ["/bin/bash", "-c", "--"]
+    container["args"] = [f"{user} && {generated}" if user else generated]
+
+
+def _ray_env(
+    container: dict[str, Any],
+    *,
+    head: bool,
+    start_cmd: str,
+    port: int,
+    fqdn: str,
+    service: str,
+    autoscaler_version: str | None,
+) -> None:
+    env: list[dict[str, Any]] = container.setdefault("env", [])
+    if not head:
+        _add_env(env, {"name": "FQ_RAY_IP", "value": fqdn}, if_absent=False)
+        _add_env(env, {"name": "RAY_IP", "value": service}, if_absent=False)
+    _add_env(env, _field_env("RAY_CLUSTER_NAME", f"metadata.labels['{L.RAY_CLUSTER}']"), if_absent=False)
+    _add_env(env, _field_env("RAY_CLUSTER_NAMESPACE", "metadata.namespace"), if_absent=False)
+    _add_env(env, _field_env("RAY_CLOUD_INSTANCE_ID", "metadata.name"), if_absent=False)
+    _add_env(env, _field_env("RAY_NODE_TYPE_NAME", f"metadata.labels['{L.GROUP}']"), if_absent=False)
+    _add_env(env, {"name": "KUBERAY_GEN_RAY_START_CMD", "value": start_cmd}, if_absent=False)
+    _add_env(env, {"name": "RAY_PORT", "value": str(port)})
+    _add_env(env, {"name": "RAY_ADDRESS", "value": f"127.0.0.1:{port}" if head else f"{fqdn}:{port}"})
+    _add_env(env, {"name": "RAY_USAGE_STATS_KUBERAY_IN_USE", "value": "1"})
+    if head:
+        tags = f"kuberay_version=rayscale-{__version__};kuberay_crd=RayCluster"
+        _add_env(env, {"name": "RAY_USAGE_STATS_EXTRA_TAGS", "value": tags}, if_absent=False)
+        if autoscaler_version in ("v1", "v2"):
+            value = "true" if autoscaler_version == "v2" else "false"
+            _add_env(env, {"name": "RAY_enable_autoscaler_v2", "value": value})
+    _add_env(env, {"name": "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "value": "1"})
+
+
+def _add_metrics_port(container: dict[str, Any]) -> None:
+    ports = container.setdefault("ports", [])
+    if not any(p.get("name") == "metrics" for p in ports):
+        ports.append({"name": "metrics", "containerPort": raystart.METRICS_PORT, "protocol": "TCP"})
+
+
+def _wait_gcs_ready(container: Mapping[str, Any], address: str) -> dict[str, Any]:
+    init: dict[str, Any] = {
+        "name": "wait-gcs-ready",
+        "image": container.get("image"),
+        "command": ["/bin/bash", "-c", "--"],
+        "args": [WAIT_GCS_SCRIPT.format(address=address)],
+        "env": copy.deepcopy(container.get("env", [])),
+        "resources": {
+            "limits": {"cpu": "200m", "memory": "256Mi"},
+            "requests": {"cpu": "200m", "memory": "256Mi"},
+        },
+    }
+    for key in ("imagePullPolicy", "volumeMounts", "securityContext"):
+        if key in container:
+            init[key] = copy.deepcopy(container[key])
+    return init
+
+
+def _build(
+    meta: ClusterMeta,
+    spec: RayClusterSpec,
+    group: HeadGroupSpec | WorkerGroupSpec,
+    *,
+    head: bool,
+    group_name: str,
+    extra_labels: Mapping[str, str],
+) -> Manifest:
+    template: dict[str, Any] = copy.deepcopy(group.template)
+    tmeta = template.get("metadata") or {}
+    pod_spec: dict[str, Any] = template.get("spec") or {}
+    containers: list[dict[str, Any]] = pod_spec.setdefault("containers", [])
+    if not containers:
+        raise ValueError("pod template has no containers")
+    ray = containers[0]
+    port = raystart.head_port(spec.head_group_spec.ray_start_params)
+    service = names.head_service_name(meta.name)
+    fqdn = names.fqdn(service, meta.namespace)
+    params = raystart.start_params(
+        user_params=group.ray_start_params,
+        group_resources=group.resources,
+        group_labels=group.labels,
+        container=ray,
+        is_head=head,
+        head_address=f"{fqdn}:{port}",
+        autoscaling=spec.autoscaling,
+    )
+    start_cmd = raystart.render(params, is_head=head)
+    version = spec.autoscaler_options.version if spec.autoscaler_options else None
+    _ray_env(
+        ray, head=head, start_cmd=start_cmd, port=port, fqdn=fqdn, service=service, autoscaler_version=version
+    )
+    _rewrite_command(ray, start_cmd, meta.annotations)
+    _add_metrics_port(ray)
+    _add_shared_memory(pod_spec, ray, params)
+    probes.inject(ray, head=head, ray_version=spec.ray_version, params=params)
+    if version == "v2":
+        pod_spec["restartPolicy"] = "Never"
+    if not head:
+        pod_spec.setdefault("initContainers", []).append(_wait_gcs_ready(ray, f"{fqdn}:{port}"))
+    for init in pod_spec.get("initContainers", []):
+        env = init.setdefault("env", [])
+        _add_env(env, {"name": "FQ_RAY_IP", "value": fqdn})
+        _add_env(env, {"name": "RAY_IP", "value": service})
+
+    labels = _merge_labels(
+        _base_labels(meta, head=head, group=group_name), tmeta.get("labels"), group.labels, extra_labels
+    )
+    annotations = dict(tmeta.get("annotations") or {})
+    if L.OVERWRITE_CMD_ANNOTATION in meta.annotations:
+        annotations[L.OVERWRITE_CMD_ANNOTATION] = meta.annotations[L.OVERWRITE_CMD_ANNOTATION]
+    if head:
+        ft = (
+            spec.gcs_fault_tolerance_options is not None
+            or meta.annotations.get(L.FT_ENABLED_ANNOTATION) == "true"
+        )
+        annotations[L.FT_ENABLED_ANNOTATION] = "true" if ft else "false"
+        annotations[L.KUBERAY_VERSION_ANNOTATION] = f"rayscale-{__version__}"
+        generate_name = names.head_pod_generate_name(meta.name)
+    else:
+        generate_name = names.worker_pod_generate_name(meta.name, group_name)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": generate_name,
+            "namespace": meta.namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [meta.owner_reference()],
+        },
+        "spec": pod_spec,
+    }
+
+
+def head_pod(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest:
+    return _build(meta, spec, spec.head_group_spec, head=True, group_name=L.HEAD_GROUP, extra_labels={})
+
+
+def worker_pod(
+    meta: ClusterMeta,
+    spec: RayClusterSpec,
+    group: WorkerGroupSpec,
+    *,
+    replica_index: int,
+    replica_name: str | None = None,
+    host_index: int | None = None,
+) -> Manifest:
+    extra = {L.REPLICA_INDEX: str(replica_index)}
+    if replica_name is not None:
+        extra[L.REPLICA_NAME] = replica_name
+    if host_index is not None:
+        extra[L.HOST_INDEX] = str(host_index)
+    return _build(meta, spec, group, head=False, group_name=group.group_name, extra_labels=extra)

@@ -1,0 +1,53 @@
+"""Liveness and readiness probes KubeRay injects when the user left them unset (§3.5)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from rayscale.controller import raystart
+
+HTTP_PROBES_SINCE = (2, 53, 0)
+
+
+def version_at_least(version: str | None, minimum: tuple[int, int, int]) -> bool:
+    if not version:
+        return False
+    parts = [int(p) for p in re.findall(r"\d+", version)[:3]]
+    return tuple(parts + [0] * (3 - len(parts))) >= minimum
+
+
+def _handler(*, head: bool, ray_version: str | None, params: Mapping[str, str]) -> dict[str, Any]:
+    agent = params.get("dashboard-agent-listen-port", str(raystart.DASHBOARD_AGENT_PORT))
+    if version_at_least(ray_version, HTTP_PROBES_SINCE):
+        return {"httpGet": {"path": "/api/healthz", "port": int(agent)}}
+    cmd = f"wget --tries 1 -T 2 -q -O- http://localhost:{agent}/api/local_raylet_healthz | grep success"
+    if head:
+        dashboard = params.get("dashboard-port", "8265")
+        cmd += f" && wget --tries 1 -T 10 -q -O- http://localhost:{dashboard}/api/gcs_healthz | grep success"
+    return {"exec": {"command": ["bash", "-c", cmd]}}
+
+
+def inject(
+    container: dict[str, Any], *, head: bool, ray_version: str | None, params: Mapping[str, str]
+) -> None:
+    if os.environ.get("ENABLE_PROBES_INJECTION", "").lower() == "false":
+        return
+    timeout = 5 if head else 2
+    common = {"timeoutSeconds": timeout, "periodSeconds": 5, "successThreshold": 1}
+    if "livenessProbe" not in container:
+        container["livenessProbe"] = {
+            **_handler(head=head, ray_version=ray_version, params=params),
+            "initialDelaySeconds": 30,
+            **common,
+            "failureThreshold": 120,
+        }
+    if "readinessProbe" not in container:
+        container["readinessProbe"] = {
+            **_handler(head=head, ray_version=ray_version, params=params),
+            "initialDelaySeconds": 10,
+            **common,
+            "failureThreshold": 10,
+        }

@@ -1,0 +1,153 @@
+"""Plan one reconcile of one RayCluster (reference §4.2-§4.7), pure over a snapshot.
+
+The only state it touches is the in-memory scale expectations, which it reads (and prunes of
+expectations that are met).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from rayscale.api.raycluster import KUBERAY_MANAGER, RayClusterSpec
+from rayscale.controller import labels as L
+from rayscale.controller import names, services
+from rayscale.controller import pods as podspec
+from rayscale.controller.expectations import ScaleExpectations
+from rayscale.controller.plan import CreatePod, DeletePod, EventSpec, Plan, Step
+from rayscale.controller.snapshot import (
+    ClusterSnapshot,
+    Obj,
+    is_head,
+    is_terminating,
+    is_unhealthy,
+    pod_group,
+    pod_name,
+)
+from rayscale.controller.status import PROVISIONED, SPEC_VALID, SUSPENDED, SUSPENDING
+from rayscale.controller.validation import Invalid, parse_and_validate
+from rayscale.controller.workers import plan_group, random_suffix
+
+ERROR_REQUEUE = 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannerOptions:
+    random_delete: bool = False  # ENABLE_RANDOM_POD_DELETE
+    suffix: Callable[[], str] = random_suffix
+
+
+def _cond_true(snapshot: ClusterSnapshot, kind: str) -> bool:
+    return any(
+        c.get("type") == kind and c.get("status") == "True" for c in snapshot.status.get("conditions") or []
+    )
+
+
+def _old_condition_message(snapshot: ClusterSnapshot, kind: str) -> str | None:
+    for c in snapshot.status.get("conditions") or []:
+        if c.get("type") == kind:
+            return str(c.get("message") or "")
+    return None
+
+
+def _service_names(snapshot: ClusterSnapshot) -> set[str]:
+    return {str(s.get("metadata", {}).get("name")) for s in snapshot.services}
+
+
+def plan_cluster(
+    snapshot: ClusterSnapshot,
+    expectations: ScaleExpectations,
+    options: PlannerOptions | None = None,
+) -> tuple[Plan, RayClusterSpec | Invalid | None]:
+    """What to do now, and the parsed spec (or why it is invalid; None when skipped)."""
+    options = options or PlannerOptions()
+    meta = snapshot.meta
+    plan = Plan()
+    managed_by = snapshot.raw_spec.get("managedBy")
+    if (managed_by and managed_by != KUBERAY_MANAGER) or meta.deleting:
+        plan.skip = True
+        return plan, None
+    parsed = parse_and_validate(meta, snapshot.raw_spec)
+    if isinstance(parsed, Invalid):
+        plan.invalid = parsed.message
+        if _old_condition_message(snapshot, SPEC_VALID) != parsed.message:
+            plan.events.append(EventSpec("Warning", parsed.reason, parsed.message, action="Validate"))
+        return plan, parsed
+    spec = parsed
+
+    existing = _service_names(snapshot)
+    head_svc = services.head_service(meta, spec)
+    if head_svc["metadata"]["name"] not in existing:
+        plan.services.append(head_svc)
+    headless = names.headless_worker_service_name(meta.name)
+    if services.needs_headless_service(spec) and headless not in existing:
+        plan.services.append(services.headless_worker_service(meta))
+
+    pods = [p for p in snapshot.pods if not expectations.is_stuck(p)]
+    if _cond_true(snapshot, SUSPENDING):
+        step = Step(group="*")
+        step.deletes = [
+            DeletePod(pod_name(p), pod_group(p), "head" if is_head(p) else "worker", "suspend")
+            for p in pods
+            if not is_terminating(p)
+        ]
+        plan.steps.append(step)
+        plan.requeue(ERROR_REQUEUE)
+        return plan, spec
+    if _cond_true(snapshot, SUSPENDED) or spec.suspend:
+        if spec.suspend:
+            plan.requeue(ERROR_REQUEUE)
+        return plan, spec
+
+    by_name = {pod_name(p): p for p in pods}
+    if not _plan_head(snapshot, spec, expectations, pods, by_name, plan):
+        return plan, spec
+    for group in spec.workers:
+        key = (meta.namespace, meta.name, group.group_name)
+        group_pods = [p for p in pods if pod_group(p) == group.group_name and not is_head(p)]
+        if not expectations.satisfied(key, {pod_name(p): p for p in group_pods}):
+            deadline = expectations.next_deadline(key)
+            if deadline is not None:
+                plan.requeue(deadline + 0.1)
+            continue
+        gp = plan_group(
+            meta, spec, group, group_pods, random_delete=options.random_delete, suffix=options.suffix
+        )
+        step = Step(group=group.group_name, deletes=gp.deletes, creates=gp.creates)
+        if step:
+            plan.steps.append(step)
+        if gp.requeue:
+            plan.requeue(ERROR_REQUEUE)
+    return plan, spec
+
+
+def _plan_head(
+    snapshot: ClusterSnapshot,
+    spec: RayClusterSpec,
+    expectations: ScaleExpectations,
+    pods: Sequence[Obj],
+    by_name: dict[str, Obj],
+    plan: Plan,
+) -> bool:
+    """Plan the head pod; False when the workers must wait (KubeRay returns an error there)."""
+    meta = snapshot.meta
+    heads = [p for p in pods if is_head(p)]
+    if not expectations.satisfied((meta.namespace, meta.name, ""), {pod_name(p): p for p in heads}):
+        return True
+    if len(heads) > 1:
+        plan.error = f"{len(heads)} head pods found for RayCluster {meta.namespace}/{meta.name}"
+        plan.requeue(ERROR_REQUEUE)
+        return False
+    if len(heads) == 1:
+        if is_unhealthy(heads[0]):
+            plan.steps.append(
+                Step(group="", deletes=[DeletePod(pod_name(heads[0]), "", "head", "unhealthy")])
+            )
+            plan.requeue(ERROR_REQUEUE)
+            return False
+        return True
+    no_restart = meta.annotations.get(L.DISABLE_HEAD_RESTART_ANNOTATION) == "true"
+    if _cond_true(snapshot, PROVISIONED) and no_restart:
+        return False
+    plan.steps.append(Step(group="", creates=[CreatePod("", "head", podspec.head_pod(meta, spec))]))
+    return True

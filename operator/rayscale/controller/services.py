@@ -1,0 +1,86 @@
+"""The head Service and the headless worker Service (reference §3.6)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from rayscale.api.raycluster import RayClusterSpec
+from rayscale.controller import labels as L
+from rayscale.controller import names, raystart
+from rayscale.controller.snapshot import ClusterMeta
+
+Manifest = dict[str, Any]
+DEFAULT_PORTS = {"client": 10001, "gcs-server": 6379, "dashboard": 8265, "metrics": 8080, "serve": 8000}
+
+
+def head_service_labels(meta: ClusterMeta, spec: RayClusterSpec) -> dict[str, str]:
+    template_labels = (spec.head_group_spec.template.get("metadata") or {}).get("labels") or {}
+    return {
+        L.RAY_CLUSTER: meta.name,
+        L.NODE_TYPE: L.HEAD,
+        L.IDENTIFIER: names.head_identifier(meta.name),
+        L.APP_NAME: template_labels.get(L.APP_NAME, L.APP_NAME_VALUE),
+        L.CREATED_BY: L.CREATED_BY_VALUE,
+    }
+
+
+def head_service_ports(spec: RayClusterSpec) -> list[dict[str, Any]]:
+    containers = (spec.head_group_spec.template.get("spec") or {}).get("containers") or [{}]
+    declared = containers[0].get("ports") or []
+    ports: dict[str, int] = {}
+    if not declared:
+        ports = dict(DEFAULT_PORTS)
+    for p in declared:
+        port = int(p.get("containerPort", 0))
+        ports[p.get("name") or f"{port}-port"] = port
+    ports.setdefault("metrics", raystart.METRICS_PORT)
+    return [{"name": n, "port": ports[n], "appProtocol": "tcp"} for n in sorted(ports)]
+
+
+def head_service(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest:
+    head = spec.head_group_spec
+    labels = head_service_labels(meta, spec)
+    base: dict[str, Any] = copy.deepcopy(head.head_service) if head.head_service else {}
+    smeta = base.setdefault("metadata", {})
+    sspec = base.setdefault("spec", {})
+    smeta.setdefault("name", names.head_service_name(meta.name))
+    smeta["namespace"] = meta.namespace
+    smeta["labels"] = {**(smeta.get("labels") or {}), **labels}
+    annotations = {**(smeta.get("annotations") or {}), **(spec.head_service_annotations or {})}
+    if annotations:
+        smeta["annotations"] = annotations
+    smeta["ownerReferences"] = [meta.owner_reference()]
+    sspec["selector"] = labels
+    sspec["ports"] = [*(sspec.get("ports") or []), *head_service_ports(spec)]
+    if head.head_service:
+        sspec.setdefault("type", head.service_type or "ClusterIP")
+    else:
+        sspec["type"] = head.service_type or "ClusterIP"
+        if sspec["type"] == "ClusterIP":
+            sspec["clusterIP"] = "None"
+            sspec["publishNotReadyAddresses"] = True
+    return {"apiVersion": "v1", "kind": "Service", **base}
+
+
+def headless_worker_service(meta: ClusterMeta) -> Manifest:
+    """For multi-host groups; also labelled ray.io/cluster so the controller's watch sees it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": names.headless_worker_service_name(meta.name),
+            "namespace": meta.namespace,
+            "labels": {L.HEADLESS_WORKER_SVC: meta.name, L.RAY_CLUSTER: meta.name},
+            "ownerReferences": [meta.owner_reference()],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {L.RAY_CLUSTER: meta.name, L.NODE_TYPE: L.WORKER},
+        },
+    }
+
+
+def needs_headless_service(spec: RayClusterSpec) -> bool:
+    return any(g.num_of_hosts > 1 for g in spec.workers)

@@ -1,0 +1,268 @@
+"""Status of a RayCluster computed from its spec, pods and services (reference §2), pure."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from rayscale.api.raycluster import MAX_INT32, RayClusterSpec
+from rayscale.controller import labels as L
+from rayscale.controller import names
+from rayscale.controller.quantities import (
+    format_quantity,
+    is_gpu_resource,
+    template_resources,
+    uses_binary_suffix,
+)
+from rayscale.controller.snapshot import (
+    ClusterMeta,
+    Obj,
+    condition,
+    is_head,
+    is_running_and_ready,
+    is_running_ready_if_present,
+    is_worker,
+    phase,
+    pod_name,
+)
+from rayscale.controller.workers import expected_replicas, num_hosts
+
+HEAD_POD_READY = "HeadPodReady"
+PROVISIONED = "RayClusterProvisioned"
+REPLICA_FAILURE = "ReplicaFailure"
+SUSPENDING = "RayClusterSuspending"
+SUSPENDED = "RayClusterSuspended"
+SPEC_VALID = "SpecValid"
+
+#: fields whose change alone does not justify a status write
+_NOT_COMPARED = ("lastUpdateTime", "stateTransitionTimes")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReconcileError:
+    """A failed create/delete; `reason` is KubeRay's ReplicaFailure reason (None: untagged)."""
+
+    message: str
+    reason: str | None = None
+
+
+def rfc3339(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _conditions(status: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: dict(c) for c in status.get("conditions") or [] if "type" in c}
+
+
+def _is_true(conds: Mapping[str, Mapping[str, Any]], kind: str) -> bool:
+    return conds.get(kind, {}).get("status") == "True"
+
+
+def _set(
+    conds: dict[str, dict[str, Any]],
+    kind: str,
+    status: bool,
+    reason: str,
+    message: str,
+    *,
+    now: datetime,
+    generation: int,
+) -> None:
+    old = conds.get(kind)
+    value = "True" if status else "False"
+    changed = old is None or old.get("status") != value
+    conds[kind] = {
+        "type": kind,
+        "status": value,
+        "observedGeneration": generation,
+        "lastTransitionTime": rfc3339(now) if changed else old["lastTransitionTime"],  # type: ignore[index]
+        "reason": reason,
+        "message": message,
+    }
+
+
+def desired_resources(spec: RayClusterSpec) -> dict[str, str]:
+    """desiredCPU/Memory/GPU/TPU from templates: head x1 + group x replicas(unclamped) x hosts."""
+    total: dict[str, Decimal] = {}
+    weighted = [(spec.head_group_spec.template, 1)] + [
+        (g.template, 0 if g.suspend else (g.replicas or 0) * num_hosts(g)) for g in spec.workers
+    ]
+    for template, count in weighted:
+        for key, value in template_resources(template).items():
+            total[key] = total.get(key, Decimal(0)) + value * count
+    # Like Go's Quantity.Add, the sum keeps the format of the first template declaring memory.
+    binary = next((uses_binary_suffix(t, "memory") for t, _ in weighted if _has(t, "memory")), False)
+    gpu = sum((v for k, v in total.items() if is_gpu_resource(k)), Decimal(0))
+    return {
+        "desiredCPU": format_quantity(total.get("cpu", Decimal(0))),
+        "desiredMemory": format_quantity(total.get("memory", Decimal(0)), binary=binary),
+        "desiredGPU": format_quantity(gpu),
+        "desiredTPU": format_quantity(total.get("google.com/tpu", Decimal(0))),
+    }
+
+
+def _has(template: Mapping[str, Any], key: str) -> bool:
+    return key in template_resources(template)
+
+
+def replica_sums(spec: RayClusterSpec) -> dict[str, int]:
+    active = [g for g in spec.workers if not g.suspend]
+    return {
+        "desiredWorkerReplicas": sum(expected_replicas(g) * num_hosts(g) for g in active),
+        "minWorkerReplicas": sum(g.min_replicas * num_hosts(g) for g in active),
+        "maxWorkerReplicas": min(MAX_INT32, sum(g.max_replicas * num_hosts(g) for g in active)),
+    }
+
+
+def _head_service(meta: ClusterMeta, services: Sequence[Obj]) -> Obj | None:
+    for svc in services:
+        labels = svc.get("metadata", {}).get("labels") or {}
+        if (
+            labels.get(L.RAY_CLUSTER) == meta.name
+            and labels.get(L.NODE_TYPE) == L.HEAD
+            and labels.get(L.IDENTIFIER) == names.head_identifier(meta.name)
+        ):
+            return svc
+    return None
+
+
+def _endpoints(service: Obj | None, old: Mapping[str, str]) -> dict[str, str]:
+    out = dict(old)
+    for port in ((service or {}).get("spec") or {}).get("ports") or []:
+        if not port.get("name"):
+            continue
+        target = port.get("targetPort")
+        if port.get("nodePort"):
+            out[port["name"]] = str(port["nodePort"])
+        elif target not in (None, "", 0):
+            out[port["name"]] = str(target)
+    return out
+
+
+def _head_pod_ready(head: Obj | None) -> tuple[bool, str, str]:
+    if head is None:
+        return False, "HeadPodNotFound", "Head Pod not found"
+    ready = condition(head, "Ready")
+    if ready is None:
+        return False, "Unknown", ""
+    status = ready.get("status") == "True"
+    reason = str(ready.get("reason") or "")
+    if reason == "ContainersNotReady":
+        for cs in (head.get("status") or {}).get("containerStatuses") or []:
+            state = cs.get("state") or {}
+            detail = (state.get("waiting") or state.get("terminated") or {}).get("reason")
+            if detail:
+                reason = str(detail)
+            break
+    if status and not reason:
+        reason = "HeadPodRunningAndReady"
+    return status, reason or "Unknown", str(ready.get("message") or "")
+
+
+def compute_status(
+    meta: ClusterMeta,
+    spec: RayClusterSpec,
+    old: Mapping[str, Any],
+    pods: Sequence[Obj],
+    services: Sequence[Obj],
+    *,
+    error: ReconcileError | None = None,
+    now: datetime,
+) -> dict[str, Any]:
+    """The new status; `pods` are all pods labelled with the cluster (terminating included)."""
+    status: dict[str, Any] = {k: v for k, v in old.items() if k not in ("conditions",)}
+    conds = _conditions(old)
+    conds.pop(SPEC_VALID, None)
+    gen = meta.generation
+    workers = [p for p in pods if is_worker(p)]
+    heads = [p for p in pods if is_head(p)]
+    head = heads[0] if heads else None
+    status["readyWorkerReplicas"] = sum(1 for p in workers if is_running_and_ready(p))
+    status["availableWorkerReplicas"] = sum(1 for p in workers if phase(p) == "Running")
+    status.update(replica_sums(spec))
+    status.update(desired_resources(spec))
+
+    ready, reason, message = _head_pod_ready(head)
+    _set(conds, HEAD_POD_READY, ready, reason, message, now=now, generation=gen)
+
+    suspend = bool(spec.suspend)
+    if suspend and not _is_true(conds, SUSPENDED) and not _is_true(conds, SUSPENDING):
+        _set(conds, SUSPENDING, True, SUSPENDING, "", now=now, generation=gen)
+    if _is_true(conds, SUSPENDING) and not pods:
+        _set(conds, SUSPENDING, False, SUSPENDING, "", now=now, generation=gen)
+        _set(conds, SUSPENDED, True, SUSPENDED, "", now=now, generation=gen)
+        msg = "RayCluster has been suspended"
+        _set(conds, PROVISIONED, False, "RayClusterPodsProvisioning", msg, now=now, generation=gen)
+    if not suspend and _is_true(conds, SUSPENDED):
+        _set(conds, SUSPENDED, False, SUSPENDED, "", now=now, generation=gen)
+
+    all_up = bool(pods) and all(is_running_ready_if_present(p) for p in pods)
+    complete = len(pods) == status["desiredWorkerReplicas"] + 1 and all_up
+    if not _is_true(conds, PROVISIONED) and not _is_true(conds, SUSPENDED):
+        if complete and all(is_running_and_ready(p) for p in pods):
+            _set(conds, PROVISIONED, True, "AllPodRunningAndReadyFirstTime", "", now=now, generation=gen)
+        else:
+            _set(conds, PROVISIONED, False, "RayClusterPodsProvisioning", "", now=now, generation=gen)
+
+    if error is None:
+        conds.pop(REPLICA_FAILURE, None)
+    elif error.reason is not None:
+        _set(conds, REPLICA_FAILURE, True, error.reason, error.message, now=now, generation=gen)
+
+    state = old.get("state")
+    if error is None and complete:
+        state = "ready"
+        status["reason"] = ""
+    if _is_true(conds, SUSPENDED):
+        state = "suspended"
+    if state is not None:
+        if state != old.get("state"):
+            times = dict(old.get("stateTransitionTimes") or {})
+            times[state] = rfc3339(now)
+            status["stateTransitionTimes"] = times
+        status["state"] = state
+
+    service = _head_service(meta, services)
+    endpoints = _endpoints(service, old.get("endpoints") or {})
+    if endpoints:
+        status["endpoints"] = endpoints
+    head_ip = str((head or {}).get("status", {}).get("podIP") or "")
+    head_info: dict[str, str] = {"podIP": head_ip, "podName": pod_name(head) if head else ""}
+    if service is not None:
+        cluster_ip = str((service.get("spec") or {}).get("clusterIP") or "")
+        head_info["serviceName"] = service["metadata"]["name"]
+        head_info["serviceIP"] = head_ip if cluster_ip == "None" else cluster_ip
+    status["head"] = head_info
+    status["conditions"] = sorted(conds.values(), key=lambda c: c["type"])
+    status["observedGeneration"] = gen
+    return status
+
+
+def invalid_status(
+    meta: ClusterMeta, old: Mapping[str, Any], reason: str, message: str, *, now: datetime
+) -> dict[str, Any]:
+    """Status of an invalid RayCluster: unchanged except for the SpecValid condition."""
+    status: dict[str, Any] = dict(old)
+    conds = _conditions(old)
+    _set(conds, SPEC_VALID, False, reason, message, now=now, generation=meta.generation)
+    status["conditions"] = sorted(conds.values(), key=lambda c: c["type"])
+    status["observedGeneration"] = meta.generation
+    return status
+
+
+def status_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    def strip(s: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in s.items() if k not in _NOT_COMPARED and v is not None}
+
+    return strip(old) != strip(new)
+
+
+def status_patch(old: Mapping[str, Any], new: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
+    """A merge patch turning `old` into `new` (removed keys set to null), stamped lastUpdateTime."""
+    patch: dict[str, Any] = {k: None for k in old if k not in new}
+    patch.update(new)
+    patch["lastUpdateTime"] = rfc3339(now)
+    return {"status": patch}

@@ -1,0 +1,168 @@
+"""The controller-side checks of a RayCluster (reference §1.6), pure.
+
+Each problem names the field and the rule, e.g.
+`spec.workerGroupSpecs[0].minReplicas: must be <= maxReplicas (3 > 2)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from rayscale.api.raycluster import RayClusterSpec
+from rayscale.controller.names import is_dns1035_label
+from rayscale.controller.probes import version_at_least
+from rayscale.controller.snapshot import ClusterMeta
+
+MAX_CLUSTER_NAME = 53
+RESOURCE_PARAMS = ("num-cpus", "num-gpus", "memory", "resources")
+_QUALIFIED = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Invalid:
+    reason: str  # InvalidRayClusterMetadata | InvalidRayClusterSpec
+    message: str
+
+
+def _env(template: Mapping[str, Any], name: str) -> str | None:
+    containers = (template.get("spec") or {}).get("containers") or []
+    for item in (containers[0].get("env") or []) if containers else []:
+        if item.get("name") == name:
+            return str(item.get("value", ""))
+    return None
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.lower() in ("1", "true")
+
+
+def _group_checks(
+    path: str,
+    template: Mapping[str, Any],
+    params: Mapping[str, str] | None,
+    resources: Mapping[str, str] | None,
+    labels: Mapping[str, str] | None,
+) -> str | None:
+    if not (template.get("spec") or {}).get("containers"):
+        return f"{path}.template.spec.containers: must have at least one container"
+    if resources:
+        for key in RESOURCE_PARAMS:
+            if key in (params or {}):
+                return f"{path}.rayStartParams.{key}: not allowed with {path}.resources (use only one)"
+    if "labels" in (params or {}):
+        return f"{path}.rayStartParams.labels: not allowed (use {path}.labels)"
+    for key, value in (labels or {}).items():
+        if len(key.rsplit("/", 1)[-1]) > 63 or not _QUALIFIED.match(key):
+            return f"{path}.labels: key {key!r} is not a qualified name"
+        if len(value) > 63 or not _LABEL_VALUE.match(value):
+            return f"{path}.labels.{key}: value {value!r} is not a valid label value"
+    return None
+
+
+def validate_metadata(meta: ClusterMeta) -> Invalid | None:
+    if len(meta.name) > MAX_CLUSTER_NAME:
+        return Invalid(
+            "InvalidRayClusterMetadata",
+            f"metadata.name: must be no more than {MAX_CLUSTER_NAME} characters ({len(meta.name)})",
+        )
+    if not is_dns1035_label(meta.name):
+        return Invalid("InvalidRayClusterMetadata", f"metadata.name: {meta.name!r} is not a DNS-1035 label")
+    return None
+
+
+def parse_and_validate(meta: ClusterMeta, raw: Mapping[str, Any]) -> RayClusterSpec | Invalid:
+    """The parsed spec, or the first problem found."""
+    problem = validate_metadata(meta)
+    if problem:
+        return problem
+    try:
+        spec = RayClusterSpec.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        return Invalid("InvalidRayClusterSpec", f"spec.{where}: {err['msg']}")
+    message = validate_spec(meta, spec)
+    return Invalid("InvalidRayClusterSpec", message) if message else spec
+
+
+def validate_spec(meta: ClusterMeta, spec: RayClusterSpec) -> str | None:
+    head = spec.head_group_spec
+    problem = _group_checks(
+        "spec.headGroupSpec", head.template, head.ray_start_params, head.resources, head.labels
+    )
+    if problem:
+        return problem
+    head_v2 = _env(head.template, "RAY_enable_autoscaler_v2")
+    version = spec.autoscaler_options.version if spec.autoscaler_options else None
+    v2 = version == "v2" or _truthy(head_v2)
+    for i, g in enumerate(spec.workers):
+        path = f"spec.workerGroupSpecs[{i}]"
+        problem = _group_checks(path, g.template, g.ray_start_params, g.resources, g.labels)
+        if problem:
+            return problem
+        if g.min_replicas < 0:
+            return f"{path}.minReplicas: must be >= 0 ({g.min_replicas})"
+        if g.max_replicas < 0:
+            return f"{path}.maxReplicas: must be >= 0 ({g.max_replicas})"
+        if g.min_replicas > g.max_replicas:
+            return f"{path}.minReplicas: must be <= maxReplicas ({g.min_replicas} > {g.max_replicas})"
+        if g.idle_timeout_seconds is not None:
+            if g.idle_timeout_seconds < 0:
+                return f"{path}.idleTimeoutSeconds: must be >= 0 ({g.idle_timeout_seconds})"
+            if not v2:
+                return f"{path}.idleTimeoutSeconds: only allowed with autoscaler v2"
+        if g.priority and not (v2 and version_at_least(spec.ray_version, (2, 56, 0))):
+            return f"{path}.priority: requires autoscaler v2 and rayVersion >= 2.56.0"
+    ft_annotation = "ray.io/ft-enabled" in meta.annotations
+    if ft_annotation and spec.gcs_fault_tolerance_options is not None:
+        return "spec.gcsFaultToleranceOptions: not allowed together with annotation ray.io/ft-enabled"
+    ft = spec.gcs_fault_tolerance_options is not None or meta.annotations.get("ray.io/ft-enabled") == "true"
+    if not ft and _env(head.template, "RAY_REDIS_ADDRESS") is not None:
+        return "spec.headGroupSpec.template: env RAY_REDIS_ADDRESS requires GCS fault tolerance"
+    if spec.gcs_fault_tolerance_options is not None:
+        if "redis-password" in (head.ray_start_params or {}):
+            return (
+                "spec.headGroupSpec.rayStartParams.redis-password: use gcsFaultToleranceOptions.redisPassword"
+            )
+        for env in ("REDIS_PASSWORD", "RAY_REDIS_ADDRESS"):
+            if _env(head.template, env) is not None:
+                return f"spec.headGroupSpec.template: env {env} not allowed with gcsFaultToleranceOptions"
+    if "redis-username" in (head.ray_start_params or {}) or _env(head.template, "REDIS_USERNAME") is not None:
+        return "spec.headGroupSpec: redis-username / REDIS_USERNAME not allowed (use redisUsername)"
+    if not spec.autoscaling:
+        if _truthy(head_v2):
+            return (
+                "spec.headGroupSpec.template: env RAY_enable_autoscaler_v2 requires enableInTreeAutoscaling"
+            )
+    else:
+        for i, g in enumerate(spec.workers):
+            if g.suspend:
+                return f"spec.workerGroupSpecs[{i}].suspend: not allowed with enableInTreeAutoscaling"
+        if version is not None and head_v2 is not None:
+            return "spec.autoscalerOptions.version: not allowed together with env RAY_enable_autoscaler_v2"
+        if version == "v2":
+            for path, template in [("spec.headGroupSpec", head.template)] + [
+                (f"spec.workerGroupSpecs[{i}]", g.template) for i, g in enumerate(spec.workers)
+            ]:
+                policy = (template.get("spec") or {}).get("restartPolicy")
+                if policy not in (None, "", "Never"):
+                    return f"{path}.template.spec.restartPolicy: must be unset or Never with autoscaler v2"
+    opts = spec.autoscaler_options
+    if opts is not None:
+        if opts.idle_timeout_seconds is not None and opts.idle_timeout_seconds < 0:
+            return f"spec.autoscalerOptions.idleTimeoutSeconds: must be >= 0 ({opts.idle_timeout_seconds})"
+        if any(e.get("name") == "KUBERAY_GEN_AUTOSCALER_START_CMD" for e in opts.env or []):
+            return "spec.autoscalerOptions.env: KUBERAY_GEN_AUTOSCALER_START_CMD is reserved"
+    auth = spec.auth_options
+    if auth is not None and auth.mode == "token" and not version_at_least(spec.ray_version, (2, 52, 0)):
+        return "spec.authOptions.mode: token authentication requires rayVersion >= 2.52.0"
+    return None

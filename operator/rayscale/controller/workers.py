@@ -1,0 +1,175 @@
+"""Worker reconcile planning for one group (reference §4.3-§4.5), pure.
+
+Single-host groups count pods; multi-host groups (numOfHosts > 1) count whole replicas of
+`numOfHosts` pods sharing a replica name. Terminating pods count as existing (they are not
+replaced until gone) unless they are stuck far past their deletion deadline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import string
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
+from rayscale.controller import labels as L
+from rayscale.controller import pods as podspec
+from rayscale.controller.plan import CreatePod, DeletePod
+from rayscale.controller.snapshot import (
+    ClusterMeta,
+    Obj,
+    condition,
+    creation_time,
+    is_terminating,
+    is_unhealthy,
+    phase,
+    pod_labels,
+    pod_name,
+    replica_index,
+)
+
+_ALPHABET = string.ascii_lowercase + string.digits
+
+
+def random_suffix() -> str:
+    return "".join(secrets.choice(_ALPHABET) for _ in range(5))
+
+
+def expected_replicas(group: WorkerGroupSpec) -> int:
+    """clamp(replicas, min, max); nil replicas -> min; suspended group -> 0 (in replicas, not hosts)."""
+    if group.suspend:
+        return 0
+    replicas = group.min_replicas if group.replicas is None else group.replicas
+    return max(group.min_replicas, min(replicas, group.max_replicas))
+
+
+def num_hosts(group: WorkerGroupSpec) -> int:
+    return group.num_of_hosts if group.num_of_hosts > 0 else 1
+
+
+@dataclasses.dataclass
+class GroupPlan:
+    deletes: list[DeletePod] = dataclasses.field(default_factory=list)
+    creates: list[CreatePod] = dataclasses.field(default_factory=list)
+    #: no creates this round and reconcile again soon (KubeRay returns an error here)
+    requeue: bool = False
+
+
+def _delete(pod: Obj, group: str, why: str) -> DeletePod:
+    return DeletePod(name=pod_name(pod), group=group, kind="worker", why=why)
+
+
+def _not_ready_first_then_youngest(pod: Obj) -> tuple[int, str]:
+    ready = condition(pod, "Ready")
+    healthy = phase(pod) == "Running" and ready is not None and ready.get("status") == "True"
+    # sort ascending: terminating (already going) < pending/unready < ready; youngest first
+    rank = 0 if is_terminating(pod) else (2 if healthy else 1)
+    return rank, _negate(creation_time(pod))
+
+
+def _negate(timestamp: str) -> str:
+    # RFC 3339 timestamps sort lexically; invert every character for "youngest first".
+    return "".join(chr(0x10FFFF - ord(c)) for c in timestamp)
+
+
+def _lowest_free(used: set[int], count: int) -> list[int]:
+    out: list[int] = []
+    i = 0
+    while len(out) < count:
+        if i not in used:
+            out.append(i)
+        i += 1
+    return out
+
+
+def plan_group(
+    meta: ClusterMeta,
+    spec: RayClusterSpec,
+    group: WorkerGroupSpec,
+    pods: Sequence[Obj],
+    *,
+    random_delete: bool = False,
+    suffix: Callable[[], str] = random_suffix,
+) -> GroupPlan:
+    """Plan one group. `pods` are the group's pods to count (stuck terminating ones left out)."""
+    name = group.group_name
+    plan = GroupPlan()
+    if group.suspend:
+        plan.deletes = [_delete(p, name, "suspend") for p in pods if not is_terminating(p)]
+        return plan
+    may_scale_down = not spec.autoscaling or random_delete
+    if num_hosts(group) > 1:
+        return _plan_multi_host(meta, spec, group, pods, may_scale_down, suffix)
+
+    unhealthy = [p for p in pods if is_unhealthy(p)]
+    if unhealthy:
+        plan.deletes = [_delete(p, name, "unhealthy") for p in unhealthy]
+        plan.requeue = True
+        return plan
+    named = set((group.scale_strategy.workers_to_delete if group.scale_strategy else None) or [])
+    listed = [p for p in pods if pod_name(p) in named]
+    plan.deletes = [_delete(p, name, "workersToDelete") for p in listed if not is_terminating(p)]
+    running = [p for p in pods if pod_name(p) not in named]
+    diff = expected_replicas(group) - len(running)
+    if diff > 0:
+        used = {i for p in running if (i := replica_index(p)) is not None}
+        for index in _lowest_free(used, diff):
+            manifest = podspec.worker_pod(meta, spec, group, replica_index=index)
+            plan.creates.append(CreatePod(group=name, kind="worker", manifest=manifest))
+    elif diff < 0 and may_scale_down:
+        victims = sorted(running, key=_not_ready_first_then_youngest)[:-diff]
+        plan.deletes += [_delete(p, name, "scaleDown") for p in victims if not is_terminating(p)]
+    return plan
+
+
+def _plan_multi_host(
+    meta: ClusterMeta,
+    spec: RayClusterSpec,
+    group: WorkerGroupSpec,
+    pods: Sequence[Obj],
+    may_scale_down: bool,
+    suffix: Callable[[], str],
+) -> GroupPlan:
+    name = group.group_name
+    hosts = num_hosts(group)
+    plan = GroupPlan()
+    replicas: dict[str, list[Obj]] = defaultdict(list)
+    for pod in pods:
+        replica = pod_labels(pod).get(L.REPLICA_NAME)
+        if replica:
+            replicas[replica].append(pod)
+
+    doomed: dict[str, str] = {}
+    for replica, members in replicas.items():
+        if len(members) < hosts:
+            doomed[replica] = "incompleteReplica"
+        elif any(is_unhealthy(p) for p in members):
+            doomed[replica] = "unhealthy"
+    named = set((group.scale_strategy.workers_to_delete if group.scale_strategy else None) or [])
+    for replica, members in replicas.items():
+        if replica not in doomed and any(pod_name(p) in named for p in members):
+            doomed[replica] = "workersToDelete"
+    if doomed:
+        for replica, why in doomed.items():
+            plan.deletes += [_delete(p, name, why) for p in replicas[replica] if not is_terminating(p)]
+        plan.requeue = True
+        return plan
+
+    expected = expected_replicas(group)
+    diff = expected - len(replicas)
+    if diff > 0:
+        used = {i for members in replicas.values() for p in members if (i := replica_index(p)) is not None}
+        for index in _lowest_free(used, diff):
+            replica_name = f"{name}-{suffix()}"
+            for host in range(hosts):
+                manifest = podspec.worker_pod(
+                    meta, spec, group, replica_index=index, replica_name=replica_name, host_index=host
+                )
+                plan.creates.append(CreatePod(group=name, kind="worker", manifest=manifest))
+    elif diff < 0 and may_scale_down:
+        ordered = sorted(replicas.values(), key=lambda ms: min(_not_ready_first_then_youngest(p) for p in ms))
+        for members in ordered[:-diff]:
+            plan.deletes += [_delete(p, name, "scaleDown") for p in members if not is_terminating(p)]
+    return plan

@@ -1,0 +1,186 @@
+"""Head and worker pods, head and headless Services (reference §3.1-§3.6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raycluster_factory import cluster, group
+
+from rayscale.api.raycluster import RayClusterSpec
+from rayscale.controller import labels as L
+from rayscale.controller import pods, services
+from rayscale.controller.snapshot import ClusterMeta
+
+FQDN = "rc-head-svc.ns.svc.cluster.local"
+
+
+def _setup(body: dict[str, Any]) -> tuple[ClusterMeta, RayClusterSpec]:
+    return ClusterMeta.from_body(body), RayClusterSpec.model_validate(body["spec"])
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_worker_pod_names_labels_owner() -> None:
+    g = group("cpu", template={"metadata": {"labels": {L.GROUP: "evil", "team": "a"}},
+                               "spec": {"containers": [{"name": "w", "image": "ray"}]}})  # fmt: skip
+    meta, spec = _setup(cluster(g))
+    pod = pods.worker_pod(meta, spec, spec.workers[0], replica_index=3)
+    md = pod["metadata"]
+    assert md["generateName"] == "rc-cpu-worker-"
+    assert md["namespace"] == "ns"
+    assert md["labels"] == {
+        L.IS_RAY_NODE: "yes",
+        L.RAY_CLUSTER: "rc",
+        L.NODE_TYPE: "worker",
+        L.GROUP: "cpu",
+        L.IDENTIFIER: "rc-worker",
+        L.APP_NAME: "kuberay",
+        L.CREATED_BY: "kuberay-operator",
+        L.REPLICA_INDEX: "3",
+        "team": "a",
+    }
+    assert md["ownerReferences"] == [
+        {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "rc", "uid": "uid-1",
+         "controller": True, "blockOwnerDeletion": True}
+    ]  # fmt: skip
+
+
+def test_multi_host_labels() -> None:
+    meta, spec = _setup(cluster(group("tpu", hosts=4)))
+    pod = pods.worker_pod(
+        meta, spec, spec.workers[0], replica_index=0, replica_name="tpu-abcde", host_index=2
+    )
+    labels = pod["metadata"]["labels"]
+    assert (labels[L.REPLICA_NAME], labels[L.HOST_INDEX], labels[L.REPLICA_INDEX]) == ("tpu-abcde", "2", "0")
+
+
+def test_long_names_are_truncated() -> None:
+    name = "a" * 53
+    meta, spec = _setup(cluster(group("g" * 20), name=name))
+    assert pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["metadata"]["generateName"] == (
+        f"{(name + '-' + 'g' * 20)[:50]}-worker-"
+    )
+    assert pods.head_pod(meta, spec)["metadata"]["generateName"] == f"{name[:50]}-head-"
+
+
+def test_worker_env_in_kuberay_order() -> None:
+    meta, spec = _setup(cluster(group()))
+    ray = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
+    names = [e["name"] for e in ray["env"]]
+    assert names == [
+        "FQ_RAY_IP", "RAY_IP", "RAY_CLUSTER_NAME", "RAY_CLUSTER_NAMESPACE", "RAY_CLOUD_INSTANCE_ID",
+        "RAY_NODE_TYPE_NAME", "KUBERAY_GEN_RAY_START_CMD", "RAY_PORT", "RAY_ADDRESS",
+        "RAY_USAGE_STATS_KUBERAY_IN_USE", "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE",
+    ]  # fmt: skip
+    env = _env(ray)
+    assert env["FQ_RAY_IP"] == FQDN
+    assert env["RAY_IP"] == "rc-head-svc"
+    assert env["RAY_ADDRESS"] == f"{FQDN}:6379"
+    assert env["RAY_CLOUD_INSTANCE_ID"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["RAY_NODE_TYPE_NAME"] == {"fieldRef": {"fieldPath": "metadata.labels['ray.io/group']"}}
+    assert env["KUBERAY_GEN_RAY_START_CMD"] == (
+        f"ray start --address={FQDN}:6379 --block --dashboard-agent-listen-port=52365 "
+        "--memory=2147483648 --metrics-export-port=8080 --num-cpus=1"
+    )
+    assert ray["command"] == ["/bin/bash", "-c", "--"]
+    assert ray["args"] == [
+        "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}; " + env["KUBERAY_GEN_RAY_START_CMD"]
+    ]
+
+
+def test_user_command_is_prefixed_and_ray_start_left_alone() -> None:
+    g = group(template={"spec": {"containers": [{"name": "w", "command": ["echo"], "args": ["hi"]}]}})
+    meta, spec = _setup(cluster(g))
+    ray = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
+    assert ray["args"][0].startswith("echo hi && ulimit -n")
+    g = group(template={"spec": {"containers": [{"name": "w", "args": ["ray start --block"]}]}})
+    meta, spec = _setup(cluster(g))
+    ray = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
+    assert ray["args"] == ["ray start --block"]
+    assert "command" not in ray
+
+
+def test_shm_metrics_port_init_container() -> None:
+    meta, spec = _setup(cluster(group()))
+    pod = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]
+    assert pod["volumes"] == [{"name": "shared-mem", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}]
+    ray = pod["containers"][0]
+    assert {"name": "shared-mem", "mountPath": "/dev/shm"} in ray["volumeMounts"]
+    assert {"name": "metrics", "containerPort": 8080, "protocol": "TCP"} in ray["ports"]
+    (init,) = pod["initContainers"]
+    assert init["name"] == "wait-gcs-ready"
+    assert f"ray health-check --address {FQDN}:6379" in init["args"][0]
+    assert init["resources"]["limits"] == {"cpu": "200m", "memory": "256Mi"}
+    assert _env(init)["FQ_RAY_IP"] == FQDN
+
+
+def test_head_pod_autoscaling_has_no_monitor_and_no_sidecar() -> None:
+    meta, spec = _setup(cluster(group(), autoscaling=True, autoscalerOptions={"version": "v2"}))
+    pod = pods.head_pod(meta, spec)
+    containers = pod["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["ray-head"]
+    env = _env(containers[0])
+    assert "--no-monitor" in env["KUBERAY_GEN_RAY_START_CMD"]
+    assert env["KUBERAY_GEN_RAY_START_CMD"].startswith("ray start --head ")
+    assert env["RAY_ADDRESS"] == "127.0.0.1:6379"
+    assert env["RAY_enable_autoscaler_v2"] == "true"
+    assert "FQ_RAY_IP" not in env
+    assert pod["spec"]["restartPolicy"] == "Never"
+    assert "initContainers" not in pod["spec"]
+    assert pod["metadata"]["labels"][L.GROUP] == "headgroup"
+    assert pod["metadata"]["annotations"][L.FT_ENABLED_ANNOTATION] == "false"
+
+
+def test_probes_injected_unless_set() -> None:
+    meta, spec = _setup(cluster(group(), rayVersion="2.55.0"))
+    ray = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
+    assert ray["readinessProbe"]["httpGet"] == {"path": "/api/healthz", "port": 52365}
+    assert ray["livenessProbe"]["failureThreshold"] == 120
+    meta, spec = _setup(cluster(group()))
+    head = pods.head_pod(meta, spec)["spec"]["containers"][0]
+    assert "gcs_healthz" in head["livenessProbe"]["exec"]["command"][2]
+    assert head["livenessProbe"]["timeoutSeconds"] == 5
+
+
+def test_head_service_headless_with_default_ports() -> None:
+    meta, spec = _setup(cluster(group()))
+    svc = services.head_service(meta, spec)
+    assert svc["metadata"]["name"] == "rc-head-svc"
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["publishNotReadyAddresses"] is True
+    assert [(p["name"], p["port"]) for p in svc["spec"]["ports"]] == [
+        ("client", 10001), ("dashboard", 8265), ("gcs-server", 6379), ("metrics", 8080), ("serve", 8000)
+    ]  # fmt: skip
+    assert svc["spec"]["selector"] == svc["metadata"]["labels"]
+    assert svc["spec"]["selector"][L.IDENTIFIER] == "rc-head"
+
+
+def test_head_service_declared_ports_and_type() -> None:
+    body = cluster(group())
+    head = body["spec"]["headGroupSpec"]
+    head["serviceType"] = "NodePort"
+    head["template"]["spec"]["containers"][0]["ports"] = [
+        {"containerPort": 6379, "name": "gcs"},
+        {"containerPort": 1},
+    ]
+    meta, spec = _setup(body)
+    svc = services.head_service(meta, spec)
+    assert svc["spec"]["type"] == "NodePort"
+    assert "clusterIP" not in svc["spec"]
+    assert [p["name"] for p in svc["spec"]["ports"]] == ["1-port", "gcs", "metrics"]
+
+
+def test_headless_worker_service_only_for_multi_host() -> None:
+    _, spec = _setup(cluster(group()))
+    assert not services.needs_headless_service(spec)
+    meta, spec = _setup(cluster(group(hosts=2)))
+    assert services.needs_headless_service(spec)
+    svc = services.headless_worker_service(meta)
+    assert svc["metadata"]["name"] == "rc-headless"
+    assert svc["spec"] == {
+        "clusterIP": "None",
+        "publishNotReadyAddresses": True,
+        "selector": {L.RAY_CLUSTER: "rc", L.NODE_TYPE: "worker"},
+    }

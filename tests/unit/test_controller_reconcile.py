@@ -1,0 +1,86 @@
+"""Whole-cluster planning: services, head, groups in order, suspend, validation, managedBy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raycluster_factory import cluster, group, pod, with_status
+
+from rayscale.controller.expectations import ScaleExpectations
+from rayscale.controller.plan import Plan
+from rayscale.controller.reconcile import plan_cluster
+from rayscale.controller.snapshot import ClusterSnapshot
+
+
+def _plan(body: dict[str, Any], pods: list[dict[str, Any]], services: list[str] | None = None,
+          exp: ScaleExpectations | None = None) -> Plan:  # fmt: skip
+    svcs = [{"metadata": {"name": n}} for n in (services if services is not None else ["rc-head-svc"])]
+    plan, _ = plan_cluster(ClusterSnapshot(body, pods, svcs), exp or ScaleExpectations())
+    return plan
+
+
+def _summary(plan: Plan) -> list[tuple[str, int, int]]:
+    return [(s.group, len(s.creates), len(s.deletes)) for s in plan.steps]
+
+
+def test_new_cluster_creates_services_head_and_workers_in_spec_order() -> None:
+    plan = _plan(cluster(group("b", replicas=2), group("a", replicas=1, hosts=2)), [], services=[])
+    assert [s["metadata"]["name"] for s in plan.services] == ["rc-head-svc", "rc-headless"]
+    assert _summary(plan) == [("", 1, 0), ("b", 2, 0), ("a", 2, 0)]
+
+
+def test_unmet_expectations_skip_group() -> None:
+    exp = ScaleExpectations()
+    exp.expect(("ns", "rc", "a"), "rc-a-worker-x", "create")
+    plan = _plan(cluster(group("a", replicas=2), group("b", replicas=1)), [pod("h", "headgroup")], exp=exp)
+    assert _summary(plan) == [("b", 1, 0)]
+    assert plan.requeue_after is not None
+    assert plan.requeue_after <= 30.1
+
+
+def test_invalid_spec_touches_nothing_and_warns_once() -> None:
+    body = cluster(group(min_replicas=3, max_replicas=1))
+    plan = _plan(body, [pod("h", "headgroup")], services=[])
+    assert plan.steps == []
+    assert plan.services == []
+    assert plan.invalid == "spec.workerGroupSpecs[0].minReplicas: must be <= maxReplicas (3 > 1)"
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "InvalidRayClusterSpec")]
+    again = with_status(body, conditions=[{"type": "SpecValid", "status": "False", "message": plan.invalid}])
+    assert _plan(again, []).events == []
+
+
+def test_managed_by_other_controller_is_skipped() -> None:
+    assert _plan(cluster(group(), managedBy="kueue.x-k8s.io/multikueue"), []).skip
+
+
+def test_suspend_flow() -> None:
+    pods = [pod("h", "headgroup"), pod("a")]
+    body = cluster(group(replicas=1), suspend=True)
+    assert _summary(_plan(body, pods)) == []  # waits for the Suspending condition
+    suspending = with_status(body, conditions=[{"type": "RayClusterSuspending", "status": "True"}])
+    assert _summary(_plan(suspending, pods)) == [("*", 0, 2)]
+    resumed = with_status(
+        cluster(group(replicas=1)), conditions=[{"type": "RayClusterSuspended", "status": "True"}]
+    )
+    assert _summary(_plan(resumed, [])) == []  # status flips Suspended=False first
+    assert _summary(_plan(cluster(group(replicas=1)), [])) == [("", 1, 0), ("small", 1, 0)]
+
+
+def test_unhealthy_head_is_deleted_and_workers_wait() -> None:
+    plan = _plan(cluster(group(replicas=2)), [pod("h", "headgroup", phase="Failed")])
+    assert _summary(plan) == [("", 0, 1)]
+
+
+def test_two_heads_is_an_error() -> None:
+    plan = _plan(cluster(group(replicas=0)), [pod("h1", "headgroup"), pod("h2", "headgroup")])
+    assert plan.error is not None
+    assert plan.steps == []
+
+
+def test_stuck_terminating_pod_is_not_counted() -> None:
+    clock_now = 1767225600.0 + 3600  # an hour after the pod's deletion deadline
+    exp = ScaleExpectations(clock=lambda: clock_now)
+    stuck = pod("a", index=0, deleting="2026-01-01T00:00:00Z")
+    plan = _plan(cluster(group(replicas=1)), [pod("h", "headgroup"), stuck], exp=exp)
+    assert _summary(plan) == [("small", 1, 0)]
+    assert plan.steps[0].creates[0].manifest["metadata"]["labels"]["ray.io/worker-group-replica-index"] == "0"

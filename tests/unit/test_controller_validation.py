@@ -1,0 +1,54 @@
+"""Controller-side validation (reference §1.6): each case names the field and the rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from raycluster_factory import cluster, group
+
+from rayscale.controller.snapshot import ClusterMeta
+from rayscale.controller.validation import Invalid, parse_and_validate
+
+
+def _check(body: dict[str, Any]) -> str | None:
+    result = parse_and_validate(ClusterMeta.from_body(body), body["spec"])
+    return result.message if isinstance(result, Invalid) else None
+
+
+def _head_env(body: dict[str, Any], name: str, value: str) -> dict[str, Any]:
+    body["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": name, "value": value}
+    ]
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (cluster(group()), None),
+        (cluster(group(), name="x" * 54), "metadata.name: must be no more than 53 characters (54)"),
+        (cluster(group(), name="Bad_Name"), "metadata.name: 'Bad_Name' is not a DNS-1035 label"),
+        (cluster(group(min_replicas=3, max_replicas=2)),
+         "spec.workerGroupSpecs[0].minReplicas: must be <= maxReplicas (3 > 2)"),
+        (cluster(group(min_replicas=-1)), "spec.workerGroupSpecs[0].minReplicas: must be >= 0 (-1)"),
+        (cluster(group(template={"spec": {"containers": []}})),
+         "spec.workerGroupSpecs[0].template.spec.containers: must have at least one container"),
+        (cluster(group(rayStartParams={"num-cpus": "1"}, resources={"CPU": "1"})),
+         "spec.workerGroupSpecs[0].rayStartParams.num-cpus: not allowed with "
+         "spec.workerGroupSpecs[0].resources (use only one)"),
+        (cluster(group(rayStartParams={"labels": "a=b"})),
+         "spec.workerGroupSpecs[0].rayStartParams.labels: not allowed (use spec.workerGroupSpecs[0].labels)"),
+        (cluster(group(idleTimeoutSeconds=10)),
+         "spec.workerGroupSpecs[0].idleTimeoutSeconds: only allowed with autoscaler v2"),
+        (cluster(group(idleTimeoutSeconds=10), autoscaling=True, autoscalerOptions={"version": "v2"}), None),
+        (cluster(group(suspend=True), autoscaling=True),
+         "spec.workerGroupSpecs[0].suspend: not allowed with enableInTreeAutoscaling"),
+        (_head_env(cluster(group()), "RAY_enable_autoscaler_v2", "1"),
+         "spec.headGroupSpec.template: env RAY_enable_autoscaler_v2 requires enableInTreeAutoscaling"),
+        (cluster(group(maxReplicas="many")), "spec.workerGroupSpecs.0.maxReplicas: "
+         "Input should be a valid integer, unable to parse string as an integer"),
+    ],
+)  # fmt: skip
+def test_validation(body: dict[str, Any], expected: str | None) -> None:
+    assert _check(body) == expected
