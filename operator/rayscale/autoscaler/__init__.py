@@ -1,0 +1,1 @@
+"""The autoscaler: demand in, replicas and workersToDelete out."""

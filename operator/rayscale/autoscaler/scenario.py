@@ -1,0 +1,303 @@
+"""Scenario files (`rayscale simulate`): YAML or JSON in, a scheduler Snapshot out.
+
+The format is a public contract, documented in docs/scenario-format.md. Every error names the
+field it is about, e.g. ``groups[1].maxReplicas: must be an integer >= 0``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from rayscale.autoscaler.scheduling.model import (
+    UNLIMITED,
+    Constraint,
+    Demand,
+    Gang,
+    Group,
+    LabelConstraint,
+    LabelOp,
+    Node,
+    NodeState,
+    Options,
+    Snapshot,
+    Strategy,
+    UpscalingMode,
+)
+from rayscale.resources import QuantityError, host_labels, host_resources, quantity_to_float
+
+T = TypeVar("T")
+
+TOP_LEVEL = {"cluster", "groups", "nodes", "demands", "gangs", "constraints", "options"}
+
+
+class ScenarioError(ValueError):
+    """A scenario that does not follow the format; the message starts with the field path."""
+
+
+def _fail(path: str, message: str) -> ScenarioError:
+    return ScenarioError(f"{path}: {message}")
+
+
+def _map(value: Any, path: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _fail(path, "must be a mapping")
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _fail(path, "must be a list")
+    return value
+
+
+def _only(data: Mapping[str, Any], allowed: set[str], path: str) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise _fail(
+            f"{path}.{unknown[0]}" if path else unknown[0],
+            f"unknown field (known: {', '.join(sorted(allowed))})",
+        )
+
+
+def _int(data: Mapping[str, Any], key: str, path: str, default: int, minimum: int = 0) -> int:
+    value = data.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _fail(f"{path}.{key}", f"must be an integer >= {minimum}")
+    return value
+
+
+def _number(data: Mapping[str, Any], key: str, path: str, default: float | None) -> float | None:
+    value = data.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise _fail(f"{path}.{key}", "must be a number >= 0")
+    return float(value)
+
+
+def _enum(data: Mapping[str, Any], key: str, path: str, kind: Callable[[str], T], default: T) -> T:
+    value = data.get(key)
+    if value is None:
+        return default
+    try:
+        return kind(str(value))
+    except ValueError:
+        raise _fail(f"{path}.{key}", f"unknown value {value!r}") from None
+
+
+def resources(value: Any, path: str) -> dict[str, float]:
+    """A resource map; amounts may be Kubernetes quantities ("32Gi")."""
+    out: dict[str, float] = {}
+    for name, amount in _map(value, path).items():
+        try:
+            parsed = quantity_to_float(amount)
+        except QuantityError:
+            raise _fail(f"{path}.{name}", f"not a quantity: {amount!r}") from None
+        if parsed < 0:
+            raise _fail(f"{path}.{name}", "must be >= 0")
+        if parsed > 0:
+            out[str(name)] = parsed
+    return out
+
+
+def label_selector(value: Any, path: str) -> tuple[LabelConstraint, ...]:
+    """``{key: value}`` (shorthand for ``in``) or a list of ``{key, op, values}``."""
+    if value is None:
+        return ()
+    if isinstance(value, Mapping):
+        return tuple(LabelConstraint(str(k), LabelOp.IN, (str(v),)) for k, v in sorted(value.items()))
+    out = []
+    for i, item in enumerate(_list(value, path)):
+        where = f"{path}[{i}]"
+        entry = _map(item, where)
+        _only(entry, {"key", "op", "values"}, where)
+        if not isinstance(entry.get("key"), str):
+            raise _fail(f"{where}.key", "must be a string")
+        op = _enum(entry, "op", where, LabelOp, LabelOp.IN)
+        values = entry.get("values")
+        if isinstance(values, str):
+            values = [values]
+        out.append(LabelConstraint(entry["key"], op, tuple(str(v) for v in _list(values, f"{where}.values"))))
+    return tuple(out)
+
+
+def _group(item: Any, path: str) -> Group:
+    data = _map(item, path)
+    _only(
+        data,
+        {"name", "resources", "labels", "minReplicas", "maxReplicas", "numOfHosts", "idleTimeoutSeconds"}
+        | {"priority", "backoff"},
+        path,
+    )
+    if not isinstance(data.get("name"), str) or not data["name"]:
+        raise _fail(f"{path}.name", "must be a non-empty string")
+    low = _int(data, "minReplicas", path, 0)
+    high = _int(data, "maxReplicas", path, UNLIMITED)
+    if low > high:
+        raise _fail(f"{path}.minReplicas", f"must be <= maxReplicas ({high})")
+    backoff = data.get("backoff", False)
+    if not isinstance(backoff, bool):
+        raise _fail(f"{path}.backoff", "must be true or false")
+    return Group(
+        name=data["name"],
+        resources=resources(data.get("resources"), f"{path}.resources"),
+        labels={str(k): str(v) for k, v in _map(data.get("labels"), f"{path}.labels").items()},
+        min_replicas=low,
+        max_replicas=high,
+        num_of_hosts=_int(data, "numOfHosts", path, 1, minimum=1),
+        idle_timeout_seconds=_number(data, "idleTimeoutSeconds", path, None),
+        priority=_int(data, "priority", path, 0, minimum=-(2**31)),
+        backoff=backoff,
+    )
+
+
+def _node(item: Any, path: str, groups: set[str]) -> Node:
+    data = _map(item, path)
+    _only(data, {"name", "group", "state", "replica", "available", "idleSeconds", "pendingSeconds"}, path)
+    for key in ("name", "group"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise _fail(f"{path}.{key}", "must be a non-empty string")
+    if data["group"] not in groups:
+        raise _fail(f"{path}.group", f"no group named {data['group']!r}")
+    replica = data.get("replica")
+    if replica is not None and not isinstance(replica, str):
+        raise _fail(f"{path}.replica", "must be a string or null")
+    available = data.get("available")
+    return Node(
+        name=data["name"],
+        group=data["group"],
+        state=_enum(data, "state", path, NodeState, NodeState.RUNNING),
+        replica=replica,
+        available=None if available is None else resources(available, f"{path}.available"),
+        idle_seconds=_number(data, "idleSeconds", path, 0.0) or 0.0,
+        pending_seconds=_number(data, "pendingSeconds", path, 0.0) or 0.0,
+    )
+
+
+def _demand(item: Any, path: str) -> Demand:
+    data = _map(item, path)
+    _only(data, {"resources", "count", "labelSelector"}, path)
+    return Demand(
+        resources(data.get("resources"), f"{path}.resources"),
+        _int(data, "count", path, 1),
+        label_selector(data.get("labelSelector"), f"{path}.labelSelector"),
+    )
+
+
+def _gang(item: Any, path: str) -> Gang:
+    data = _map(item, path)
+    _only(data, {"strategy", "bundles", "count"}, path)
+    bundles = _list(data.get("bundles"), f"{path}.bundles")
+    if not bundles:
+        raise _fail(f"{path}.bundles", "must list at least one bundle")
+    return Gang(
+        _enum(data, "strategy", path, Strategy, Strategy.PACK),
+        tuple(resources(b, f"{path}.bundles[{i}]") for i, b in enumerate(bundles)),
+        _int(data, "count", path, 1),
+    )
+
+
+def _constraint(item: Any, path: str) -> Constraint:
+    data = _map(item, path)
+    _only(data, {"resources", "count"}, path)
+    return Constraint(resources(data.get("resources"), f"{path}.resources"), _int(data, "count", path, 1))
+
+
+def _options(data: Mapping[str, Any], base: Options) -> Options:
+    _only(data, {"idleTimeoutSeconds", "upscalingMode", "maxWorkers", "maxNodeProvisionSeconds"}, "options")
+    idle = base.idle_timeout_seconds
+    if "idleTimeoutSeconds" in data:
+        idle = _number(data, "idleTimeoutSeconds", "options", None)
+    max_workers = base.max_workers
+    if "maxWorkers" in data:
+        max_workers = None if data["maxWorkers"] is None else _int(data, "maxWorkers", "options", 0)
+    provision = _number(data, "maxNodeProvisionSeconds", "options", base.max_node_provision_seconds)
+    return Options(
+        idle_timeout_seconds=idle,
+        upscaling_mode=_enum(data, "upscalingMode", "options", UpscalingMode, base.upscaling_mode),
+        max_workers=max_workers,
+        max_node_provision_seconds=base.max_node_provision_seconds if provision is None else provision,
+    )
+
+
+def from_raycluster(manifest: Any, path: str = "cluster") -> tuple[tuple[Group, ...], Options]:
+    """Worker groups and autoscaler options of a RayCluster manifest (as the operator reads it)."""
+    spec = _map(_map(manifest, path).get("spec"), f"{path}.spec")
+    groups = []
+    for i, item in enumerate(_list(spec.get("workerGroupSpecs"), f"{path}.spec.workerGroupSpecs")):
+        where = f"{path}.spec.workerGroupSpecs[{i}]"
+        group = _map(item, where)
+        if group.get("suspend") is True:
+            continue
+        if not isinstance(group.get("groupName"), str):
+            raise _fail(f"{where}.groupName", "must be a string")
+        try:
+            host = host_resources(group)
+        except QuantityError as exc:
+            raise _fail(where, str(exc)) from None
+        low = _int(group, "minReplicas", where, 0)
+        high = _int(group, "maxReplicas", where, UNLIMITED)
+        groups.append(
+            Group(
+                name=group["groupName"],
+                resources=host,
+                labels=host_labels(group),
+                min_replicas=low,
+                max_replicas=max(high, low),
+                num_of_hosts=max(_int(group, "numOfHosts", where, 1, minimum=-(2**31)), 1),
+                idle_timeout_seconds=_number(group, "idleTimeoutSeconds", where, None),
+                priority=_int(group, "priority", where, 0, minimum=-(2**31)),
+            )
+        )
+    auto = _map(spec.get("autoscalerOptions"), f"{path}.spec.autoscalerOptions")
+    options = Options(
+        idle_timeout_seconds=_number(auto, "idleTimeoutSeconds", f"{path}.spec.autoscalerOptions", 60.0),
+        upscaling_mode=_enum(
+            auto, "upscalingMode", f"{path}.spec.autoscalerOptions", UpscalingMode, UpscalingMode.DEFAULT
+        ),
+    )
+    return tuple(groups), options
+
+
+def parse_scenario(data: Any) -> Snapshot:
+    """Validate a loaded scenario document and build the scheduler's Snapshot."""
+    top = _map(data, "scenario")
+    _only(top, TOP_LEVEL, "")
+    if "cluster" in top and "groups" in top:
+        raise _fail("groups", "give either cluster or groups, not both")
+    if "cluster" in top:
+        groups, options = from_raycluster(top["cluster"])
+    else:
+        groups = tuple(_group(g, f"groups[{i}]") for i, g in enumerate(_list(top.get("groups"), "groups")))
+        options = Options()
+    names = [g.name for g in groups]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise _fail(f"groups[{i}].name", f"duplicate group {name!r}")
+    options = _options(_map(top.get("options"), "options"), options)
+    nodes = tuple(_node(n, f"nodes[{i}]", set(names)) for i, n in enumerate(_list(top.get("nodes"), "nodes")))
+    seen: set[str] = set()
+    for i, node in enumerate(nodes):
+        if node.name in seen:
+            raise _fail(f"nodes[{i}].name", f"duplicate node {node.name!r}")
+        seen.add(node.name)
+    return Snapshot(
+        groups=groups,
+        nodes=nodes,
+        demands=tuple(
+            _demand(d, f"demands[{i}]") for i, d in enumerate(_list(top.get("demands"), "demands"))
+        ),
+        gangs=tuple(_gang(g, f"gangs[{i}]") for i, g in enumerate(_list(top.get("gangs"), "gangs"))),
+        constraints=tuple(
+            _constraint(c, f"constraints[{i}]")
+            for i, c in enumerate(_list(top.get("constraints"), "constraints"))
+        ),
+        options=options,
+    )

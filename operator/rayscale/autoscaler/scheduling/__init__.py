@@ -1,0 +1,1 @@
+"""The pieces of the embedded scheduler; `rayscale.autoscaler.scheduler` puts them together."""

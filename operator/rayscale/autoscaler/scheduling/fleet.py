@@ -1,0 +1,145 @@
+"""The worker hosts of one pass, grouped into replicas, and the room each group has to grow.
+
+A replica is ``numOfHosts`` hosts counted, launched, idle-checked and removed as one unit.
+Room for a launch is limited by the group's ``maxReplicas``, the cluster-wide worker cap,
+backoff and, in Conservative mode, the number of hosts already in flight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rayscale.autoscaler.scheduling.catalog import Catalog
+from rayscale.autoscaler.scheduling.model import Options, UnmetReason, UpscalingMode
+from rayscale.autoscaler.scheduling.pool import NEW, PENDING, RUNNING
+
+CONSERVATIVE_MIN_IN_FLIGHT = 5
+
+
+@dataclass(slots=True)
+class Host:
+    name: str | None  # None for hosts this pass launches
+    group: int
+    rank: int  # RUNNING, PENDING or NEW
+    replica: int
+    idle_seconds: float = 0.0
+    pending_seconds: float = 0.0
+    used_share: float = 0.0  # mean used/capacity, for the termination order
+
+
+@dataclass(slots=True)
+class Replica:
+    group: int
+    hosts: list[int]
+    name: str | None
+    removed: bool = False
+    worked: bool = False  # got demand, a gang bundle or a constraint bundle this pass
+
+
+@dataclass(slots=True)
+class Fleet:
+    catalog: Catalog
+    options: Options
+    hosts: list[Host] = field(default_factory=list)
+    replicas: list[Replica] = field(default_factory=list)
+    existing: list[int] = field(default_factory=list)  # per group: live replicas found
+    removed: list[int] = field(default_factory=list)  # per group: replicas removed this pass
+    launched: list[int] = field(default_factory=list)  # per group: replicas launched this pass
+    backoff: list[bool] = field(default_factory=list)
+    live_hosts: list[int] = field(default_factory=lambda: [0, 0, 0])  # by rank, removals excluded
+    _saved: tuple[int, int, list[int], list[int]] | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.catalog.groups)
+        self.existing = [0] * n
+        self.removed = [0] * n
+        self.launched = [0] * n
+        self.backoff = [g.spec.backoff for g in self.catalog.groups]
+
+    # -- counts ------------------------------------------------------------------
+    def live(self, group: int) -> int:
+        """Replicas of the group after this pass's removals and launches."""
+        return self.existing[group] - self.removed[group] + self.launched[group]
+
+    def host_count(self, rank: int | None = None) -> int:
+        return sum(self.live_hosts) if rank is None else self.live_hosts[rank]
+
+    def _in_flight(self) -> int:
+        return self.live_hosts[PENDING] + self.live_hosts[NEW]
+
+    def blocked(self, group: int) -> UnmetReason | None:
+        """Why the group cannot launch one more replica now, or None if it can."""
+        info = self.catalog.groups[group]
+        if self.backoff[group]:
+            return UnmetReason.BACKOFF
+        if self.live(group) + 1 > info.spec.max_replicas:
+            return UnmetReason.MAX_REPLICAS
+        cap = self.options.max_workers
+        if cap is not None and self.host_count() + info.num_hosts > cap:
+            return UnmetReason.MAX_WORKERS
+        if self.options.upscaling_mode is UpscalingMode.CONSERVATIVE:
+            in_flight = self._in_flight()
+            limit = max(CONSERVATIVE_MIN_IN_FLIGHT, self.host_count(RUNNING))
+            if in_flight and in_flight + info.num_hosts > limit:
+                return UnmetReason.UPSCALING_LIMIT
+        return None
+
+    def room(self, group: int, wanted: int) -> int:
+        """How many of ``wanted`` new replicas the group may launch now (at least 0)."""
+        info = self.catalog.groups[group]
+        if wanted <= 0 or self.blocked(group) is not None:
+            return 0
+        room = min(wanted, info.spec.max_replicas - self.live(group))
+        cap = self.options.max_workers
+        if cap is not None:
+            room = min(room, (cap - self.host_count()) // info.num_hosts)
+        if self.options.upscaling_mode is UpscalingMode.CONSERVATIVE:
+            in_flight = self._in_flight()
+            limit = max(CONSERVATIVE_MIN_IN_FLIGHT, self.host_count(RUNNING))
+            room = min(room, max((limit - in_flight) // info.num_hosts, 0 if in_flight else 1))
+        return max(room, 0)
+
+    # -- changes -----------------------------------------------------------------
+    def add_existing(self, group: int, hosts: list[Host], name: str | None) -> int:
+        rid = len(self.replicas)
+        ids = []
+        for h in hosts:
+            h.replica = rid
+            ids.append(len(self.hosts))
+            self.hosts.append(h)
+        self.replicas.append(Replica(group, ids, name))
+        self.existing[group] += 1
+        self.live_hosts[hosts[0].rank] += len(hosts)
+        return rid
+
+    def launch(self, group: int) -> int:
+        """Add one new replica of the group; returns its id."""
+        rid = len(self.replicas)
+        ids = []
+        for _ in self.catalog.groups[group].hosts:
+            ids.append(len(self.hosts))
+            self.hosts.append(Host(None, group, NEW, rid))
+        self.replicas.append(Replica(group, ids, None, worked=True))
+        self.launched[group] += 1
+        self.live_hosts[NEW] += len(ids)
+        return rid
+
+    def remove(self, rid: int) -> None:
+        replica = self.replicas[rid]
+        replica.removed = True
+        self.removed[replica.group] += 1
+        self.live_hosts[self.hosts[replica.hosts[0]].rank] -= len(replica.hosts)
+
+    def checkpoint(self) -> None:
+        self._saved = (len(self.hosts), len(self.replicas), list(self.launched), list(self.live_hosts))
+
+    def rollback(self) -> None:
+        """Forget the launches since the checkpoint (only launches happen inside one)."""
+        assert self._saved is not None
+        nhosts, nreplicas, self.launched, self.live_hosts = self._saved
+        del self.hosts[nhosts:]
+        del self.replicas[nreplicas:]
+        self._saved = None
+
+    def commit(self) -> None:
+        self._saved = None

@@ -1,0 +1,281 @@
+"""What the scheduler reads (Snapshot) and what it answers (Decision).
+
+Plain frozen dataclasses with slots: cheap to build, hashable where it matters, and free of
+any Kubernetes, kopf or gRPC type. Resource maps hold Ray resource names and float amounts
+(memory in bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+UNLIMITED = 2**31 - 1
+
+
+class NodeState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    TERMINATING = "terminating"
+
+
+class UpscalingMode(StrEnum):
+    DEFAULT = "Default"
+    AGGRESSIVE = "Aggressive"
+    CONSERVATIVE = "Conservative"
+
+
+class Strategy(StrEnum):
+    PACK = "PACK"
+    SPREAD = "SPREAD"
+    STRICT_PACK = "STRICT_PACK"
+    STRICT_SPREAD = "STRICT_SPREAD"
+
+
+class LabelOp(StrEnum):
+    IN = "in"
+    NOT_IN = "notin"
+
+
+class UnmetReason(StrEnum):
+    """Why demand is left unplaced (DESIGN.md, plus UPSCALING_LIMIT for Conservative mode)."""
+
+    NO_MATCHING_GROUP = "NO_MATCHING_GROUP"
+    MAX_REPLICAS = "MAX_REPLICAS"
+    MAX_WORKERS = "MAX_WORKERS"
+    BACKOFF = "BACKOFF"
+    UPSCALING_LIMIT = "UPSCALING_LIMIT"
+
+
+class RemovalCause(StrEnum):
+    IDLE = "IDLE"
+    MAX_REPLICAS = "MAX_REPLICAS"
+    MAX_WORKERS = "MAX_WORKERS"
+    LAUNCH_FAILED = "LAUNCH_FAILED"
+
+
+class Target(StrEnum):
+    """Where placed demand lands."""
+
+    RUNNING = "running"
+    PENDING = "pending"
+    NEW = "new"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelConstraint:
+    key: str
+    op: LabelOp
+    values: tuple[str, ...]
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        value = labels.get(self.key)
+        if self.op is LabelOp.IN:
+            return value is not None and value in self.values
+        return value is None or value not in self.values
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A worker group. ``resources`` and ``labels`` describe ONE host."""
+
+    name: str
+    resources: Mapping[str, float]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    min_replicas: int = 0
+    max_replicas: int = UNLIMITED
+    num_of_hosts: int = 1
+    idle_timeout_seconds: float | None = None
+    priority: int = 0
+    backoff: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A worker host (pod) that exists now."""
+
+    name: str
+    group: str
+    state: NodeState = NodeState.RUNNING
+    replica: str | None = None
+    available: Mapping[str, float] | None = None  # free resources; None: all free
+    idle_seconds: float = 0.0
+    pending_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """``count`` pending tasks or actors of one shape."""
+
+    resources: Mapping[str, float]
+    count: int = 1
+    label_selector: tuple[LabelConstraint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """``count`` pending placement groups of the same bundles and strategy."""
+
+    strategy: Strategy
+    bundles: tuple[Mapping[str, float], ...]
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """``count`` bundles of a request_resources call (or RayResourceRequest)."""
+
+    resources: Mapping[str, float]
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    idle_timeout_seconds: float | None = 60.0
+    upscaling_mode: UpscalingMode = UpscalingMode.DEFAULT
+    max_workers: int | None = None
+    max_node_provision_seconds: float = 900.0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    groups: tuple[Group, ...]
+    nodes: tuple[Node, ...] = ()
+    demands: tuple[Demand, ...] = ()
+    gangs: tuple[Gang, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+    options: Options = field(default_factory=Options)
+
+
+# ----------------------------------------------------------------------------- decision
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDecision:
+    """Counts in replicas (a replica is ``numOfHosts`` hosts)."""
+
+    current: int
+    replicas: int
+    launch: int
+    terminate: int
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    name: str
+    group: str
+    reason: RemovalCause
+    replica: str | None = None
+    idle_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementTarget:
+    group: str
+    on: Target
+    count: int
+    nodes: tuple[str, ...] = ()  # existing hosts used (running or pending targets)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where the placed units of one demand shape, gang or constraint bundle went."""
+
+    kind: str  # "demand" | "gang" | "constraint"
+    resources: Mapping[str, float] | None
+    bundles: tuple[Mapping[str, float], ...] | None
+    strategy: Strategy | None
+    label_selector: tuple[LabelConstraint, ...]
+    count: int
+    targets: tuple[PlacementTarget, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Unmet:
+    kind: str  # "demand" | "gang" | "constraint"
+    resources: Mapping[str, float] | None
+    bundles: tuple[Mapping[str, float], ...] | None
+    strategy: Strategy | None
+    label_selector: tuple[LabelConstraint, ...]
+    count: int
+    reason: UnmetReason
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    groups: Mapping[str, GroupDecision]
+    terminate: tuple[Removal, ...]
+    unmet: tuple[Unmet, ...]
+    placements: tuple[Placement, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The decision as JSON-ready data (the `rayscale simulate` output, minus timing)."""
+        return {
+            "groups": {
+                name: {
+                    "current": g.current,
+                    "replicas": g.replicas,
+                    "launch": g.launch,
+                    "terminate": g.terminate,
+                }
+                for name, g in self.groups.items()
+            },
+            "terminate": [_removal_dict(r) for r in self.terminate],
+            "unmet": [_unmet_dict(u) for u in self.unmet],
+            "placements": [_placement_dict(p) for p in self.placements],
+        }
+
+
+def _amounts(resources: Mapping[str, float]) -> dict[str, float | int]:
+    """Whole amounts print as integers (``{"CPU": 8}``, not ``8.0``)."""
+    return {k: int(v) if float(v).is_integer() else v for k, v in resources.items()}
+
+
+def _removal_dict(r: Removal) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": r.name, "group": r.group, "reason": str(r.reason)}
+    if r.replica is not None:
+        out["replica"] = r.replica
+    if r.idle_seconds is not None:
+        out["idleSeconds"] = r.idle_seconds
+    return out
+
+
+def _what(
+    kind: str,
+    resources: Mapping[str, float] | None,
+    bundles: tuple[Mapping[str, float], ...] | None,
+    strategy: Strategy | None,
+    selector: tuple[LabelConstraint, ...],
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": kind}
+    if strategy is not None:
+        out["strategy"] = str(strategy)
+    if bundles is not None:
+        out["bundles"] = [_amounts(b) for b in bundles]
+    if resources is not None:
+        out["resources"] = _amounts(resources)
+    if selector:
+        out["labelSelector"] = [{"key": c.key, "op": str(c.op), "values": list(c.values)} for c in selector]
+    return out
+
+
+def _unmet_dict(u: Unmet) -> dict[str, Any]:
+    out = _what(u.kind, u.resources, u.bundles, u.strategy, u.label_selector)
+    out["count"] = u.count
+    out["reason"] = str(u.reason)
+    return out
+
+
+def _placement_dict(p: Placement) -> dict[str, Any]:
+    out = _what(p.kind, p.resources, p.bundles, p.strategy, p.label_selector)
+    out["count"] = p.count
+    targets = []
+    for t in p.targets:
+        entry: dict[str, Any] = {"group": t.group, "on": str(t.on), "count": t.count}
+        if t.nodes:
+            entry["nodes"] = list(t.nodes)
+        targets.append(entry)
+    out["targets"] = targets
+    return out

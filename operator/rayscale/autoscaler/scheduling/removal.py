@@ -1,0 +1,85 @@
+"""Which existing replicas go: failed launches, caps, and idle ones.
+
+Order of removal when a cap forces a choice (as Ray's): replicas without Ray (a host still
+pending) first, then the longest idle, then the least used, then by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from rayscale.autoscaler.scheduling.fleet import Fleet, Replica
+from rayscale.autoscaler.scheduling.model import RemovalCause
+from rayscale.autoscaler.scheduling.pool import PENDING, RUNNING
+
+Removed = dict[int, RemovalCause]  # replica id -> cause
+
+
+def _order(fleet: Fleet, rid: int) -> tuple[bool, float, float, str]:
+    replica = fleet.replicas[rid]
+    hosts = [fleet.hosts[h] for h in replica.hosts]
+    has_ray = all(h.rank == RUNNING for h in hosts)
+    idle = min(h.idle_seconds for h in hosts) if has_ray else 0.0
+    used = sum(h.used_share for h in hosts) / len(hosts)
+    return (has_ray, -idle, used, replica.name or "")
+
+
+def _existing(fleet: Fleet, group: int | None = None) -> Iterator[int]:
+    for rid, r in enumerate(fleet.replicas):
+        if not r.removed and r.name is not None and (group is None or r.group == group):
+            yield rid
+
+
+def launch_failures(fleet: Fleet, removed: Removed) -> None:
+    """Replicas with a host pending longer than the provisioning timeout; their group backs off."""
+    limit = fleet.options.max_node_provision_seconds
+    for rid in list(_existing(fleet)):
+        replica = fleet.replicas[rid]
+        if any(
+            fleet.hosts[h].rank == PENDING and fleet.hosts[h].pending_seconds > limit for h in replica.hosts
+        ):
+            fleet.remove(rid)
+            fleet.backoff[replica.group] = True
+            removed[rid] = RemovalCause.LAUNCH_FAILED
+
+
+def over_caps(fleet: Fleet, removed: Removed) -> None:
+    """Groups above maxReplicas, then the cluster above maxWorkers (never below a group's min)."""
+    for info in fleet.catalog.groups:
+        surplus = fleet.live(info.index) - info.spec.max_replicas
+        if surplus > 0:
+            for rid in sorted(_existing(fleet, info.index), key=lambda r: _order(fleet, r))[:surplus]:
+                fleet.remove(rid)
+                removed[rid] = RemovalCause.MAX_REPLICAS
+    cap = fleet.options.max_workers
+    if cap is None or fleet.host_count() <= cap:
+        return
+    for rid in sorted(_existing(fleet), key=lambda r: _order(fleet, r)):
+        if fleet.host_count() <= cap:
+            break
+        group = fleet.replicas[rid].group
+        if fleet.live(group) - 1 < fleet.catalog.groups[group].spec.min_replicas:
+            continue
+        fleet.remove(rid)
+        removed[rid] = RemovalCause.MAX_WORKERS
+
+
+def _timeout(fleet: Fleet, replica: Replica) -> float | None:
+    own = fleet.catalog.groups[replica.group].spec.idle_timeout_seconds
+    return own if own is not None else fleet.options.idle_timeout_seconds
+
+
+def idle(fleet: Fleet, removed: Removed) -> None:
+    """Running replicas idle strictly longer than their timeout, not needed this pass, above min."""
+    for rid in sorted(_existing(fleet), key=lambda r: _order(fleet, r)):
+        replica = fleet.replicas[rid]
+        timeout = _timeout(fleet, replica)
+        if timeout is None or replica.worked:
+            continue
+        hosts = [fleet.hosts[h] for h in replica.hosts]
+        if not all(h.rank == RUNNING and h.idle_seconds > timeout for h in hosts):
+            continue
+        if fleet.live(replica.group) - 1 < fleet.catalog.groups[replica.group].spec.min_replicas:
+            continue
+        fleet.remove(rid)
+        removed[rid] = RemovalCause.IDLE
