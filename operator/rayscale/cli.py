@@ -11,7 +11,8 @@ import platform
 import sys
 from collections.abc import Callable, Sequence
 
-from rayscale import __version__
+from rayscale import __version__, simulate
+from rayscale import run as run_command
 from rayscale.api import command as crds_command
 
 Handler = Callable[[argparse.Namespace], int]
@@ -36,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("version", help="print the rayscale version")
     p.set_defaults(handler=_cmd_version)
     crds_command.register(sub)
+    run_command.register(sub)
+    simulate.register(sub)
     return parser
 
 

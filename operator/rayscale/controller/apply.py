@@ -1,0 +1,119 @@
+"""Execute a Plan against the API server: the only controller code that talks to Kubernetes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from kubernetes_asyncio import client
+
+from rayscale.controller.expectations import ScaleExpectations
+from rayscale.controller.plan import CreatePod, DeletePod, Manifest, Step
+from rayscale.controller.snapshot import ClusterMeta
+from rayscale.controller.status import ReconcileError
+from rayscale.kube import ops
+
+log = logging.getLogger(__name__)
+MAX_PARALLEL_CALLS = 16
+
+
+class EventSink(Protocol):
+    def post(
+        self, obj: Mapping[str, Any], type_: str, reason: str, message: str, action: str = "Reconcile"
+    ) -> None: ...
+
+
+def _pod_word(kind: str) -> str:
+    return "HeadPod" if kind == "head" else "WorkerPod"
+
+
+async def _bounded(calls: Sequence[Callable[[], Awaitable[None]]], limit: int) -> None:
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(call: Callable[[], Awaitable[None]]) -> None:
+        async with semaphore:
+            await call()
+
+    await asyncio.gather(*(one(c) for c in calls))
+
+
+class PlanApplier:
+    def __init__(self, api: client.ApiClient, expectations: ScaleExpectations, events: EventSink) -> None:
+        self.api = api
+        self.expectations = expectations
+        self.events = events
+
+    async def create_services(
+        self, body: Mapping[str, Any], services: Sequence[Manifest]
+    ) -> ReconcileError | None:
+        meta = ClusterMeta.from_body(body)
+        for svc in services:
+            name = svc["metadata"]["name"]
+            try:
+                if await ops.create_service(self.api, meta.namespace, svc):
+                    self.events.post(
+                        body, "Normal", "CreatedService", f"Created service {meta.namespace}/{name}"
+                    )
+            except ops.KubeError as exc:
+                self.events.post(body, "Warning", "FailedToCreateService", str(exc))
+                return ReconcileError(str(exc))
+        return None
+
+    async def run_steps(self, body: Mapping[str, Any], steps: Sequence[Step]) -> ReconcileError | None:
+        """Each step's deletes, then its creates, in parallel; stop at the first failing step."""
+        meta = ClusterMeta.from_body(body)
+        for step in steps:
+            failures: list[ReconcileError] = []
+            await _bounded([self._deleter(meta, body, d, failures) for d in step.deletes], MAX_PARALLEL_CALLS)
+            if not failures:
+                await _bounded(
+                    [self._creator(meta, body, c, failures) for c in step.creates], MAX_PARALLEL_CALLS
+                )
+            if failures:
+                return failures[0]
+        return None
+
+    def _deleter(
+        self, meta: ClusterMeta, body: Mapping[str, Any], action: DeletePod, failures: list[ReconcileError]
+    ) -> Callable[[], Awaitable[None]]:
+        async def call() -> None:
+            try:
+                await ops.delete_pod(self.api, meta.namespace, action.name)
+            except ops.KubeError as exc:
+                reason = (
+                    "FailedDeleteAllPods"
+                    if action.why == "suspend"
+                    else f"FailedDelete{_pod_word(action.kind)}"
+                )
+                self.events.post(body, "Warning", f"FailedToDelete{_pod_word(action.kind)}", str(exc))
+                failures.append(ReconcileError(str(exc), reason))
+                return
+            if action.why != "suspend":
+                self.expectations.expect((meta.namespace, meta.name, action.group), action.name, "delete")
+            reason = "DeletedPod" if action.why == "suspend" else f"Deleted{_pod_word(action.kind)}"
+            self.events.post(
+                body,
+                "Normal",
+                reason,
+                f"Deleted {action.kind} Pod {meta.namespace}/{action.name} ({action.why})",
+            )
+
+        return call
+
+    def _creator(
+        self, meta: ClusterMeta, body: Mapping[str, Any], action: CreatePod, failures: list[ReconcileError]
+    ) -> Callable[[], Awaitable[None]]:
+        async def call() -> None:
+            try:
+                name = await ops.create_pod(self.api, meta.namespace, action.manifest)
+            except ops.KubeError as exc:
+                self.events.post(body, "Warning", f"FailedToCreate{_pod_word(action.kind)}", str(exc))
+                failures.append(ReconcileError(str(exc), f"FailedCreate{_pod_word(action.kind)}"))
+                return
+            self.expectations.expect((meta.namespace, meta.name, action.group), name, "create")
+            self.events.post(body, "Normal", f"Created{_pod_word(action.kind)}",
+                             f"Created {action.kind} Pod {meta.namespace}/{name}")  # fmt: skip
+
+        return call

@@ -1,0 +1,121 @@
+"""One reconcile of one RayCluster: snapshot -> plan -> apply -> status. Plus the queue driving it."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kubernetes_asyncio import client
+
+from rayscale.controller.apply import EventSink, PlanApplier
+from rayscale.controller.expectations import STUCK_TERMINATING_AFTER, ScaleExpectations
+from rayscale.controller.queue import WorkQueue
+from rayscale.controller.reconcile import ERROR_REQUEUE, PlannerOptions, plan_cluster
+from rayscale.controller.snapshot import ClusterMeta, ClusterSnapshot
+from rayscale.controller.status import (
+    ReconcileError,
+    compute_status,
+    invalid_status,
+    status_changed,
+    status_patch,
+)
+from rayscale.controller.validation import Invalid
+from rayscale.kube import ops
+
+log = logging.getLogger(__name__)
+ClusterKey = tuple[str, str]  # (namespace, name)
+
+
+class ClusterSource(Protocol):
+    """What the controller currently sees (kopf's indexes in production)."""
+
+    def cluster(self, key: ClusterKey) -> Mapping[str, Any] | None: ...
+    def pods(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]: ...
+    def services(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]: ...
+    def cluster_keys(self) -> Sequence[ClusterKey]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ControllerConfig:
+    concurrency: int = 16
+    resync_seconds: float = 60.0
+    stuck_terminating_seconds: float = STUCK_TERMINATING_AFTER
+    random_delete: bool = False
+
+
+class RayClusterController:
+    def __init__(
+        self, api: client.ApiClient, source: ClusterSource, events: EventSink, config: ControllerConfig
+    ) -> None:
+        self.api = api
+        self.source = source
+        self.events = events
+        self.config = config
+        self.expectations = ScaleExpectations(stuck_after=config.stuck_terminating_seconds)
+        self.applier = PlanApplier(api, self.expectations, events)
+        self.queue: WorkQueue[ClusterKey] = WorkQueue(self.reconcile, concurrency=config.concurrency)
+        self.options = PlannerOptions(random_delete=config.random_delete)
+        self.last_resync = time.monotonic()
+
+    def mark(self, key: ClusterKey) -> None:
+        self.queue.mark(key)
+
+    async def run(self) -> None:
+        await asyncio.gather(self.queue.run(), self._resync())
+
+    async def _resync(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.resync_seconds)
+            for key in self.source.cluster_keys():
+                self.queue.mark(key)
+            self.last_resync = time.monotonic()
+
+    async def reconcile(self, key: ClusterKey) -> float | None:
+        body = self.source.cluster(key)
+        if body is None:
+            self.expectations.forget_cluster(*key)
+            self.queue.forget(key)
+            return None
+        snapshot = ClusterSnapshot(body, list(self.source.pods(key)), list(self.source.services(key)))
+        plan, spec = plan_cluster(snapshot, self.expectations, self.options)
+        if plan.skip or spec is None:
+            return None
+        meta = snapshot.meta
+        for event in plan.events:
+            self.events.post(body, event.type, event.reason, event.message, event.action)
+        now = datetime.now(UTC)
+        if isinstance(spec, Invalid):
+            bad = invalid_status(meta, snapshot.status, spec.reason, spec.message, now=now)
+            await self._write_status(meta, snapshot.status, bad, now)
+            return None
+        error = ReconcileError(plan.error) if plan.error else None
+        if plan.error:
+            self.events.post(body, "Warning", "ReconcileError", plan.error)
+        error = await self.applier.create_services(body, plan.services) or error
+        if error is None or error.reason is None:
+            error = await self.applier.run_steps(body, plan.steps) or error
+        new = compute_status(
+            meta, spec, snapshot.status, snapshot.pods, snapshot.services, error=error, now=now
+        )
+        await self._write_status(meta, snapshot.status, new, now)
+        if error is not None:
+            return ERROR_REQUEUE
+        return plan.requeue_after
+
+    async def _write_status(
+        self, meta: ClusterMeta, old: Mapping[str, Any], new: dict[str, Any], now: datetime
+    ) -> None:
+        if not status_changed(old, new):
+            return
+        try:
+            await ops.patch_raycluster_status(
+                self.api, meta.namespace, meta.name, status_patch(old, new, now=now)
+            )
+        except ops.KubeError as exc:
+            log.warning("status of %s/%s not written: %s", meta.namespace, meta.name, exc)
+            raise

@@ -1,0 +1,206 @@
+"""kopf wiring: indexes of RayClusters and their pods/services, dirty marks, settings, probes.
+
+No decisions are made here: every event only marks its RayCluster dirty; the controller's
+work queue runs one level-based reconcile per cluster at a time (rayscale.controller.runner).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import kopf
+
+from rayscale.controller import labels as L
+from rayscale.controller.runner import ClusterKey, ControllerConfig, RayClusterController
+from rayscale.kube.client import make_api_client
+from rayscale.kube.events import EventRecorder
+from rayscale.kube.watchhealth import WatchHealth
+
+log = logging.getLogger(__name__)
+registry = kopf.OperatorRegistry()
+ALL = "*"  # index key suffix for "every pod of the cluster" (never a valid label value)
+RAYCLUSTERS = ("ray.io", "v1", "rayclusters")
+PREFIX = "rayscale.io"
+
+
+@dataclasses.dataclass
+class Runtime:
+    """Shared through kopf's memo: set up at startup, used by every handler."""
+
+    config: ControllerConfig
+    namespaces: list[str] | None
+    controller: RayClusterController | None = None
+    health: WatchHealth | None = None
+    indexes: dict[str, Any] = dataclasses.field(default_factory=dict)
+    tasks: list[asyncio.Task[None]] = dataclasses.field(default_factory=list)
+    recorder: EventRecorder | None = None
+
+
+class IndexSource:
+    """The controller's view of the cluster, read from kopf's indexes."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def _index(self, name: str) -> Any:
+        return self.runtime.indexes.get(name) or {}
+
+    def cluster(self, key: ClusterKey) -> Mapping[str, Any] | None:
+        for body in self._index("rayclusters_by_name").get(key, ()):
+            found: Mapping[str, Any] = body
+            return found
+        return None
+
+    def pods(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
+        return list(self._index("ray_pods_by_group").get((*key, ALL), ()))
+
+    def services(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
+        return list(self._index("ray_services_by_cluster").get(key, ()))
+
+    def cluster_keys(self) -> Sequence[ClusterKey]:
+        return list(self._index("rayclusters_by_name"))
+
+    def resource_versions(self) -> dict[ClusterKey, str]:
+        out: dict[ClusterKey, str] = {}
+        for key, store in self._index("rayclusters_by_name").items():
+            for body in store:
+                out[key] = body["metadata"].get("resourceVersion", "")
+        return out
+
+
+def _slim(body: Mapping[str, Any], spec_keys: tuple[str, ...]) -> dict[str, Any]:
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    return {
+        "metadata": {k: meta[k] for k in (
+            "name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp", "resourceVersion"
+        ) if k in meta},
+        "spec": {k: spec[k] for k in spec_keys if k in spec},
+        "status": dict(body.get("status") or {}),
+    }  # fmt: skip
+
+
+@kopf.on.startup(registry=registry)
+async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+    runtime: Runtime = memo.runtime
+    settings.persistence.finalizer = f"{PREFIX}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=PREFIX, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.posting.loggers = False
+    settings.posting.reporting_component = "rayscale"
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 10
+    settings.watching.inactivity_timeout = 70
+    settings.networking.request_timeout = 30
+    settings.networking.connect_timeout = 10
+    settings.execution.max_workers = 4
+    settings.watching.label_selectors["pods"] = L.RAY_CLUSTER
+    settings.watching.label_selectors["services"] = L.RAY_CLUSTER
+
+    api = await make_api_client()
+    runtime.recorder = EventRecorder(api)
+    runtime.recorder.start()
+    source = IndexSource(runtime)
+    runtime.controller = RayClusterController(api, source, runtime.recorder, runtime.config)
+    runtime.health = WatchHealth(api, runtime.namespaces, source.resource_versions)
+    runtime.tasks = [
+        asyncio.create_task(runtime.controller.run(), name="rayscale-controller"),
+        asyncio.create_task(runtime.health.run(), name="rayscale-watch-health"),
+    ]
+
+
+@kopf.on.login(registry=registry)
+def login(**kwargs: Any) -> Any:
+    """In-cluster service account first, else $KUBECONFIG / ~/.kube/config."""
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+
+@kopf.on.cleanup(registry=registry)
+async def shutdown(memo: Any, **_: Any) -> None:
+    runtime: Runtime = memo.runtime
+    for task in runtime.tasks:
+        task.cancel()
+    for task in runtime.tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    if runtime.recorder is not None:
+        await runtime.recorder.stop()
+    if runtime.controller is not None:
+        await runtime.controller.api.close()
+
+
+@kopf.index(*RAYCLUSTERS, registry=registry)
+async def rayclusters_by_name(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    obj = dict(body)
+    obj["metadata"] = {k: v for k, v in body.metadata.items() if k != "managedFields"}
+    return {(namespace or "", name): obj}
+
+
+@kopf.index("pods", labels={L.RAY_CLUSTER: kopf.PRESENT}, registry=registry)
+async def ray_pods_by_group(
+    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
+) -> dict[Any, Any]:
+    pod = _slim(body, ("restartPolicy", "containers"))
+    pod["spec"]["containers"] = [{"name": c.get("name")} for c in pod["spec"].get("containers", [])[:1]]
+    cluster, ns = labels[L.RAY_CLUSTER], namespace or ""
+    return {(ns, cluster, labels.get(L.GROUP, "")): pod, (ns, cluster, ALL): pod}
+
+
+@kopf.index("services", labels={L.RAY_CLUSTER: kopf.PRESENT}, registry=registry)
+async def ray_services_by_cluster(
+    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
+) -> dict[Any, Any]:
+    return {(namespace or "", labels[L.RAY_CLUSTER]): _slim(body, ("clusterIP", "ports", "type"))}
+
+
+def _attach(memo: Any, kwargs: Mapping[str, Any]) -> RayClusterController | None:
+    runtime: Runtime = memo.runtime
+    if not runtime.indexes:
+        for name in ("rayclusters_by_name", "ray_pods_by_group", "ray_services_by_cluster"):
+            runtime.indexes[name] = kwargs[name]
+    return runtime.controller
+
+
+@kopf.on.event(*RAYCLUSTERS, registry=registry)
+async def raycluster_event(namespace: str | None, name: str, memo: Any, **kwargs: Any) -> None:
+    controller = _attach(memo, kwargs)
+    if controller is not None:
+        controller.mark((namespace or "", name))
+
+
+@kopf.on.event("pods", labels={L.RAY_CLUSTER: kopf.PRESENT}, registry=registry)
+async def ray_pod_event(namespace: str | None, labels: Mapping[str, str], memo: Any, **kwargs: Any) -> None:
+    controller = _attach(memo, kwargs)
+    if controller is not None:
+        controller.mark((namespace or "", labels[L.RAY_CLUSTER]))
+
+
+@kopf.on.event("services", labels={L.RAY_CLUSTER: kopf.PRESENT}, registry=registry)
+async def ray_service_event(
+    namespace: str | None, labels: Mapping[str, str], memo: Any, **kwargs: Any
+) -> None:
+    controller = _attach(memo, kwargs)
+    if controller is not None:
+        controller.mark((namespace or "", labels[L.RAY_CLUSTER]))
+
+
+@kopf.on.probe(id="watch", registry=registry)
+async def watch_probe(memo: Any, **_: Any) -> str:
+    runtime: Runtime = memo.runtime
+    if runtime.health is not None:
+        problem = runtime.health.verdict()
+        if problem:
+            raise kopf.PermanentError(problem)
+    for task in runtime.tasks:
+        if task.done():
+            raise kopf.PermanentError(f"{task.get_name()} stopped")
+    return "ok"

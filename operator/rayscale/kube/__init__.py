@@ -1,0 +1,1 @@
+"""Adapters to the Kubernetes API (kubernetes-asyncio): client setup, object operations, events."""

@@ -1,0 +1,68 @@
+"""Detect a stalled watch: objects the API server has changed that the watch never delivered.
+
+Every `interval` seconds, LIST the RayClusters and compare each resourceVersion with the one
+the watch-fed index holds. A mismatch that is still there at the next check (the watch had a
+whole interval to deliver it) means the watch is stuck; the liveness probe then fails and
+Kubernetes restarts the operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from kubernetes_asyncio import client
+
+from rayscale.kube import ops
+
+log = logging.getLogger(__name__)
+Key = tuple[str, str]
+
+
+class WatchHealth:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        namespaces: list[str] | None,
+        seen: Callable[[], Mapping[Key, str]],
+        *,
+        interval: float = 60.0,
+    ) -> None:
+        self.api = api
+        self.namespaces = namespaces
+        self.seen = seen
+        self.interval = interval
+        self.stalled: dict[Key, str] = {}
+        self.last_check = time.monotonic()
+        self.problem: str | None = None
+
+    async def check_once(self) -> None:
+        listed: dict[Key, str] = {}
+        for ns in self.namespaces or [None]:  # type: ignore[list-item]
+            for obj in await ops.list_rayclusters(self.api, ns):
+                meta = obj["metadata"]
+                listed[(meta["namespace"], meta["name"])] = meta["resourceVersion"]
+        seen = self.seen()
+        behind = {k: rv for k, rv in listed.items() if seen.get(k) != rv}
+        still = {k: rv for k, rv in behind.items() if k in self.stalled}
+        self.problem = f"watch missed updates of {sorted(still)[:5]}" if still else None
+        if still:
+            log.error("RayCluster watch looks stalled: %s", self.problem)
+        self.stalled = behind
+        self.last_check = time.monotonic()
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.check_once()
+            except Exception as exc:
+                log.warning("watch health check failed: %s", exc)
+
+    def verdict(self) -> str | None:
+        """None when healthy, else why not."""
+        if time.monotonic() - self.last_check > 3 * self.interval:
+            return "watch health checks stopped running"
+        return self.problem
