@@ -84,6 +84,10 @@ class _Pass:
             free = capacity
             if running and node.available is not None:
                 free = tuple(min(a, c) for a, c in zip(space.vec(node.available), capacity, strict=True))
+                free = tuple(  # absent implicit resources count as free (as in Ray)
+                    capacity[i] if i in space.implicit and space.names[i] not in node.available else a
+                    for i, a in enumerate(free)
+                )
             used = [(c - f) / c for c, f in zip(capacity, free, strict=True) if c > 0]
             host = Host(
                 node.name,
