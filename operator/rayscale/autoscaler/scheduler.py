@@ -67,7 +67,7 @@ class _Pass:
         self.removed: Removed = {}
         self.demand_pool = Pool(self.catalog.space)
         self.constraint_pool = Pool(self.catalog.space)
-        self._free: dict[int, Vec] = {}
+        self._free: dict[int, tuple[Vec, Vec]] = {}  # host -> (capacity, free)
         self._load_nodes()
 
     # -- input -----------------------------------------------------------------------
@@ -103,16 +103,17 @@ class _Pass:
             gi = self.catalog.by_name[group].index
             rid = self.fleet.add_existing(gi, [h for h, _ in members], name)
             hosts = self.fleet.replicas[rid].hosts
-            for i, (host_id, (host, free)) in enumerate(zip(hosts, members, strict=True)):
-                self.constraint_pool.add(host_id, gi, host.rank, self.catalog.groups[gi].hosts[i])
-                self._free[host_id] = free
-        self._sort_pools()
+            for i, (host_id, (_, free)) in enumerate(zip(hosts, members, strict=True)):
+                self._free[host_id] = (self.catalog.groups[gi].hosts[i], free)
+        self._fill_pools()
 
-    def _sort_pools(self) -> None:
-        """Fill the demand pool busiest first so that idle hosts stay free to go."""
+    def _fill_pools(self) -> None:
+        """Add hosts least idle first: work and constraints go there, so idle hosts stay free to go."""
         hosts = self.fleet.hosts
         for hid in sorted(self._free, key=lambda h: (hosts[h].idle_seconds, hosts[h].name or "")):
-            self.demand_pool.add(hid, hosts[hid].group, hosts[hid].rank, self._free[hid])
+            total, free = self._free[hid]
+            self.constraint_pool.add(hid, hosts[hid].group, hosts[hid].rank, total)
+            self.demand_pool.add(hid, hosts[hid].group, hosts[hid].rank, free)
 
     # -- steps -----------------------------------------------------------------------
     def drop_removed(self) -> None:
