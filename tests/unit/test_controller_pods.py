@@ -23,12 +23,15 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_worker_pod_names_labels_owner() -> None:
-    g = group("cpu", template={"metadata": {"labels": {L.GROUP: "evil", "team": "a"}},
+    g = group("cpu", template={"metadata": {"name": "x", "labels": {L.GROUP: "evil", "team": "a"},
+                                            "finalizers": ["hold"]},
                                "spec": {"containers": [{"name": "w", "image": "ray"}]}})  # fmt: skip
     meta, spec = _setup(cluster(g))
     pod = pods.worker_pod(meta, spec, spec.workers[0], replica_index=3)
     md = pod["metadata"]
     assert md["generateName"] == "rc-cpu-worker-"
+    assert md["finalizers"] == ["hold"]
+    assert "name" not in md
     assert md["namespace"] == "ns"
     assert md["labels"] == {
         L.IS_RAY_NODE: "yes",

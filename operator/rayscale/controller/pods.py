@@ -216,18 +216,16 @@ def _build(
         generate_name = names.head_pod_generate_name(meta.name)
     else:
         generate_name = names.worker_pod_generate_name(meta.name, group_name)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "generateName": generate_name,
-            "namespace": meta.namespace,
-            "labels": labels,
-            "annotations": annotations,
-            "ownerReferences": [meta.owner_reference()],
-        },
-        "spec": pod_spec,
-    }
+    # Like KubeRay, keep the template's metadata (finalizers included) but not its name.
+    pod_meta = {k: v for k, v in tmeta.items() if k not in ("name", "generateName", "namespace")}
+    pod_meta.update(
+        generateName=generate_name,
+        namespace=meta.namespace,
+        labels=labels,
+        annotations=annotations,
+        ownerReferences=[meta.owner_reference()],
+    )
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
 
 
 def head_pod(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest:
