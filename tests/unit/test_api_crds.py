@@ -67,7 +67,10 @@ def test_defaults_enums_and_preserved_templates() -> None:
     assert props["maxReplicas"]["default"] == 2147483647
     assert props["replicas"]["default"] == 0
     assert props["numOfHosts"]["default"] == 1
-    assert props["scaleStrategy"]["properties"]["workersToDelete"] == {"items": {"type": "string"}, "type": "array"}
+    assert props["scaleStrategy"]["properties"]["workersToDelete"] == {
+        "items": {"type": "string"},
+        "type": "array",
+    }
     auto = spec["properties"]["autoscalerOptions"]["properties"]
     assert auto["upscalingMode"]["enum"] == ["Default", "Aggressive", "Conservative"]
     assert auto["version"]["enum"] == ["v1", "v2"]
