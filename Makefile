@@ -64,3 +64,7 @@ demo: install cluster-build ## bring up the local cluster (unless $KUBECONFIG po
 .PHONY: clean
 clean: ## remove build and test leftovers (not the binary cache)
 	rm -rf .mypy_cache .ruff_cache .pytest_cache build dist
+
+.PHONY: bench
+bench: install ## scheduler vs Ray 2.60 (installs Ray into its own venv on first use; takes minutes)
+	$(PY) -m bench.scheduler_vs_ray --write-docs

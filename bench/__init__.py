@@ -1,0 +1,1 @@
+"""Benchmarks (never run by `make test`)."""

@@ -1,0 +1,70 @@
+"""Writes the "Scheduler" section of docs/benchmarks.md from bench results, keeping other sections."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+TITLE = "## Scheduler"
+
+INTRO = """\
+One decision of rayscale's scheduler against Ray {ray}'s `ResourceDemandScheduler` (autoscaler v2)
+on the same input: four worker groups (8 CPU/32Gi; 32 CPU/128Gi; 8 CPU + 1 GPU/32Gi; 8 CPU +
+4 TPU/32Gi), pending tasks and actors in a fixed mix of eight shapes (CPU-only with and
+without memory, GPU and TPU work; `bench/workload.py`), and 0 or 500 running hosts that are
+0-90% used. Ray gets the `SchedulingRequest` its reconciler builds: node type configs,
+one instance per host with its GCS node state, and the demand grouped by shape with counts,
+as GCS reports it. Times are for the decision alone: rayscale after a warm-up, median of 3;
+Ray in a subprocess, median of 3 when one run takes under 1 s, else one run, stopped after
+{timeout:.0f} s. Hosts are the new hosts each launches. Lower bounds on
+new hosts: *per resource* (total demand minus free capacity over the largest host, per
+resource) and *subset* (demand that only some groups can host needs hosts of those groups;
+the rest must still fit; `bench/bounds.py`).
+
+Measured on {machine}. Reproduce with `make bench`.
+"""
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "> 120 (stopped)"
+    return f"{value:.4f}" if value < 1 else f"{value:.2f}"
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = [
+        TITLE,
+        "",
+        INTRO.format(
+            ray=results["ray_version"], timeout=results["timeout_seconds"], machine=results["machine"]
+        ),
+        "| requests | running hosts | rayscale s | Ray s | Ray / rayscale | rayscale hosts | Ray hosts"
+        " | bound per resource | bound subset | rayscale over subset bound |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results["rows"]:
+        ratio = "—" if r["ray_seconds"] is None else f"{r['ray_seconds'] / r['rayscale_seconds']:.0f}x"
+        if r["ray_seconds"] is None:
+            ratio = f"> {results['timeout_seconds'] / r['rayscale_seconds']:.0f}x"
+        gap = "0%" if not r["bound_subset"] else f"{(r['rayscale_hosts'] / r['bound_subset'] - 1) * 100:.2f}%"
+        ray_hosts = "—" if r["ray_hosts"] is None else str(r["ray_hosts"])
+        lines.append(
+            f"| {r['requests']:,} | {r['running']} | {_seconds(r['rayscale_seconds'])}"
+            f" | {_seconds(r['ray_seconds'])}"
+            f" | {ratio} | {r['rayscale_hosts']:,} | {ray_hosts} | {r['bound_per_resource']:,}"
+            f" | {r['bound_subset']:,} | {gap} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, results: dict[str, Any], notes: str = "") -> None:
+    """Replace (or append) the Scheduler section; every other section stays as it is."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    section = render(results) + (("\n" + notes.strip() + "\n") if notes.strip() else "")
+    pattern = re.compile(rf"^{re.escape(TITLE)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section + "\n", text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text.rstrip("\n") + "\n")
