@@ -16,8 +16,9 @@ without memory, GPU and TPU work; `bench/workload.py`), and 0 or 500 running hos
 0-90% used. Ray gets the `SchedulingRequest` its reconciler builds: node type configs,
 one instance per host with its GCS node state, and the demand grouped by shape with counts,
 as GCS reports it. Times are for the decision alone: rayscale after a warm-up, median of 3;
-Ray in a subprocess, median of 3 when one run takes under 1 s, else one run, stopped after
-{timeout:.0f} s. Hosts are the new hosts each launches. Lower bounds on
+Ray in a subprocess, median of 3 when one run takes under 1 s, else one run; the
+subprocess is stopped after {timeout:.0f} s of wall time (Ray's import and request building, a few
+seconds, included). Hosts are the new hosts each launches. Lower bounds on
 new hosts: *per resource* (total demand minus free capacity over the largest host, per
 resource) and *subset* (demand that only some groups can host needs hosts of those groups;
 the rest must still fit; `bench/bounds.py`).
@@ -55,7 +56,31 @@ def render(results: dict[str, Any]) -> str:
             f" | {ratio} | {r['rayscale_hosts']:,} | {ray_hosts} | {r['bound_per_resource']:,}"
             f" | {r['bound_subset']:,} | {gap} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + summary(results) + "\n"
+
+
+def summary(results: dict[str, Any]) -> str:
+    """What the table says, in words, computed from the same results."""
+    rows = results["rows"]
+    finished = [r for r in rows if r["ray_seconds"] is not None]
+    worst = max(rows, key=lambda r: r["rayscale_seconds"])
+    text = [
+        f"Slowest rayscale decision: {worst['rayscale_seconds']:.3f} s"
+        f" ({worst['requests']:,} requests, {worst['running']} running hosts)."
+    ]
+    if finished:
+        ratios = [r["ray_seconds"] / r["rayscale_seconds"] for r in finished]
+        fewer = sum(1 for r in finished if r["rayscale_hosts"] < r["ray_hosts"])
+        more = sum(1 for r in finished if r["rayscale_hosts"] > r["ray_hosts"])
+        text.append(
+            f"Ray finished {len(finished)} of {len(rows)} cases within {results['timeout_seconds']:.0f} s;"
+            f" on those rayscale was {min(ratios):.0f}x to {max(ratios):.0f}x faster and launched fewer hosts"
+            f" in {fewer}, as many in {len(finished) - fewer - more} and more in {more}."
+        )
+    gaps = [r["rayscale_hosts"] / r["bound_subset"] - 1 for r in rows if r["bound_subset"]]
+    if gaps:
+        text.append(f"rayscale's largest gap over the subset lower bound: {max(gaps) * 100:.2f}%.")
+    return " ".join(text)
 
 
 def write_section(path: Path, results: dict[str, Any], notes: str = "") -> None:
