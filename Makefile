@@ -68,3 +68,16 @@ clean: ## remove build and test leftovers (not the binary cache)
 .PHONY: bench
 bench: install ## scheduler vs Ray 2.60 (installs Ray into its own venv on first use; takes minutes)
 	$(PY) -m bench.scheduler_vs_ray --write-docs
+
+# ---- Ray GCS protobuf bindings (operator/rayscale/ray/protos; generated, git-ignored) ----
+RAY_PROTOS := operator/rayscale/ray/protos
+RAY_PROTO_STAMP := $(RAY_PROTOS)/.generated
+
+$(RAY_PROTO_STAMP): $(VENV)/.installed $(wildcard $(RAY_PROTOS)/*.proto) $(RAY_PROTOS)/generate.py
+	$(PY) $(RAY_PROTOS)/generate.py
+	@touch $@
+
+.PHONY: proto
+proto: $(RAY_PROTO_STAMP) ## generate the Python bindings of the Ray GCS protos (grpcio-tools)
+
+install: proto

@@ -1,0 +1,265 @@
+"""Protobuf messages of ``ray.rpc.autoscaler`` to ``rayscale.ray.model`` values, and back.
+
+Pure functions; the only place that knows both representations.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from rayscale.ray import model
+from rayscale.ray.wire import autoscaler_pb2 as pb
+from rayscale.ray.wire import common_pb2 as common_pb
+
+__all__ = [
+    "NODE_ID_BYTES",
+    "cluster_state",
+    "constraint_request",
+    "drain_request",
+    "gang_request",
+    "node_id_bytes",
+    "node_state",
+    "parse_gang_details",
+    "resource_demand",
+    "resource_request",
+]
+
+NODE_ID_BYTES = 28  # Ray's NodeID size
+
+_NODE_STATUS = {
+    pb.UNSPECIFIED: model.NodeStatus.UNSPECIFIED,
+    pb.RUNNING: model.NodeStatus.RUNNING,
+    pb.IDLE: model.NodeStatus.IDLE,
+    pb.DRAINING: model.NodeStatus.DRAINING,
+    pb.DEAD: model.NodeStatus.DEAD,
+}
+_LABEL_OPERATOR = {
+    common_pb.LABEL_OPERATOR_UNSPECIFIED: model.LabelOperator.UNSPECIFIED,
+    common_pb.LABEL_OPERATOR_IN: model.LabelOperator.IN,
+    common_pb.LABEL_OPERATOR_NOT_IN: model.LabelOperator.NOT_IN,
+}
+_LABEL_OPERATOR_PB = {v: k for k, v in _LABEL_OPERATOR.items()}
+_STRATEGY = {
+    common_pb.PACK: "PACK",
+    common_pb.SPREAD: "SPREAD",
+    common_pb.STRICT_PACK: "STRICT_PACK",
+    common_pb.STRICT_SPREAD: "STRICT_SPREAD",
+}
+_DRAIN_REASON = {
+    model.DrainReason.UNSPECIFIED: pb.DRAIN_NODE_REASON_UNSPECIFIED,
+    model.DrainReason.IDLE_TERMINATION: pb.DRAIN_NODE_REASON_IDLE_TERMINATION,
+    model.DrainReason.PREEMPTION: pb.DRAIN_NODE_REASON_PREEMPTION,
+}
+# GCS writes a placement group's `details` as "<id hex>:<STRATEGY>|<STATE>".
+_GANG_DETAILS = re.compile(r"^(?P<id>[0-9a-fA-F]+):(?P<strategy>[A-Z_]+)(?:\|(?P<state>[A-Z_]+))?$")
+
+
+# ---- proto -> model ----
+
+
+def label_selector(msg: common_pb.LabelSelector) -> model.LabelSelector:
+    return model.LabelSelector(
+        tuple(
+            model.LabelConstraint(
+                key=c.label_key,
+                operator=_LABEL_OPERATOR.get(c.operator, model.LabelOperator.UNSPECIFIED),
+                values=tuple(c.label_values),
+            )
+            for c in msg.label_constraints
+        )
+    )
+
+
+def _placement_constraints(
+    msgs: Iterable[pb.PlacementConstraint],
+) -> tuple[model.PlacementConstraint, ...]:
+    out: list[model.PlacementConstraint] = []
+    for msg in msgs:
+        if msg.HasField("anti_affinity"):
+            a = msg.anti_affinity
+            out.append(model.PlacementConstraint("anti_affinity", a.label_name, a.label_value))
+        if msg.HasField("affinity"):
+            b = msg.affinity
+            out.append(model.PlacementConstraint("affinity", b.label_name, b.label_value))
+    return tuple(out)
+
+
+def resource_request(msg: pb.ResourceRequest) -> model.ResourceRequest:
+    selectors = tuple(label_selector(s) for s in msg.label_selectors)
+    if all(not s.constraints for s in selectors):
+        selectors = ()  # the GCS sends one empty selector for "any node"
+    return model.ResourceRequest(
+        resources=dict(msg.resources_bundle),
+        label_selectors=selectors,
+        placement_constraints=_placement_constraints(msg.placement_constraints),
+    )
+
+
+def resource_demand(msg: pb.ResourceRequestByCount) -> model.ResourceDemand:
+    return model.ResourceDemand(request=resource_request(msg.request), count=int(msg.count))
+
+
+def parse_gang_details(details: str) -> tuple[str, str, str]:
+    """``"<id>:<STRATEGY>|<STATE>"`` -> (id, strategy, state); empty strings where it does not parse."""
+    match = _GANG_DETAILS.match(details.strip())
+    if match is None:
+        return "", "", ""
+    return match["id"].lower(), match["strategy"], match["state"] or ""
+
+
+def _strategy_from_constraints(bundles: Iterable[model.ResourceRequest]) -> str:
+    kinds = {c.kind for b in bundles for c in b.placement_constraints}
+    if "affinity" in kinds:
+        return "STRICT_PACK"
+    if "anti_affinity" in kinds:
+        return "STRICT_SPREAD"
+    return ""
+
+
+def _locality(msg: pb.LocalityRequirement) -> model.Locality:
+    constraint = msg.locality_constraint
+    return model.Locality(
+        label_name=constraint.label_name,
+        strategy=_STRATEGY.get(constraint.placement_strategy, "")
+        if msg.HasField("locality_constraint")
+        else "",
+        label_selector=label_selector(msg.label_selector) if msg.HasField("label_selector") else None,
+    )
+
+
+def gang_request(msg: pb.GangResourceRequest) -> model.GangRequest:
+    selectors = tuple(
+        model.GangSelector(
+            bundles=tuple(resource_request(r) for r in s.resource_requests),
+            locality=_locality(s.locality_requirement) if s.HasField("locality_requirement") else None,
+        )
+        for s in msg.bundle_selectors
+    )
+    bundles = selectors[0].bundles if selectors else tuple(resource_request(r) for r in msg.requests)
+    pg_id, strategy, state = parse_gang_details(msg.details)
+    if not strategy:
+        locality = selectors[0].locality if selectors else None
+        strategy = (locality.strategy if locality else "") or _strategy_from_constraints(bundles)
+    return model.GangRequest(
+        bundles=bundles,
+        selectors=selectors,
+        details=msg.details,
+        placement_group_id=pg_id,
+        strategy=strategy,
+        state=state,
+    )
+
+
+def node_state(msg: pb.NodeState) -> model.NodeState:
+    return model.NodeState(
+        node_id=msg.node_id.hex(),
+        status=_NODE_STATUS.get(msg.status, model.NodeStatus.UNSPECIFIED),
+        instance_id=msg.instance_id,
+        ray_node_type_name=msg.ray_node_type_name,
+        idle_duration_ms=int(msg.idle_duration_ms),
+        available_resources=dict(msg.available_resources),
+        total_resources=dict(msg.total_resources),
+        labels=dict(msg.labels),
+        dynamic_labels=dict(msg.dynamic_labels),
+        node_ip_address=msg.node_ip_address,
+        instance_type_name=msg.instance_type_name,
+        node_activity=tuple(msg.node_activity),
+    )
+
+
+def cluster_state(msg: pb.ClusterResourceState) -> model.ClusterState:
+    return model.ClusterState(
+        version=int(msg.cluster_resource_state_version),
+        session_name=msg.cluster_session_name,
+        nodes=tuple(node_state(n) for n in msg.node_states),
+        pending_requests=tuple(resource_demand(r) for r in msg.pending_resource_requests),
+        pending_gangs=tuple(gang_request(g) for g in msg.pending_gang_resource_requests),
+        # A cleared request_resources stays behind as an empty constraint.
+        constraints=tuple(
+            tuple(resource_demand(r) for r in c.resource_requests)
+            for c in msg.cluster_resource_constraints
+            if c.resource_requests
+        ),
+    )
+
+
+# ---- model -> proto ----
+
+
+def node_id_bytes(node_id: str) -> bytes:
+    """A hex node id as the GCS wants it; ValueError for anything that is not one."""
+    try:
+        raw = bytes.fromhex(node_id)
+    except ValueError:
+        raise ValueError(f"not a Ray node id (hex): {node_id!r}") from None
+    if len(raw) != NODE_ID_BYTES:
+        raise ValueError(f"not a Ray node id: {node_id!r} has {len(raw)} bytes, not {NODE_ID_BYTES}")
+    return raw
+
+
+def drain_request(
+    node_id: str, reason: model.DrainReason, message: str, deadline_ms: int
+) -> pb.DrainNodeRequest:
+    if deadline_ms < 0:
+        raise ValueError(f"deadline_ms must be 0 (none) or a Unix time in ms, not {deadline_ms}")
+    return pb.DrainNodeRequest(
+        node_id=node_id_bytes(node_id),
+        reason=_DRAIN_REASON[reason],
+        reason_message=message,
+        deadline_timestamp_ms=deadline_ms,
+    )
+
+
+def _label_selector_pb(selector: model.LabelSelector) -> common_pb.LabelSelector:
+    return common_pb.LabelSelector(
+        label_constraints=[
+            common_pb.LabelSelectorConstraint(
+                label_key=c.key, operator=_LABEL_OPERATOR_PB[c.operator], label_values=list(c.values)
+            )
+            for c in selector.constraints
+        ]
+    )
+
+
+def _resource_request_pb(request: model.ResourceRequest) -> pb.ResourceRequest:
+    constraints = [
+        pb.PlacementConstraint(
+            affinity=pb.AffinityConstraint(label_name=c.label_name, label_value=c.label_value)
+        )
+        if c.kind == "affinity"
+        else pb.PlacementConstraint(
+            anti_affinity=pb.AntiAffinityConstraint(label_name=c.label_name, label_value=c.label_value)
+        )
+        for c in request.placement_constraints
+    ]
+    return pb.ResourceRequest(
+        resources_bundle=_resources(request.resources),
+        placement_constraints=constraints,
+        label_selectors=[_label_selector_pb(s) for s in request.label_selectors],
+    )
+
+
+def _resources(resources: Mapping[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, amount in resources.items():
+        if amount < 0:
+            raise ValueError(f"negative amount of {name}: {amount}")
+        out[name] = float(amount)
+    return out
+
+
+def constraint_request(
+    demands: Iterable[model.ResourceDemand],
+) -> pb.RequestClusterResourceConstraintRequest:
+    """A ``request_resources`` call: replaces the cluster's constraint (an empty one clears it)."""
+    requests = []
+    for demand in demands:
+        if demand.count < 0:
+            raise ValueError(f"negative count: {demand.count}")
+        requests.append(
+            pb.ResourceRequestByCount(request=_resource_request_pb(demand.request), count=demand.count)
+        )
+    return pb.RequestClusterResourceConstraintRequest(
+        cluster_resource_constraint=pb.ClusterResourceConstraint(resource_requests=requests)
+    )

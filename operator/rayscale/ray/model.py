@@ -1,0 +1,195 @@
+"""What rayscale reads from Ray's GCS, as plain typed values (no protobuf).
+
+These mirror ``ray.rpc.autoscaler.ClusterResourceState`` (reference: ray-autoscaler-v2.md §11)
+closely enough that nothing the scheduler needs is lost, with Ray's encodings undone: node ids
+are hex strings, enums are string enums, a placement group's strategy and state are parsed out
+of the ``details`` text. Resource maps hold Ray's numbers as they are (``memory`` and
+``object_store_memory`` in bytes).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = [
+    "ClusterState",
+    "DrainReason",
+    "DrainResult",
+    "GangRequest",
+    "GangSelector",
+    "LabelConstraint",
+    "LabelOperator",
+    "LabelSelector",
+    "Locality",
+    "NodeState",
+    "NodeStatus",
+    "PlacementConstraint",
+    "ResourceDemand",
+    "ResourceRequest",
+]
+
+
+class NodeStatus(enum.StrEnum):
+    """A Ray node's state in the GCS."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    RUNNING = "RUNNING"  # alive, has work
+    IDLE = "IDLE"  # alive, no work for `idle_duration_ms`
+    DRAINING = "DRAINING"  # accepted a drain request
+    DEAD = "DEAD"
+
+
+class DrainReason(enum.StrEnum):
+    """Why a node is asked to drain (``ray.rpc.autoscaler.DrainNodeReason``)."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    IDLE_TERMINATION = "IDLE_TERMINATION"  # the node refuses if it is no longer idle
+    PREEMPTION = "PREEMPTION"  # cannot be refused
+
+
+class LabelOperator(enum.StrEnum):
+    UNSPECIFIED = "UNSPECIFIED"
+    IN = "IN"
+    NOT_IN = "NOT_IN"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelConstraint:
+    """The node label `key` must (IN) or must not (NOT_IN) have one of `values`."""
+
+    key: str
+    operator: LabelOperator
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """All constraints must hold."""
+
+    constraints: tuple[LabelConstraint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementConstraint:
+    """Ray's placement-group constraint on a bundle.
+
+    ``affinity``: the bundle must share a node with the others of its group (STRICT_PACK);
+    ``anti_affinity``: it must not (STRICT_SPREAD). `label_name` is ``_PG_<group id hex>``; a
+    node that already holds bundles of that group carries it in ``NodeState.dynamic_labels``.
+    """
+
+    kind: Literal["affinity", "anti_affinity"]
+    label_name: str
+    label_value: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRequest:
+    """One bundle: resources (e.g. ``{"CPU": 1, "GPU": 1}``) and where it may go."""
+
+    resources: Mapping[str, float]
+    # Fallbacks: the first selector that some node satisfies applies; empty means any node.
+    label_selectors: tuple[LabelSelector, ...] = ()
+    placement_constraints: tuple[PlacementConstraint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceDemand:
+    """`count` identical requests: pending tasks/actors, or one ``request_resources`` entry."""
+
+    request: ResourceRequest
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Locality:
+    """A bundle selector's locality requirement (newer Ray GCS versions; often absent)."""
+
+    label_name: str = ""
+    strategy: str = ""  # PACK | SPREAD | STRICT_PACK | STRICT_SPREAD, "" when not given
+    label_selector: LabelSelector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GangSelector:
+    """Bundles that must all be placed together; one alternative of a gang."""
+
+    bundles: tuple[ResourceRequest, ...]
+    locality: Locality | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GangRequest:
+    """A pending placement group: all of its unplaced bundles, or nothing.
+
+    `bundles` is what Ray's own scheduler uses: the first bundle selector when the GCS sent
+    any, else the deprecated flat list. `selectors` keeps every alternative.
+    """
+
+    bundles: tuple[ResourceRequest, ...]
+    selectors: tuple[GangSelector, ...] = ()
+    details: str = ""
+    placement_group_id: str = ""  # hex, parsed from `details`; "" when absent
+    strategy: str = ""  # PACK | SPREAD | STRICT_PACK | STRICT_SPREAD; "" when unknown
+    state: str = ""  # e.g. PENDING | RESCHEDULING, parsed from `details`
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """One Ray node as the GCS sees it."""
+
+    node_id: str  # hex
+    status: NodeStatus
+    instance_id: str = ""  # RAY_CLOUD_INSTANCE_ID of the node: the pod name on Kubernetes
+    ray_node_type_name: str = ""  # RAY_NODE_TYPE_NAME: the worker group
+    idle_duration_ms: int = 0
+    available_resources: Mapping[str, float] = field(default_factory=dict)
+    total_resources: Mapping[str, float] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    dynamic_labels: Mapping[str, str] = field(default_factory=dict)
+    node_ip_address: str = ""
+    instance_type_name: str = ""
+    node_activity: tuple[str, ...] = ()
+
+    @property
+    def alive(self) -> bool:
+        return self.status in (NodeStatus.RUNNING, NodeStatus.IDLE, NodeStatus.DRAINING)
+
+    @property
+    def idle_seconds(self) -> float:
+        return self.idle_duration_ms / 1000 if self.status is NodeStatus.IDLE else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """``GetClusterResourceState``: the nodes and the demand of one Ray cluster."""
+
+    version: int
+    session_name: str
+    nodes: tuple[NodeState, ...]
+    pending_requests: tuple[ResourceDemand, ...] = ()  # tasks and actors
+    pending_gangs: tuple[GangRequest, ...] = ()  # placement groups
+    # request_resources; Ray keeps at most one (a new call replaces the old). Each is all or nothing.
+    constraints: tuple[tuple[ResourceDemand, ...], ...] = ()
+
+    def node_by_instance(self, instance_id: str) -> NodeState | None:
+        """The live node for a pod name, else the latest dead one, else None."""
+        found: NodeState | None = None
+        for node in self.nodes:
+            if node.instance_id == instance_id and (found is None or not found.alive):
+                found = node
+        return found
+
+    def node(self, node_id: str) -> NodeState | None:
+        return next((n for n in self.nodes if n.node_id == node_id), None)
+
+
+@dataclass(frozen=True, slots=True)
+class DrainResult:
+    """The answer to ``DrainNode``: accepted, or refused with Ray's reason."""
+
+    accepted: bool
+    rejection_reason: str = ""

@@ -1,0 +1,238 @@
+"""GcsClient against an in-process gRPC server that implements AutoscalerStateService.
+
+The fake server decodes requests with the same generated messages, so these tests check what
+goes over the wire (method paths, request bytes, auth metadata), the retry policy and the
+errors; tests/integration/test_ray_gcs.py checks the same client against a real Ray head.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import pytest
+
+from rayscale.ray.client import GcsCallError, GcsClient, GcsUnavailable
+from rayscale.ray.model import DrainReason, DrainResult, NodeStatus, ResourceDemand, ResourceRequest
+from rayscale.ray.wire import SERVICE, method_path
+from rayscale.ray.wire import autoscaler_pb2 as pb
+
+NODE = bytes(range(28))
+Handler = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Any]
+
+
+@dataclass
+class FakeGcs:
+    """Records every call; `failures[method]` lists status codes to answer with before succeeding."""
+
+    address: str = ""
+    calls: list[tuple[str, Any, dict[str, str]]] = field(default_factory=list)
+    failures: dict[str, list[grpc.StatusCode]] = field(default_factory=dict)
+    state: pb.ClusterResourceState = field(default_factory=pb.ClusterResourceState)
+    drain_reply: pb.DrainNodeReply = field(default_factory=lambda: pb.DrainNodeReply(is_accepted=True))
+    hang: bool = False
+
+    def count(self, method: str) -> int:
+        return sum(1 for name, _, _ in self.calls if name == method)
+
+    async def _enter(self, method: str, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
+        self.calls.append((method, request, metadata))
+        pending = self.failures.get(method)
+        if pending:
+            await context.abort(pending.pop(0), f"injected by the test ({method})")
+        if self.hang:
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "hung")
+
+    async def get_state(
+        self, request: pb.GetClusterResourceStateRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.GetClusterResourceStateReply:
+        await self._enter("GetClusterResourceState", request, context)
+        return pb.GetClusterResourceStateReply(cluster_resource_state=self.state)
+
+    async def drain(
+        self, request: pb.DrainNodeRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.DrainNodeReply:
+        await self._enter("DrainNode", request, context)
+        return self.drain_reply
+
+    async def constrain(
+        self, request: pb.RequestClusterResourceConstraintRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.RequestClusterResourceConstraintReply:
+        await self._enter("RequestClusterResourceConstraint", request, context)
+        return pb.RequestClusterResourceConstraintReply()
+
+
+def _handler(fn: Handler, request_type: Any, reply_type: Any) -> grpc.RpcMethodHandler[Any, Any]:
+    return grpc.unary_unary_rpc_method_handler(
+        fn, request_deserializer=request_type.FromString, response_serializer=reply_type.SerializeToString
+    )
+
+
+@pytest.fixture
+async def gcs() -> AsyncIterator[FakeGcs]:
+    fake = FakeGcs()
+    server = grpc.aio.server()
+    handlers = {
+        "GetClusterResourceState": _handler(
+            fake.get_state, pb.GetClusterResourceStateRequest, pb.GetClusterResourceStateReply
+        ),
+        "DrainNode": _handler(fake.drain, pb.DrainNodeRequest, pb.DrainNodeReply),
+        "RequestClusterResourceConstraint": _handler(
+            fake.constrain,
+            pb.RequestClusterResourceConstraintRequest,
+            pb.RequestClusterResourceConstraintReply,
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    fake.address = f"127.0.0.1:{port}"
+    try:
+        yield fake
+    finally:
+        await server.stop(grace=None)
+
+
+def _client(gcs: FakeGcs, **kwargs: Any) -> GcsClient:
+    kwargs.setdefault("backoff", 0.01)
+    kwargs.setdefault("timeout", 5.0)
+    return GcsClient(gcs.address, **kwargs)
+
+
+def test_method_paths() -> None:
+    assert method_path("DrainNode") == "/ray.rpc.autoscaler.AutoscalerStateService/DrainNode"
+    assert (
+        method_path("GetClusterResourceState")
+        == "/ray.rpc.autoscaler.AutoscalerStateService/GetClusterResourceState"
+    )
+    with pytest.raises(KeyError):
+        method_path("ReportAutoscalingState")
+
+
+async def test_get_cluster_resource_state(gcs: FakeGcs) -> None:
+    gcs.state = pb.ClusterResourceState(
+        cluster_resource_state_version=3,
+        node_states=[pb.NodeState(node_id=NODE, instance_id="pod-a", status=pb.IDLE, idle_duration_ms=900)],
+        pending_resource_requests=[
+            pb.ResourceRequestByCount(request=pb.ResourceRequest(resources_bundle={"GPU": 1.0}), count=2)
+        ],
+    )
+    async with _client(gcs) as client:
+        state = await client.get_cluster_resource_state()
+    assert state.version == 3
+    node = state.node_by_instance("pod-a")
+    assert node is not None
+    assert (node.node_id, node.status, node.idle_duration_ms) == (NODE.hex(), NodeStatus.IDLE, 900)
+    assert state.pending_requests == (ResourceDemand(ResourceRequest({"GPU": 1.0}), 2),)
+    assert "authorization" not in gcs.calls[0][2]
+
+
+async def test_drain_node_sends_the_request(gcs: FakeGcs) -> None:
+    gcs.drain_reply = pb.DrainNodeReply(is_accepted=False, rejection_reason_message="no longer idle")
+    async with _client(gcs) as client:
+        result = await client.drain_node(NODE.hex(), message="idle 61s", deadline_ms=123)
+    assert result == DrainResult(accepted=False, rejection_reason="no longer idle")
+    (_, request, _) = gcs.calls[0]
+    assert request.node_id == NODE
+    assert request.reason == pb.DRAIN_NODE_REASON_IDLE_TERMINATION
+    assert request.reason_message == "idle 61s"
+    assert request.deadline_timestamp_ms == 123
+
+
+async def test_drain_node_preemption(gcs: FakeGcs) -> None:
+    async with _client(gcs) as client:
+        assert await client.drain_node(NODE.hex(), DrainReason.PREEMPTION) == DrainResult(accepted=True)
+    assert gcs.calls[0][1].reason == pb.DRAIN_NODE_REASON_PREEMPTION
+
+
+async def test_bad_node_id_fails_before_any_call(gcs: FakeGcs) -> None:
+    async with _client(gcs) as client:
+        with pytest.raises(ValueError, match="not a Ray node id"):
+            await client.drain_node("pod-a")
+    assert gcs.calls == []
+
+
+async def test_request_cluster_resource_constraint(gcs: FakeGcs) -> None:
+    async with _client(gcs) as client:
+        await client.request_cluster_resource_constraint([ResourceDemand(ResourceRequest({"GPU": 1}), 3)])
+    request = gcs.calls[0][1]
+    [by_count] = request.cluster_resource_constraint.resource_requests
+    assert (dict(by_count.request.resources_bundle), by_count.count) == ({"GPU": 1.0}, 3)
+
+
+async def test_token_is_sent_as_a_bearer_authorization(gcs: FakeGcs) -> None:
+    async with _client(gcs, token=" s3cret\n") as client:
+        await client.get_cluster_resource_state()
+        await client.drain_node(NODE.hex())
+    assert [metadata.get("authorization") for _, _, metadata in gcs.calls] == ["Bearer s3cret"] * 2
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED])
+async def test_transient_errors_are_retried(gcs: FakeGcs, code: grpc.StatusCode) -> None:
+    gcs.failures["GetClusterResourceState"] = [code, code]
+    async with _client(gcs, retries=2) as client:
+        state = await client.get_cluster_resource_state()
+    assert state.version == 0
+    assert gcs.count("GetClusterResourceState") == 3
+
+
+async def test_retries_run_out(gcs: FakeGcs) -> None:
+    gcs.failures["DrainNode"] = [grpc.StatusCode.UNAVAILABLE] * 5
+    async with _client(gcs, retries=1) as client:
+        with pytest.raises(GcsUnavailable) as raised:
+            await client.drain_node(NODE.hex())
+    assert gcs.count("DrainNode") == 2
+    assert raised.value.code == "UNAVAILABLE"
+    assert raised.value.method == "DrainNode"
+    assert raised.value.address == gcs.address
+
+
+async def test_other_errors_are_not_retried(gcs: FakeGcs) -> None:
+    gcs.failures["GetClusterResourceState"] = [grpc.StatusCode.UNAUTHENTICATED]
+    async with _client(gcs, retries=3) as client:
+        with pytest.raises(GcsCallError) as raised:
+            await client.get_cluster_resource_state()
+    assert raised.value.code == "UNAUTHENTICATED"
+    assert "injected by the test" in raised.value.details
+    assert gcs.count("GetClusterResourceState") == 1
+
+
+async def test_client_timeout_is_unavailable(gcs: FakeGcs) -> None:
+    gcs.hang = True  # the server answers DEADLINE_EXCEEDED, as when our own deadline passes
+    async with _client(gcs, retries=1, timeout=0.5) as client:
+        with pytest.raises(GcsUnavailable, match="DEADLINE_EXCEEDED"):
+            await client.get_cluster_resource_state()
+    assert gcs.count("GetClusterResourceState") == 2
+
+
+async def test_nothing_listening_is_unavailable() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again when the block ends: nothing listens there
+    async with GcsClient(f"127.0.0.1:{port}", retries=1, backoff=0.01, timeout=5) as client:
+        with pytest.raises(GcsUnavailable) as raised:
+            await client.get_cluster_resource_state()
+    assert raised.value.code == "UNAVAILABLE"
+
+
+async def test_client_recovers_after_failures_and_can_be_closed_twice(gcs: FakeGcs) -> None:
+    client = _client(gcs, retries=0)
+    gcs.failures["GetClusterResourceState"] = [grpc.StatusCode.UNAVAILABLE]
+    with pytest.raises(GcsUnavailable):
+        await client.get_cluster_resource_state()
+    assert (await client.get_cluster_resource_state()).version == 0
+    await client.close()
+    await client.close()
+    # a closed client opens a new channel when used again
+    assert (await client.get_cluster_resource_state()).version == 0
+    await client.close()
+
+
+@pytest.mark.parametrize("kwargs", [{"timeout": 0}, {"retries": -1}, {"backoff": -0.1}, {"max_backoff": -1}])
+def test_bad_settings(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="timeout"):
+        GcsClient("127.0.0.1:1", **kwargs)  # type: ignore[arg-type]
