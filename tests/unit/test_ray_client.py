@@ -7,6 +7,8 @@ errors; tests/integration/test_ray_gcs.py checks the same client against a real 
 
 from __future__ import annotations
 
+import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -15,6 +17,7 @@ from typing import Any
 import grpc
 import pytest
 
+from rayscale.ray import debug
 from rayscale.ray.client import GcsCallError, GcsClient, GcsUnavailable
 from rayscale.ray.model import DrainReason, DrainResult, NodeStatus, ResourceDemand, ResourceRequest
 from rayscale.ray.wire import SERVICE, method_path
@@ -236,3 +239,17 @@ async def test_client_recovers_after_failures_and_can_be_closed_twice(gcs: FakeG
 def test_bad_settings(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="timeout"):
         GcsClient("127.0.0.1:1", **kwargs)  # type: ignore[arg-type]
+
+
+async def test_debug_command_prints_the_state(gcs: FakeGcs, capsys: pytest.CaptureFixture[str]) -> None:
+    gcs.state = pb.ClusterResourceState(node_states=[pb.NodeState(node_id=NODE, instance_id="pod-a")])
+    assert await asyncio.to_thread(debug.main, [gcs.address]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["nodes"][0]["instance_id"] == "pod-a"
+    assert printed["nodes"][0]["node_id"] == NODE.hex()
+
+
+async def test_debug_command_reports_errors(gcs: FakeGcs, capsys: pytest.CaptureFixture[str]) -> None:
+    gcs.failures["GetClusterResourceState"] = [grpc.StatusCode.UNAUTHENTICATED]
+    assert await asyncio.to_thread(debug.main, [gcs.address]) == 1
+    assert "GcsCallError" in capsys.readouterr().err
