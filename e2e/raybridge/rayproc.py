@@ -3,7 +3,8 @@
 Standard library only; needs the ``ray`` CLI (``pip install ray``) next to this interpreter or on
 PATH. Each node is ``ray start ... --block`` in its own process group (``setsid``; the PID is the
 group id) and is stopped by signalling that group: SIGTERM, then SIGKILL. Never ``ray stop``: it
-kills every Ray process of the user, including another test's.
+kills every Ray process of the user, including another test's. (Ray's worker processes may sit in
+process groups of their own; they exit by themselves when their raylet goes away.)
 
 Addresses: every node registers with the loopback address ``NODE_IP`` = 127.0.0.2, and the GCS
 address is ``127.0.0.2:<port>``. Not 127.0.0.1, because Ray 2.60 treats exactly ``127.0.0.1``,
@@ -24,7 +25,8 @@ environment of ``driver_env()``.
     stop(worker); stop(head)
 
 Whether a worker has joined is a question for the GCS (rayscale.ray.client, or ``ray status``);
-`wait_until` polls any such check with a deadline.
+`wait_until` polls any such check with a deadline. Start the nodes of a cluster one after another
+(wait for each to register): that is also what a 2-core machine can take.
 """
 
 from __future__ import annotations

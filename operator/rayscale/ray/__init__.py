@@ -8,7 +8,8 @@ before the bindings exist):
 - ``client``: ``GcsClient``, the async gRPC client, and its errors;
 - ``convert``: protobuf messages <-> ``model``;
 - ``wire``: the generated protobuf modules and the service's method paths;
-- ``protos``: the ``.proto`` sources and their generator.
+- ``protos``: the ``.proto`` sources and their generator;
+- ``debug``: ``python -m rayscale.ray.debug HOST:PORT`` prints what rayscale reads, as JSON.
 
 No Kubernetes or kopf code here.
 """

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 try:
     from rayscale.ray.protos import autoscaler_pb2, common_pb2
-except ModuleNotFoundError as exc:  # pragma: no cover - exercised by hand, not in the tree
-    if not (exc.name or "").startswith("rayscale.ray.protos."):
+except ImportError as exc:  # pragma: no cover - a checkout without `make proto`
+    if not (exc.name or "").startswith("rayscale.ray.protos"):
         raise
     raise ImportError(
         "rayscale.ray: the protobuf bindings of the Ray GCS protos are not generated. "
