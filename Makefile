@@ -69,6 +69,10 @@ clean: ## remove build and test leftovers (not the binary cache)
 bench: install ## scheduler vs Ray 2.60 (installs Ray into its own venv on first use; takes minutes)
 	$(PY) -m bench.scheduler_vs_ray --write-docs
 
+.PHONY: bench-operator
+bench-operator: install cluster-build ## the controller on the local control plane: 0 -> 100 workers, 50 clusters at once
+	$(PY) -m bench.operator_scale --write-docs
+
 # ---- Ray GCS protobuf bindings (operator/rayscale/ray/protos; generated, git-ignored) ----
 RAY_PROTOS := operator/rayscale/ray/protos
 RAY_PROTO_STAMP := $(RAY_PROTOS)/.generated

@@ -1,0 +1,530 @@
+"""The RayCluster controller at scale on the local control plane (kwok fake nodes).
+
+    python -m bench.operator_scale [--write-docs] [--note TEXT] [--out FILE] [--docs-from FILE]
+
+Two cases, each in a fresh namespace with its own `rayscale run --namespace NS` subprocess:
+
+1. scale-up: one RayCluster (a head and one worker group) whose head is Running, patched from
+   `replicas: 0` to 100: seconds from the patch until 100 worker pods exist, and until all
+   100 are Running;
+2. many clusters: 50 RayClusters of a head and 10 workers created in parallel: seconds until
+   every create call returned, until all 550 pods exist, and until all are Running.
+
+Every pod asks for 100m CPU and 128Mi, so all fit the fake nodes of e2e/nodes.yaml. Pods are
+followed by one watch per namespace (raw JSON events, resumed on expiry, re-listed on 410);
+each milestone is the first moment the watch shows it. Nothing sleeps a fixed time: every
+wait has a deadline. The operator is started before the clock runs and is known to be
+watching when a warm-up RayCluster (a head only, not counted) has its head Running.
+Namespaces are deleted (while the operator still runs, so its finalizers are removed) and
+waited for; the operator gets SIGTERM, then SIGKILL, and also dies with this process.
+
+The cluster is $KUBECONFIG's, else `make cluster-up`'s, else a fresh local control plane that
+is stopped at the end (e2e/localk8s/testcluster.py). --write-docs rewrites the "Operator on
+the local control plane" section of docs/benchmarks.md, keeping every other section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import datetime
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "e2e" / "localk8s"))
+import testcluster  # noqa: E402
+
+GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
+IMAGE = "rayproject/ray:2.60.0"
+POD_RESOURCES = {"cpu": "100m", "memory": "128Mi"}
+DOCS = ROOT / "docs" / "benchmarks.md"
+TITLE = "## Operator on the local control plane"
+COMMAND = ".venv/bin/python -m bench.operator_scale --write-docs"
+PR_SET_PDEATHSIG = 1
+
+
+# --------------------------------------------------------------------------- objects
+
+
+def raycluster(name: str, replicas: int) -> dict[str, Any]:
+    """A RayCluster: a head and one worker group `cpu`, every pod 100m CPU / 128Mi."""
+    resources = {"requests": POD_RESOURCES, "limits": POD_RESOURCES}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "RayCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "rayVersion": "2.60.0",
+            "headGroupSpec": {
+                "rayStartParams": {"num-cpus": "0"},
+                "template": {
+                    "spec": {"containers": [{"name": "ray-head", "image": IMAGE, "resources": resources}]}
+                },
+            },
+            "workerGroupSpecs": [
+                {
+                    "groupName": "cpu",
+                    "replicas": replicas,
+                    "minReplicas": 0,
+                    "maxReplicas": max(replicas, 100),
+                    "rayStartParams": {},
+                    "template": {
+                        "spec": {
+                            "containers": [{"name": "ray-worker", "image": IMAGE, "resources": resources}]
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+# --------------------------------------------------------------------------- pods, by watch
+
+
+class PodWatch:
+    """Every pod of a namespace as (labels, phase, deleting), kept current by a raw watch.
+
+    `milestone(name, check)` registers a predicate over the pods; the first moment (monotonic)
+    it holds is recorded in `reached[name]`.
+    """
+
+    def __init__(self, core: Any, namespace: str) -> None:
+        self.core = core
+        self.ns = namespace
+        self.pods: dict[str, tuple[dict[str, str], str, bool]] = {}
+        self.checks: dict[str, Callable[[PodWatch], bool]] = {}
+        self.reached: dict[str, float] = {}
+        self.changed = asyncio.Event()
+        self.synced = asyncio.Event()
+
+    def _set(self, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        phase = (pod.get("status") or {}).get("phase", "")
+        self.pods[meta["name"]] = (meta.get("labels") or {}, phase, bool(meta.get("deletionTimestamp")))
+
+    def _update(self) -> None:
+        now = time.monotonic()
+        for name, check in self.checks.items():
+            if name not in self.reached and check(self):
+                self.reached[name] = now
+        self.changed.set()
+
+    def milestone(self, name: str, check: Callable[[PodWatch], bool]) -> None:
+        self.checks[name] = check
+        self._update()
+
+    def count(self, select: Callable[[dict[str, str]], bool], *, running: bool = False) -> int:
+        return sum(
+            1
+            for labels, phase, deleting in self.pods.values()
+            if not deleting and select(labels) and (phase == "Running" or not running)
+        )
+
+    async def run(self) -> None:
+        rv: str | None = None
+        while True:
+            if rv is None:
+                resp = await self.core.list_namespaced_pod(self.ns, _preload_content=False)
+                try:
+                    listing = json.loads(await resp.read())
+                finally:
+                    resp.release()
+                self.pods.clear()
+                for pod in listing["items"]:
+                    self._set(pod)
+                rv = listing["metadata"]["resourceVersion"]
+                self._update()
+                self.synced.set()
+            resp = await self.core.list_namespaced_pod(
+                self.ns,
+                watch=True,
+                resource_version=rv,
+                allow_watch_bookmarks=True,
+                timeout_seconds=60,
+                _preload_content=False,
+            )
+            try:
+                async for line in resp.content:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    obj = event["object"]
+                    if event["type"] == "ERROR":  # 410 Gone: the resourceVersion is too old
+                        rv = None
+                        break
+                    rv = obj["metadata"]["resourceVersion"]
+                    if event["type"] == "BOOKMARK":
+                        continue
+                    if event["type"] == "DELETED":
+                        self.pods.pop(obj["metadata"]["name"], None)
+                    else:
+                        self._set(obj)
+                    self._update()
+            finally:
+                resp.release()
+
+    async def wait(self, names: list[str], deadline: float, task: asyncio.Task[None]) -> None:
+        """Until every named milestone is reached; TimeoutError at `deadline` (monotonic)."""
+        while not all(n in self.reached for n in names):
+            if task.done():
+                task.result()  # re-raise what stopped the watch
+                raise RuntimeError("the pod watch stopped")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = [n for n in names if n not in self.reached]
+                raise TimeoutError(f"{self.ns}: not reached before the deadline: {missing}")
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), timeout=min(left, 5))
+
+
+@contextlib.asynccontextmanager
+async def watching(core: Any, namespace: str) -> Any:
+    watch = PodWatch(core, namespace)
+    task = asyncio.create_task(watch.run())
+    try:
+        await asyncio.wait_for(watch.synced.wait(), timeout=60)
+        yield watch, task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+
+# --------------------------------------------------------------------------- the operator
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def operator(cluster: testcluster.ClusterHandle, namespace: str) -> Iterator[Path]:
+    """`rayscale run --namespace NS` as a subprocess, stopped on the way out (and if we die)."""
+    log = Path(tempfile.mkstemp(prefix=f"rayscale-bench-{namespace}-", suffix=".log")[1])
+    env = {**cluster.env, "PYTHONPATH": str(ROOT / "operator")}
+    cmd = [sys.executable, "-m", "rayscale", "run", "--namespace", namespace, "--liveness", ""]
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+    failed = True
+    try:
+        yield log
+        failed = False
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        if failed:
+            print(f"--- rayscale log ({log}) ---\n{log.read_text(errors='replace')[-4000:]}", file=sys.stderr)
+        else:
+            log.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- namespaces
+
+
+async def create_namespace(core: Any, prefix: str) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:5]}"
+    meta = client.V1ObjectMeta(name=name, labels={"rayscale.io/bench": "true"})
+    await core.create_namespace(client.V1Namespace(metadata=meta))
+    deadline = time.monotonic() + 60
+    while not any(
+        sa.metadata.name == "default" for sa in (await core.list_namespaced_service_account(name)).items
+    ):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no ServiceAccount default in {name}")
+        await asyncio.sleep(0.1)
+    return name
+
+
+async def delete_namespace(core: Any, objects: Any, name: str, limit: float = 300) -> None:
+    """Delete and wait until gone; past half the time, strip finalizers that hold it."""
+    with contextlib.suppress(ApiException):
+        await core.delete_namespace(name)
+    deadline = time.monotonic() + limit
+    stripped = False
+    while True:
+        try:
+            await core.read_namespace(name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"namespace {name} still there after {limit:.0f}s")
+        if not stripped and time.monotonic() > deadline - limit / 2:
+            stripped = True
+            await strip_finalizers(core, objects, name)
+        await asyncio.sleep(0.5)
+
+
+async def strip_finalizers(core: Any, objects: Any, ns: str) -> None:
+    patch = {"metadata": {"finalizers": None}}
+    for rc in (await objects.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL))["items"]:
+        if rc["metadata"].get("finalizers"):
+            with contextlib.suppress(ApiException):
+                await objects.patch_namespaced_custom_object(
+                    GROUP, VERSION, ns, PLURAL, rc["metadata"]["name"], patch,
+                    _content_type="application/merge-patch+json",
+                )  # fmt: skip
+    for pod in (await core.list_namespaced_pod(ns)).items:
+        if pod.metadata.finalizers:
+            with contextlib.suppress(ApiException):
+                await core.patch_namespaced_pod(pod.metadata.name, ns, patch)
+
+
+@contextlib.asynccontextmanager
+async def bench_namespace(cluster: testcluster.ClusterHandle, core: Any, objects: Any, prefix: str) -> Any:
+    """A fresh namespace with its operator; on the way out the namespace goes, then the operator."""
+    ns = await create_namespace(core, prefix)
+    try:
+        with operator(cluster, ns):
+            try:
+                yield ns
+            finally:
+                await delete_namespace(core, objects, ns)
+    finally:
+        with contextlib.suppress(Exception):
+            await core.delete_namespace(ns)
+
+
+def in_cluster(name: str) -> Callable[[dict[str, str]], bool]:
+    return lambda labels: labels.get("ray.io/cluster") == name
+
+
+async def warm_up(objects: Any, watch: PodWatch, task: asyncio.Task[None], ns: str) -> None:
+    """A head-only RayCluster whose head is Running: the operator is up and watching."""
+    await objects.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, raycluster("warmup", 0))
+    watch.milestone("warmup", lambda w: w.count(in_cluster("warmup"), running=True) >= 1)
+    await watch.wait(["warmup"], time.monotonic() + 120, task)
+
+
+# --------------------------------------------------------------------------- the cases
+
+
+async def scale_up(
+    cluster: testcluster.ClusterHandle, core: Any, objects: Any, replicas: int, limit: float
+) -> dict[str, Any]:
+    async with (
+        bench_namespace(cluster, core, objects, "bench-scale") as ns,
+        watching(core, ns) as (watch, task),
+    ):
+        await warm_up(objects, watch, task, ns)
+        await objects.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, raycluster("scale", 0))
+        watch.milestone("head", lambda w: w.count(in_cluster("scale"), running=True) >= 1)
+        await watch.wait(["head"], time.monotonic() + 120, task)
+
+        def workers(labels: dict[str, str]) -> bool:
+            return in_cluster("scale")(labels) and labels.get("ray.io/node-type") == "worker"
+
+        watch.milestone("created", lambda w: w.count(workers) >= replicas)
+        watch.milestone("running", lambda w: w.count(workers, running=True) >= replicas)
+        start = time.monotonic()
+        await objects.patch_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, "scale",
+            [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": replicas}],
+            _content_type="application/json-patch+json",
+        )  # fmt: skip
+        await watch.wait(["created", "running"], start + limit, task)
+        return {
+            "replicas": replicas,
+            "created_seconds": watch.reached["created"] - start,
+            "running_seconds": watch.reached["running"] - start,
+        }
+
+
+async def many_clusters(
+    cluster: testcluster.ClusterHandle, core: Any, objects: Any, clusters: int, workers: int, limit: float
+) -> dict[str, Any]:
+    names = [f"rc-{i:03d}" for i in range(clusters)]
+    wanted = set(names)
+    pods = clusters * (1 + workers)
+
+    def ours(labels: dict[str, str]) -> bool:
+        return labels.get("ray.io/cluster") in wanted
+
+    async with (
+        bench_namespace(cluster, core, objects, "bench-many") as ns,
+        watching(core, ns) as (watch, task),
+    ):
+        await warm_up(objects, watch, task, ns)
+        start = time.monotonic()
+        watch.milestone("created", lambda w: w.count(ours) >= pods)
+        watch.milestone("running", lambda w: w.count(ours, running=True) >= pods)
+        await asyncio.gather(
+            *(
+                objects.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, raycluster(n, workers))
+                for n in names
+            )
+        )
+        crs = time.monotonic() - start
+        await watch.wait(["created", "running"], start + limit, task)
+        return {
+            "clusters": clusters,
+            "workers": workers,
+            "pods": pods,
+            "crs_seconds": crs,
+            "created_seconds": watch.reached["created"] - start,
+            "running_seconds": watch.reached["running"] - start,
+        }
+
+
+# --------------------------------------------------------------------------- docs
+
+
+def render(r: dict[str, Any]) -> str:
+    s, m = r["scale_up"], r["many"]
+    note = f" {r['note'].strip().rstrip('.')}." if r.get("note") else ""
+    about = (
+        "rayscale's controller (`rayscale run --namespace NS`, default settings: 16 clusters reconciled"
+        " in parallel) on the local control plane (`e2e/localk8s`: etcd, kube-apiserver, kube-scheduler,"
+        f" kube-controller-manager and kwok, Kubernetes {r['kubernetes']}) with the fake nodes of"
+        " `e2e/nodes.yaml` (four 16-CPU, two 32-CPU and four 240-CPU nodes)."
+        " Every pod asks for 100m CPU and 128Mi."
+        " Each case runs in a fresh namespace with its own operator, which is known to be watching"
+        " before the clock starts (a head-only warm-up RayCluster, not counted, has its head Running)."
+        " Times come from one watch on the namespace's pods: the first moment it shows the milestone."
+        " Pods are Running when kwok says so (no containers run), so these times are the controller's,"
+        " the API server's and the scheduler's. One run each."
+    )
+    measured = (
+        f"Measured on {r['machine']}, {r['date']}; load average {r['load']:.2f} at the start.{note}"
+        " Reproduce with `make bench-operator` (or `" + COMMAND + "`)."
+    )
+    lines = [
+        TITLE,
+        "",
+        textwrap.fill(about, width=100, break_on_hyphens=False),
+        "",
+        textwrap.fill(measured, width=100, break_on_hyphens=False),
+        "",
+        "| case | pods | CRs created s | pods created s | pods Running s |",
+        "|---|---:|---:|---:|---:|",
+        f"| 1 RayCluster, worker `replicas: 0 -> {s['replicas']}` (from the patch) | {s['replicas']}"
+        f" | — | {s['created_seconds']:.1f} | {s['running_seconds']:.1f} |",
+        f"| {m['clusters']} RayClusters of 1 head + {m['workers']} workers, created in parallel | {m['pods']}"
+        f" | {m['crs_seconds']:.2f} | {m['created_seconds']:.1f} | {m['running_seconds']:.1f} |",
+        "",
+        f"That is {s['replicas'] / s['created_seconds']:.0f} pods/s created for one cluster and"
+        f" {m['pods'] / m['created_seconds']:.0f} pods/s across {m['clusters']} clusters.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, results: dict[str, Any]) -> None:
+    """Replace (or append) this section; every other section stays as it is."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    section = render(results)
+    pattern = re.compile(rf"^{re.escape(TITLE)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section + "\n", text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text.rstrip("\n") + "\n")
+
+
+# --------------------------------------------------------------------------- main
+
+
+async def run(cluster: testcluster.ClusterHandle, args: argparse.Namespace) -> dict[str, Any]:
+    cluster.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+    cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd/rayclusters.ray.io")
+    cfg = client.Configuration()
+    await config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
+    async with client.ApiClient(configuration=cfg) as api:
+        core, objects = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        s = await scale_up(cluster, core, objects, args.replicas, args.timeout)
+        print(
+            f"scale-up 0 -> {s['replicas']}: created {s['created_seconds']:.2f}s,"
+            f" running {s['running_seconds']:.2f}s",
+            flush=True,
+        )
+        m = await many_clusters(cluster, core, objects, args.clusters, args.workers, args.timeout)
+        print(
+            f"{m['clusters']} clusters x (1 + {m['workers']}): CRs {m['crs_seconds']:.2f}s,"
+            f" {m['pods']} pods created {m['created_seconds']:.2f}s, running {m['running_seconds']:.2f}s",
+            flush=True,
+        )
+    return {"scale_up": s, "many": m}
+
+
+def kubernetes_version(cluster: testcluster.ClusterHandle) -> str:
+    try:
+        out = json.loads(cluster.kubectl_run("version", "-o", "json"))
+        return str(out["serverVersion"]["gitVersion"])
+    except (RuntimeError, KeyError, ValueError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--replicas", type=int, default=100, help="case 1: workers to scale to")
+    parser.add_argument("--clusters", type=int, default=50, help="case 2: RayClusters")
+    parser.add_argument("--workers", type=int, default=10, help="case 2: workers per RayCluster")
+    parser.add_argument("--timeout", type=float, default=900, help="deadline per case, seconds")
+    parser.add_argument("--note", default="", help="a sentence for the docs, e.g. what else ran")
+    parser.add_argument("--out", type=Path, help="also write the results as JSON here")
+    parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--docs-from", type=Path, help="only rewrite the docs from a JSON of --out")
+    args = parser.parse_args(argv)
+    if args.docs_from:
+        write_section(DOCS, json.loads(args.docs_from.read_text()))
+        return 0
+
+    load = os.getloadavg()[0]
+    cluster = testcluster.acquire()
+    try:
+        version = kubernetes_version(cluster)
+        results = asyncio.run(run(cluster, args))
+    finally:
+        cluster.stop()
+    cpu = platform.processor() or platform.machine()
+    results |= {
+        "machine": f"{cpu}, {os.cpu_count()} cores (shared), Python {platform.python_version()}",
+        "date": datetime.date.today().isoformat(),
+        "load": load,
+        "kubernetes": version,
+        "cluster": cluster.origin,
+        "note": args.note,
+    }
+    print(json.dumps(results, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    if args.write_docs:
+        write_section(DOCS, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
