@@ -46,7 +46,9 @@ class WatchHealth:
                 listed[(meta["namespace"], meta["name"])] = meta["resourceVersion"]
         seen = self.seen()
         behind = {k: rv for k, rv in listed.items() if seen.get(k) != rv}
-        still = {k: rv for k, rv in behind.items() if k in self.stalled}
+        # Behind at the same resourceVersion as at the last check: the watch had a whole
+        # interval to deliver that version and did not. A newer version gets a fresh interval.
+        still = {k: rv for k, rv in behind.items() if self.stalled.get(k) == rv}
         self.problem = f"watch missed updates of {sorted(still)[:5]}" if still else None
         if still:
             log.error("RayCluster watch looks stalled: %s", self.problem)
