@@ -26,8 +26,9 @@ def raycluster_crd(cluster: testcluster.ClusterHandle) -> None:
 class Operator:
     """`rayscale run --namespace NS` as a subprocess; always stopped at teardown."""
 
-    def __init__(self, cluster: testcluster.ClusterHandle, namespace: str) -> None:
+    def __init__(self, cluster: testcluster.ClusterHandle, namespace: str, liveness: str = "") -> None:
         self.cluster = cluster
+        self.liveness = liveness
         self.namespace = namespace
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = Path(tempfile.mkstemp(prefix=f"rayscale-{namespace}-", suffix=".log")[1])
@@ -35,7 +36,7 @@ class Operator:
     def start(self) -> None:
         env = {**self.cluster.env, "PYTHONPATH": str(ROOT / "operator")}
         cmd = [sys.executable, "-m", "rayscale", "run", "--namespace", self.namespace,
-               "--liveness", "", "--resync-seconds", "5"]  # fmt: skip
+               "--liveness", self.liveness, "--resync-seconds", "5"]  # fmt: skip
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
