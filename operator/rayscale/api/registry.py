@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rayscale.api.crd import CrdDefinition, PrinterColumn
 from rayscale.api.raycluster import RayClusterSpec, RayClusterStatus
+from rayscale.api.rayresourcerequest import RayResourceRequestSpec, RayResourceRequestStatus
 
 RAYCLUSTER = CrdDefinition(
     group="ray.io",
@@ -28,4 +29,19 @@ RAYCLUSTER = CrdDefinition(
     ),
 )
 
-CRDS: tuple[CrdDefinition, ...] = (RAYCLUSTER,)
+RAYRESOURCEREQUEST = CrdDefinition(
+    group="rayscale.io",
+    kind="RayResourceRequest",
+    plural="rayresourcerequests",
+    singular="rayresourcerequest",
+    versions=("v1alpha1",),
+    spec_model=RayResourceRequestSpec,
+    status_model=RayResourceRequestStatus,
+    printer_columns=(
+        PrinterColumn("cluster", "string", ".spec.clusterName"),
+        PrinterColumn("phase", "string", ".status.phase"),
+        PrinterColumn("age", "date", ".metadata.creationTimestamp"),
+    ),
+)
+
+CRDS: tuple[CrdDefinition, ...] = (RAYCLUSTER, RAYRESOURCEREQUEST)

@@ -1,0 +1,144 @@
+"""Decisions as JSON patches: resourceVersion test, replicas and workersToDelete by group index."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from raycluster_factory import cluster, group, pod
+
+from rayscale.autoscaler.patch import build_patch
+from rayscale.autoscaler.scheduler import schedule
+from rayscale.autoscaler.scheduling.model import Decision, GroupDecision, Removal, RemovalCause
+from rayscale.autoscaler.snapshot import UNBORN_PREFIX, build_snapshot
+from rayscale.ray import model as ray
+
+TEST = {"op": "test", "path": "/metadata/resourceVersion", "value": "42"}
+
+
+def rc(*groups: dict[str, Any]) -> dict[str, Any]:
+    body = cluster(*groups, autoscaling=True)
+    body["metadata"]["resourceVersion"] = "42"
+    return body
+
+
+def decide(groups: dict[str, tuple[int, int]], *removals: tuple[str, str]) -> Decision:
+    """groups: name -> (replicas, terminated replicas); removals: (pod, group)."""
+    return Decision(
+        groups={
+            name: GroupDecision(current=replicas, replicas=replicas, launch=0, terminate=gone)
+            for name, (replicas, gone) in groups.items()
+        },
+        terminate=tuple(Removal(name, g, RemovalCause.IDLE) for name, g in removals),
+        unmet=(),
+        placements=(),
+    )
+
+
+def test_no_change_is_none() -> None:
+    body = rc(group("a", replicas=2), group("b", replicas=0))
+    assert build_patch(body, decide({"a": (2, 0), "b": (0, 0)}), {"w1", "w2"}) is None
+
+
+def test_scale_up_indexes_groups_by_name() -> None:
+    body = rc(group("a", replicas=1), group("b", replicas=0), group("c", replicas=0))
+    patch = build_patch(body, decide({"c": (3, 0), "a": (1, 0)}), set())
+    assert patch == [TEST, {"op": "replace", "path": "/spec/workerGroupSpecs/2/replicas", "value": 3}]
+
+
+def test_scale_down_names_the_pods_in_one_patch() -> None:
+    body = rc(group("a", replicas=0), group("b", replicas=3))
+    patch = build_patch(body, decide({"b": (1, 2)}, ("b-1", "b"), ("b-2", "b")), {"b-1", "b-2", "b-3"})
+    assert patch == [
+        TEST,
+        {"op": "replace", "path": "/spec/workerGroupSpecs/1/replicas", "value": 1},
+        {
+            "op": "add",
+            "path": "/spec/workerGroupSpecs/1/scaleStrategy",
+            "value": {"workersToDelete": ["b-1", "b-2"]},
+        },
+    ]
+
+
+def test_existing_scale_strategy_is_replaced() -> None:
+    body = rc(group("a", replicas=2, scaleStrategy={"workersToDelete": ["old"]}))
+    patch = build_patch(body, decide({"a": (1, 1)}, ("a-1", "a")), {"a-1", "a-2"})
+    assert patch is not None
+    assert patch[-1] == {
+        "op": "replace",
+        "path": "/spec/workerGroupSpecs/0/scaleStrategy",
+        "value": {"workersToDelete": ["a-1"]},
+    }
+
+
+def test_no_new_removals_while_listed_pods_exist() -> None:
+    body = rc(group("a", replicas=2, scaleStrategy={"workersToDelete": ["a-old"]}))
+    # a-old still exists (e.g. terminating): the removal of a-1 waits, replicas stay
+    assert build_patch(body, decide({"a": (1, 1)}, ("a-1", "a")), {"a-old", "a-1", "a-2"}) is None
+
+
+def test_blocked_group_may_still_grow() -> None:
+    body = rc(group("a", replicas=2, scaleStrategy={"workersToDelete": ["a-old"]}))
+    decision = Decision(
+        groups={"a": GroupDecision(current=2, replicas=3, launch=2, terminate=1)},
+        terminate=(Removal("a-1", "a", RemovalCause.LAUNCH_FAILED),),
+        unmet=(),
+        placements=(),
+    )
+    patch = build_patch(body, decision, {"a-old", "a-1", "a-2"})
+    assert patch == [TEST, {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 4}]
+
+
+def test_list_cleared_once_its_pods_are_gone() -> None:
+    body = rc(group("a", replicas=1, scaleStrategy={"workersToDelete": ["a-old"]}), group("b", replicas=1))
+    patch = build_patch(body, decide({"a": (1, 0), "b": (1, 0)}), {"a-1", "b-1"})
+    assert patch == [
+        TEST,
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": []}},
+    ]
+    body["spec"]["workerGroupSpecs"][0]["scaleStrategy"] = {"workersToDelete": []}
+    assert build_patch(body, decide({"a": (1, 0), "b": (1, 0)}), {"a-1", "b-1"}) is None
+
+
+def test_unborn_removals_lower_replicas_but_are_not_named() -> None:
+    body = rc(group("a", replicas=3))
+    patch = build_patch(body, decide({"a": (2, 1)}, (f"{UNBORN_PREFIX}a:0", "a")), {"a-1", "a-2"})
+    assert patch == [TEST, {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 2}]
+
+
+def test_groups_missing_from_the_spec_are_ignored() -> None:
+    body = rc(group("a", replicas=1))
+    assert build_patch(body, decide({"gone": (5, 0)}), set()) is None
+
+
+def test_resource_version_required() -> None:
+    body = rc(group("a", replicas=0))
+    del body["metadata"]["resourceVersion"]
+    with pytest.raises(ValueError, match="resourceVersion"):
+        build_patch(body, decide({"a": (1, 0)}), set())
+
+
+def test_snapshot_schedule_patch_idle_scale_down() -> None:
+    body = rc(group("a", replicas=2))
+    pods = [pod("a-1", "a"), pod("a-2", "a")]
+    state = ray.ClusterState(
+        version=1,
+        session_name="s",
+        nodes=(
+            ray.NodeState("n1", ray.NodeStatus.IDLE, instance_id="a-1", idle_duration_ms=600_000),
+            ray.NodeState("n2", ray.NodeStatus.RUNNING, instance_id="a-2"),
+        ),
+    )
+    now = datetime(2026, 1, 1, 1, tzinfo=UTC)
+    decision = schedule(build_snapshot(body, pods, state, [], (), now))
+    patch = build_patch(body, decision, {"a-1", "a-2"})
+    assert patch == [
+        TEST,
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 1},
+        {
+            "op": "add",
+            "path": "/spec/workerGroupSpecs/0/scaleStrategy",
+            "value": {"workersToDelete": ["a-1"]},
+        },
+    ]

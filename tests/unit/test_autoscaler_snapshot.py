@@ -1,0 +1,272 @@
+"""Building the scheduler's Snapshot from a RayCluster, its pods, the GCS state and RayResourceRequests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from raycluster_factory import cluster, group, pod
+
+from rayscale.autoscaler.scheduler import schedule
+from rayscale.autoscaler.scheduling.model import (
+    Constraint,
+    Demand,
+    Gang,
+    LabelConstraint,
+    LabelOp,
+    Node,
+    NodeState,
+    RemovalCause,
+    Snapshot,
+    Strategy,
+)
+from rayscale.autoscaler.snapshot import MAX_NODE_PROVISION_ANNOTATION, build_snapshot, is_unborn
+from rayscale.ray import model as ray
+
+NOW = datetime(2026, 1, 1, 1, 0, 0, tzinfo=UTC)  # the factory's pods were created an hour earlier
+GPU_TEMPLATE = {
+    "spec": {"containers": [{"name": "ray", "resources": {"limits": {"cpu": "4", "nvidia.com/gpu": "1"}}}]}
+}
+
+
+def rc(**groups: dict[str, Any]) -> dict[str, Any]:
+    return cluster(*groups.values(), autoscaling=True)
+
+
+def gcs(*nodes: ray.NodeState, **extra: Any) -> ray.ClusterState:
+    return ray.ClusterState(version=1, session_name="s", nodes=nodes, **extra)
+
+
+def ray_node(pod_name: str, status: ray.NodeStatus = ray.NodeStatus.RUNNING, **extra: Any) -> ray.NodeState:
+    return ray.NodeState(node_id=f"id-{pod_name}", status=status, instance_id=pod_name, **extra)
+
+
+def build(
+    body: dict[str, Any],
+    pods: list[dict[str, Any]],
+    state: ray.ClusterState | None = None,
+    requests: list[dict[str, Any]] | None = None,
+    backing_off: frozenset[str] = frozenset(),
+) -> Snapshot:
+    return build_snapshot(body, pods, state, requests or [], backing_off, NOW)
+
+
+def nodes_by_name(snapshot: Snapshot) -> dict[str, Node]:
+    return {n.name: n for n in snapshot.nodes}
+
+
+def test_groups_come_from_the_spec_with_backoff() -> None:
+    body = rc(
+        a=group("small", replicas=0, max_replicas=5),
+        b=group("gpu", replicas=0, template=GPU_TEMPLATE),
+    )
+    snap = build(body, [], backing_off=frozenset({"gpu"}))
+    assert [(g.name, g.backoff) for g in snap.groups] == [("small", False), ("gpu", True)]
+    assert snap.groups[0].resources["CPU"] == 1
+    assert snap.groups[0].max_replicas == 5
+    assert snap.groups[1].resources["GPU"] == 1
+    assert snap.options.max_node_provision_seconds == 900
+
+
+def test_provision_timeout_from_argument_and_annotation() -> None:
+    body = rc(a=group(replicas=0))
+    assert (
+        build_snapshot(
+            body, [], None, [], (), NOW, max_node_provision_seconds=60
+        ).options.max_node_provision_seconds
+        == 60
+    )
+    body["metadata"]["annotations"] = {MAX_NODE_PROVISION_ANNOTATION: "30"}
+    assert build(body, []).options.max_node_provision_seconds == 30
+    body["metadata"]["annotations"] = {MAX_NODE_PROVISION_ANNOTATION: "soon"}
+    assert build(body, []).options.max_node_provision_seconds == 900
+
+
+def test_pods_joined_with_ray_nodes_by_pod_name() -> None:
+    body = rc(a=group(replicas=4))
+    pods = [
+        pod("w-idle"),
+        pod("w-busy"),
+        pod("w-noray"),  # running pod, Ray not up yet
+        pod("w-sched", phase="Pending", ready=False, created="2026-01-01T00:50:00Z"),
+        pod("head", "headgroup"),
+    ]
+    state = gcs(
+        ray_node("w-idle", ray.NodeStatus.IDLE, idle_duration_ms=90_000, available_resources={"CPU": 1.0}),
+        ray_node("w-busy", available_resources={"CPU": 0.0}),
+        ray_node("w-sched", ray.NodeStatus.DEAD),
+    )
+    nodes = nodes_by_name(build(body, pods, state))
+    assert set(nodes) == {"w-idle", "w-busy", "w-noray", "w-sched"}
+    assert nodes["w-idle"] == Node(
+        "w-idle", "small", NodeState.RUNNING, available={"CPU": 1.0}, idle_seconds=90.0
+    )
+    assert nodes["w-busy"].state is NodeState.RUNNING
+    assert nodes["w-busy"].idle_seconds == 0
+    assert nodes["w-busy"].available == {"CPU": 0.0}
+    assert nodes["w-noray"].state is NodeState.PENDING
+    assert nodes["w-noray"].pending_seconds == 3600
+    assert nodes["w-sched"].state is NodeState.PENDING
+    assert nodes["w-sched"].pending_seconds == 600
+
+
+def test_terminating_listed_and_failed_pods() -> None:
+    body = rc(a=group(replicas=1, scaleStrategy={"workersToDelete": ["w-listed"]}))
+    pods = [
+        pod("w-ok"),
+        pod("w-listed"),
+        pod("w-gone", deleting="2026-01-01T00:59:00Z"),
+        pod("w-failed", phase="Failed", ready=False),
+    ]
+    state = gcs(*(ray_node(p["metadata"]["name"]) for p in pods))
+    nodes = nodes_by_name(build(body, pods, state))
+    assert nodes["w-ok"].state is NodeState.RUNNING
+    for name in ("w-listed", "w-gone", "w-failed"):
+        assert nodes[name].state is NodeState.TERMINATING, name
+    assert not any(is_unborn(n) for n in nodes)
+
+
+def test_draining_node_takes_no_work() -> None:
+    body = rc(a=group(replicas=1))
+    state = gcs(
+        ray_node("w", ray.NodeStatus.DRAINING, idle_duration_ms=5000, available_resources={"CPU": 1.0})
+    )
+    node = nodes_by_name(build(body, [pod("w")], state))["w"]
+    assert node.state is NodeState.RUNNING
+    assert node.available == {}
+    assert node.idle_seconds == 5
+
+
+def test_gcs_unreachable_running_nodes_are_busy_and_never_removed() -> None:
+    body = rc(a=group(replicas=2, min_replicas=0), b=group("other", replicas=0))
+    body["spec"]["autoscalerOptions"] = {"idleTimeoutSeconds": 0}
+    old = "2025-01-01T00:00:00Z"
+    pods = [pod("w1", created=old), pod("w2", created=old)]
+    snap = build(body, pods, None)
+    assert {n.state for n in snap.nodes} == {NodeState.RUNNING}
+    assert all(n.idle_seconds == 0 and n.pending_seconds == 0 for n in snap.nodes)
+    assert snap.demands == ()
+    assert snap.gangs == ()
+    assert schedule(snap).terminate == ()
+    # the same pods, idle for an hour per the GCS, are removed: the test above can fail
+    state = gcs(*(ray_node(n, ray.NodeStatus.IDLE, idle_duration_ms=3_600_000) for n in ("w1", "w2")))
+    assert {r.reason for r in schedule(build(body, pods, state)).terminate} == {RemovalCause.IDLE}
+
+
+def test_unscheduled_pod_ages_even_without_gcs() -> None:
+    body = rc(a=group(replicas=1))
+    snap = build(body, [pod("w", phase="Pending", ready=False, created="2026-01-01T00:30:00Z")], None)
+    assert snap.nodes == (Node("w", "small", NodeState.PENDING, pending_seconds=1800),)
+    assert [r.reason for r in schedule(snap).terminate] == [RemovalCause.LAUNCH_FAILED]
+
+
+def test_replicas_without_pods_yet_are_unborn_pending_nodes() -> None:
+    body = rc(a=group(replicas=3, scaleStrategy={"workersToDelete": ["w-listed"]}))
+    pods = [pod("w1"), pod("w-listed")]
+    snap = build(body, pods, gcs(ray_node("w1"), ray_node("w-listed")))
+    unborn = [n for n in snap.nodes if is_unborn(n.name)]
+    assert len(unborn) == 2
+    assert all(n.state is NodeState.PENDING and n.group == "small" for n in unborn)
+    decision = schedule(snap)
+    assert decision.groups["small"].replicas == 3  # nothing launched twice, nothing removed
+    assert decision.groups["small"].launch == 0
+
+
+def test_unborn_follows_min_and_max() -> None:
+    body = rc(a=group(replicas=0, min_replicas=2), b=group("big", replicas=9, max_replicas=1))
+    counts: dict[str, int] = {}
+    for n in build(body, []).nodes:
+        counts[n.group] = counts.get(n.group, 0) + 1
+    assert counts == {"small": 2, "big": 1}
+
+
+def test_multi_host_replicas() -> None:
+    body = rc(a=group("tpu", replicas=2, hosts=2))
+    pods = [
+        pod("t-a-0", "tpu", replica="tpu-a", host=0),
+        pod("t-a-1", "tpu", replica="tpu-a", host=1),
+    ]
+    snap = build(body, pods, gcs(ray_node("t-a-0"), ray_node("t-a-1")))
+    real = [n for n in snap.nodes if not is_unborn(n.name)]
+    assert {n.replica for n in real} == {"tpu-a"}
+    unborn = [n for n in snap.nodes if is_unborn(n.name)]
+    assert len(unborn) == 2
+    assert len({n.replica for n in unborn}) == 1
+    assert schedule(snap).groups["tpu"].replicas == 2
+
+
+def test_demand_gangs_and_gcs_constraints() -> None:
+    body = rc(a=group(replicas=0))
+    zone = ray.LabelSelector((ray.LabelConstraint("zone", ray.LabelOperator.IN, ("a", "b")),))
+    other = ray.LabelSelector((ray.LabelConstraint("zone", ray.LabelOperator.NOT_IN, ("c",)),))
+    bundle = ray.ResourceRequest({"GPU": 1.0})
+    state = gcs(
+        pending_requests=(
+            ray.ResourceDemand(ray.ResourceRequest({"CPU": 1.0}, label_selectors=(zone, other)), 5),
+            ray.ResourceDemand(ray.ResourceRequest({"CPU": 2.0}), 0),
+        ),
+        pending_gangs=(
+            ray.GangRequest(bundles=(bundle, bundle), strategy="STRICT_SPREAD"),
+            ray.GangRequest(bundles=(bundle, bundle), strategy="STRICT_SPREAD"),
+            ray.GangRequest(
+                bundles=(
+                    ray.ResourceRequest(
+                        {"CPU": 1.0}, placement_constraints=(ray.PlacementConstraint("affinity", "_PG_x"),)
+                    ),
+                )
+            ),
+        ),
+        constraints=((ray.ResourceDemand(ray.ResourceRequest({"CPU": 4.0}), 2),),),
+    )
+    snap = build(body, [], state)
+    assert snap.demands == (Demand({"CPU": 1.0}, 5, (LabelConstraint("zone", LabelOp.IN, ("a", "b")),)),)
+    assert snap.gangs == (
+        Gang(Strategy.STRICT_SPREAD, ({"GPU": 1.0}, {"GPU": 1.0}), 2),
+        Gang(Strategy.STRICT_PACK, ({"CPU": 1.0},), 1),
+    )
+    assert snap.constraints == (Constraint({"CPU": 4.0}, 2),)
+
+
+def request(name: str, cluster_name: str = "rc", namespace: str = "ns", **extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, **extra}
+    return {
+        "apiVersion": "rayscale.io/v1alpha1",
+        "kind": "RayResourceRequest",
+        "metadata": meta,
+        "spec": {
+            "clusterName": cluster_name,
+            "bundles": [{"resources": {"GPU": 1, "memory": "1Gi"}, "count": 3}],
+        },
+    }
+
+
+def test_resource_requests_join_gcs_constraints() -> None:
+    body = rc(a=group(replicas=0))
+    state = gcs(constraints=((ray.ResourceDemand(ray.ResourceRequest({"CPU": 4.0}), 2),),))
+    requests = [
+        request("b-reserve"),
+        request("a-reserve"),
+        request("other-cluster", cluster_name="rc2"),
+        request("other-ns", namespace="ns2"),
+        request("deleting", deletionTimestamp="2026-01-01T00:00:00Z"),
+    ]
+    requests[1]["spec"]["bundles"] = [{"resources": {"CPU": "500m"}}]
+    bad = request("bad")
+    bad["spec"]["bundles"] = [{"resources": {"CPU": "lots"}}]
+    snap = build(body, [], state, [*requests, bad])
+    assert snap.constraints == (
+        Constraint({"CPU": 4.0}, 2),
+        Constraint({"CPU": 0.5}, 1),
+        Constraint({"GPU": 1.0, "memory": 2.0**30}, 3),
+    )
+
+
+def test_resource_requests_without_gcs() -> None:
+    snap = build(rc(a=group(replicas=0)), [], None, [request("r")])
+    assert snap.constraints == (Constraint({"GPU": 1.0, "memory": 2.0**30}, 3),)
+
+
+def test_pods_of_unknown_or_suspended_groups_are_left_out() -> None:
+    body = rc(a=group(replicas=1), b=group("off", replicas=1, suspend=True))
+    pods = [pod("w"), pod("x", "off"), pod("y", "nosuch")]
+    assert [n.name for n in build(body, pods, gcs(ray_node("w"))).nodes] == ["w"]
