@@ -223,7 +223,7 @@ def http_ok(url: str, insecure: bool = False) -> bool:
         return bool(resp.status == 200)
 
 
-def _set_pdeathsig() -> None:
+def set_parent_death_signal() -> None:
     """In the child: die with SIGKILL when the parent (the supervisor) dies."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -303,7 +303,7 @@ class Cluster:
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_set_pdeathsig,
+            preexec_fn=set_parent_death_signal,
             cwd=self.dir,
         )
         out.close()

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import testcluster
 
+import localk8s
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -38,8 +40,14 @@ class Operator:
         cmd = [sys.executable, "-m", "rayscale", "run", "--namespace", self.namespace,
                "--liveness", self.liveness, "--resync-seconds", "5"]  # fmt: skip
         with self.log.open("ab") as out:
+            # Dies with the test process, however that dies (PR_SET_PDEATHSIG).
             self.proc = subprocess.Popen(
-                cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                cmd,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=localk8s.set_parent_death_signal,
             )
 
     def kill(self) -> None:
