@@ -85,3 +85,12 @@ $(RAY_PROTO_STAMP): $(VENV)/.installed $(wildcard $(RAY_PROTOS)/*.proto) $(RAY_P
 proto: $(RAY_PROTO_STAMP) ## generate the Python bindings of the Ray GCS protos (grpcio-tools)
 
 install: proto
+
+.PHONY: helm
+helm: ## build (or reuse) Helm in ~/.cache/rayscale and print its path
+	@e2e/tools/helm.sh
+
+.PHONY: crds
+crds: install ## regenerate crds/ and the chart's copy from the API models
+	$(VENV)/bin/rayscale crds --output-dir crds
+	$(VENV)/bin/rayscale crds --output-dir charts/rayscale/crds
