@@ -1,0 +1,183 @@
+"""The chart's RBAC is enough for rayscale, and no more.
+
+`helm install` puts the chart into the real API server (no operator replica: there is no image
+registry here). rayscale then runs out of cluster with a kubeconfig that holds a token of the
+chart's ServiceAccount, and takes a RayCluster through create, scale-up, workersToDelete and
+delete. `kubectl auth can-i` with the same token proves what it may not do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes_asyncio import client
+from testcluster import ClusterHandle
+
+import localk8s
+from tests.integration.controller.helpers import Kube, example, names
+from tests.integration.polling import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "rayscale"
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    out = subprocess.run(
+        [str(ROOT / "e2e/tools/helm.sh")], capture_output=True, text=True, check=True, timeout=900
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+class Release:
+    def __init__(self, cluster: ClusterHandle, helm: str, watched: str) -> None:
+        self.cluster = cluster
+        self.helm = helm
+        self.name = f"rs-{uuid.uuid4().hex[:6]}"
+        self.namespace = f"{self.name}-system"
+        self.watched = watched
+        self.sa = f"{self.name}-rayscale"
+
+    def install(self) -> None:
+        cmd = [self.helm, "install", self.name, str(CHART), "--namespace", self.namespace,
+               "--create-namespace", "--skip-crds", "--set", "replicas=0",
+               "--set", f"watchNamespace={{{self.watched}}}"]  # fmt: skip
+        out = subprocess.run(
+            cmd, env=self.cluster.env, capture_output=True, text=True, timeout=180, check=False
+        )
+        assert out.returncode == 0, out.stderr
+
+    def uninstall(self) -> None:
+        cmd = [self.helm, "uninstall", self.name, "--namespace", self.namespace]
+        subprocess.run(cmd, env=self.cluster.env, capture_output=True, timeout=180, check=False)
+        self.cluster.kubectl_run("delete", "namespace", self.namespace, "--wait=false", check=False)
+
+    def token_kubeconfig(self, path: Path) -> Path:
+        token = self.cluster.kubectl_run(
+            "create", "token", self.sa, "-n", self.namespace, "--duration=1h"
+        ).strip()
+        admin = yaml.safe_load(self.cluster.kubeconfig.read_text())
+        cluster = admin["clusters"][0]
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [cluster],
+            "users": [{"name": "sa", "user": {"token": token}}],
+            "contexts": [{"name": "sa", "context": {"cluster": cluster["name"], "user": "sa"}}],
+            "current-context": "sa",
+        }))  # fmt: skip
+        return path
+
+
+@pytest.fixture
+def release(cluster: ClusterHandle, helm: str, namespace: str) -> Iterator[Release]:
+    cluster.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+    cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd/rayclusters.ray.io")
+    rel = Release(cluster, helm, namespace)
+    rel.install()
+    try:
+        yield rel
+    finally:
+        rel.uninstall()
+
+
+def can_i(cluster: ClusterHandle, kubeconfig: Path, *args: str) -> bool:
+    env = {**cluster.env, "KUBECONFIG": str(kubeconfig)}
+    cmd = [cluster.kubectl, "auth", "can-i", *args]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
+    return out.stdout.strip() == "yes"
+
+
+async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
+    cluster: ClusterHandle, api: client.ApiClient, namespace: str, release: Release, tmp_path: Path
+) -> None:
+    kubeconfig = release.token_kubeconfig(tmp_path / "sa.kubeconfig")
+
+    # What it needs, in the watched namespace ...
+    needed = [
+        ("watch", "rayclusters.ray.io"),
+        ("patch", "rayclusters.ray.io/status"),
+        ("create", "pods"),
+        ("delete", "pods"),
+        ("create", "services"),
+        ("create", "events"),
+        ("patch", "rayresourcerequests.rayscale.io/status"),
+    ]
+    for verb, resource in needed:
+        assert can_i(cluster, kubeconfig, verb, resource, "-n", namespace), f"cannot {verb} {resource}"
+    # ... and nothing more.
+    denied = [
+        ("get", "secrets", "-n", namespace),
+        ("list", "secrets", "-n", namespace),
+        ("delete", "rayclusters.ray.io", "-n", namespace),
+        ("create", "rayclusters.ray.io", "-n", namespace),
+        ("create", "deployments.apps", "-n", namespace),
+        ("patch", "pods", "-n", namespace),
+        ("list", "pods", "-n", "default"),
+        ("create", "pods", "-n", release.namespace),
+        ("list", "nodes"),
+        ("create", "customresourcedefinitions.apiextensions.k8s.io"),
+        ("create", "namespaces"),
+        ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
+    ]
+    for args in denied:
+        assert not can_i(cluster, kubeconfig, *args), f"the chart's ServiceAccount may {' '.join(args)}"
+
+    log = tmp_path / "rayscale.log"
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONPATH": str(ROOT / "operator")}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(  # noqa: ASYNC220 (starts a long-lived child; never waits here)
+            [sys.executable, "-m", "rayscale", "run", "--namespace", namespace, "--liveness", "",
+             "--resync-seconds", "5"],
+            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=localk8s.set_parent_death_signal,
+        )  # fmt: skip
+    kube = Kube(api, namespace)
+    try:
+        body = example("raycluster-basic.yaml")
+        body["spec"]["enableInTreeAutoscaling"] = True  # workersToDelete is honoured as the autoscaler's
+        body["spec"]["workerGroupSpecs"][0]["replicas"] = 1
+        await kube.create(body)
+        await eventually(lambda: kube.running_workers("raycluster-basic", 1), timeout=90, message="1 worker")
+        await kube.set_group("raycluster-basic", 0, "replicas", 3)
+        before = names(await eventually(lambda: kube.running_workers("raycluster-basic", 3), timeout=60))
+        victim = sorted(before)[0]
+        await kube.patch_json("raycluster-basic", [
+            {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 2},
+            {"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy",
+             "value": {"workersToDelete": [victim]}},
+        ])  # fmt: skip
+
+        async def victim_gone() -> set[str]:
+            now = names(await kube.running_workers("raycluster-basic", 2))
+            return now if now and victim not in now else set()
+
+        after = await eventually(victim_gone, timeout=60, message=f"{victim} deleted")
+        assert after == before - {victim}
+
+        async def status_written() -> bool:
+            status = (await kube.get("raycluster-basic")).get("status") or {}
+            return status.get("desiredWorkerReplicas") == 2
+
+        await eventually(status_written, timeout=60, message="status written through /status")
+        await kube.delete_cluster("raycluster-basic")
+        await eventually(lambda: _no_pods(kube), timeout=90, message="every pod of the cluster removed")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+    text = log.read_text(errors="replace")
+    assert "Forbidden" not in text, text[-4000:]
+    assert " 403" not in text, text[-4000:]
+
+
+async def _no_pods(kube: Kube) -> bool:
+    return not await kube.pods("raycluster-basic")
