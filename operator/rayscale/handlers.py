@@ -1,7 +1,9 @@
-"""kopf wiring: indexes of RayClusters and their pods/services, dirty marks, settings, probes.
+"""kopf wiring: indexes of RayClusters, their pods/services and RayResourceRequests, dirty marks,
+settings, probes.
 
 No decisions are made here: every event only marks its RayCluster dirty; the controller's
-work queue runs one level-based reconcile per cluster at a time (rayscale.controller.runner).
+work queue runs one level-based reconcile per cluster at a time (rayscale.controller.runner), and
+the autoscaler's queue one autoscaling round (rayscale.autoscaler.loop).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import kopf
 
+from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.controller import labels as L
 from rayscale.controller.runner import ClusterKey, ControllerConfig, RayClusterController
 from rayscale.kube.client import make_api_client
@@ -25,6 +28,13 @@ log = logging.getLogger(__name__)
 registry = kopf.OperatorRegistry()
 ALL = "*"  # index key suffix for "every pod of the cluster" (never a valid label value)
 RAYCLUSTERS = ("ray.io", "v1", "rayclusters")
+RAYRESOURCEREQUESTS = ("rayscale.io", "v1alpha1", "rayresourcerequests")
+INDEXES = (
+    "rayclusters_by_name",
+    "ray_pods_by_group",
+    "ray_services_by_cluster",
+    "rayresourcerequests_by_cluster",
+)
 PREFIX = "rayscale.io"
 
 
@@ -34,11 +44,15 @@ class Runtime:
 
     config: ControllerConfig
     namespaces: list[str] | None
+    autoscaler_config: AutoscalerConfig | None = None  # None: no autoscaler
+    run_controller: bool = True
     controller: RayClusterController | None = None
+    autoscaler: Autoscaler | None = None
     health: WatchHealth | None = None
     indexes: dict[str, Any] = dataclasses.field(default_factory=dict)
     tasks: list[asyncio.Task[None]] = dataclasses.field(default_factory=list)
     recorder: EventRecorder | None = None
+    api: Any = None
 
 
 class IndexSource:
@@ -61,6 +75,9 @@ class IndexSource:
 
     def services(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
         return list(self._index("ray_services_by_cluster").get(key, ()))
+
+    def requests(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
+        return list(self._index("rayresourcerequests_by_cluster").get(key, ()))
 
     def cluster_keys(self) -> Sequence[ClusterKey]:
         return list(self._index("rayclusters_by_name"))
@@ -110,12 +127,15 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     runtime.recorder = EventRecorder(api)
     runtime.recorder.start()
     source = IndexSource(runtime)
-    runtime.controller = RayClusterController(api, source, runtime.recorder, runtime.config)
     runtime.health = WatchHealth(api, runtime.namespaces, source.resource_versions)
-    runtime.tasks = [
-        asyncio.create_task(runtime.controller.run(), name="rayscale-controller"),
-        asyncio.create_task(runtime.health.run(), name="rayscale-watch-health"),
-    ]
+    runtime.tasks = [asyncio.create_task(runtime.health.run(), name="rayscale-watch-health")]
+    if runtime.run_controller:
+        runtime.controller = RayClusterController(api, source, runtime.recorder, runtime.config)
+        runtime.tasks.append(asyncio.create_task(runtime.controller.run(), name="rayscale-controller"))
+    if runtime.autoscaler_config is not None:
+        runtime.autoscaler = Autoscaler(api, source, runtime.recorder, runtime.autoscaler_config)
+        runtime.tasks.append(asyncio.create_task(runtime.autoscaler.run(), name="rayscale-autoscaler"))
+    runtime.api = api
 
 
 @kopf.on.login(registry=registry)
@@ -134,8 +154,8 @@ async def shutdown(memo: Any, **_: Any) -> None:
             await task
     if runtime.recorder is not None:
         await runtime.recorder.stop()
-    if runtime.controller is not None:
-        await runtime.controller.api.close()
+    if runtime.api is not None:
+        await runtime.api.close()
 
 
 @kopf.index(*RAYCLUSTERS, registry=registry)
@@ -162,35 +182,58 @@ async def ray_services_by_cluster(
     return {(namespace or "", labels[L.RAY_CLUSTER]): _slim(body, ("clusterIP", "ports", "type"))}
 
 
-def _attach(memo: Any, kwargs: Mapping[str, Any]) -> RayClusterController | None:
+@kopf.index(*RAYRESOURCEREQUESTS, registry=registry)
+async def rayresourcerequests_by_cluster(namespace: str | None, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    meta = body.metadata
+    slim = {
+        "metadata": {k: meta[k] for k in (
+            "name", "namespace", "uid", "generation", "deletionTimestamp", "resourceVersion"
+        ) if k in meta},
+        "spec": dict(body.spec),
+        "status": dict(body.status),
+    }  # fmt: skip
+    return {(namespace or "", str(body.spec.get("clusterName", ""))): slim}
+
+
+def _attach(memo: Any, kwargs: Mapping[str, Any]) -> Runtime:
     runtime: Runtime = memo.runtime
     if not runtime.indexes:
-        for name in ("rayclusters_by_name", "ray_pods_by_group", "ray_services_by_cluster"):
+        for name in INDEXES:
             runtime.indexes[name] = kwargs[name]
-    return runtime.controller
+    return runtime
+
+
+def _mark(memo: Any, kwargs: Mapping[str, Any], key: ClusterKey, *, controller: bool = True) -> None:
+    runtime = _attach(memo, kwargs)
+    if controller and runtime.controller is not None:
+        runtime.controller.mark(key)
+    if runtime.autoscaler is not None:
+        runtime.autoscaler.mark(key)
 
 
 @kopf.on.event(*RAYCLUSTERS, registry=registry)
 async def raycluster_event(namespace: str | None, name: str, memo: Any, **kwargs: Any) -> None:
-    controller = _attach(memo, kwargs)
-    if controller is not None:
-        controller.mark((namespace or "", name))
+    _mark(memo, kwargs, (namespace or "", name))
 
 
 @kopf.on.event("pods", labels={L.RAY_CLUSTER: kopf.PRESENT}, registry=registry)
 async def ray_pod_event(namespace: str | None, labels: Mapping[str, str], memo: Any, **kwargs: Any) -> None:
-    controller = _attach(memo, kwargs)
-    if controller is not None:
-        controller.mark((namespace or "", labels[L.RAY_CLUSTER]))
+    _mark(memo, kwargs, (namespace or "", labels[L.RAY_CLUSTER]))
 
 
 @kopf.on.event("services", labels={L.RAY_CLUSTER: kopf.PRESENT}, registry=registry)
 async def ray_service_event(
     namespace: str | None, labels: Mapping[str, str], memo: Any, **kwargs: Any
 ) -> None:
-    controller = _attach(memo, kwargs)
-    if controller is not None:
-        controller.mark((namespace or "", labels[L.RAY_CLUSTER]))
+    runtime = _attach(memo, kwargs)
+    if runtime.controller is not None:
+        runtime.controller.mark((namespace or "", labels[L.RAY_CLUSTER]))
+
+
+@kopf.on.event(*RAYRESOURCEREQUESTS, registry=registry)
+async def rayresourcerequest_event(namespace: str | None, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
+    key = (namespace or "", str(body.spec.get("clusterName", "")))
+    _mark(memo, kwargs, key, controller=False)
 
 
 @kopf.on.probe(id="watch", registry=registry)

@@ -29,6 +29,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--stuck-terminating-seconds", type=float, default=600.0,
                    help="a pod terminating this long past its deadline stops blocking its group "
                    "(default: 600)")  # fmt: skip
+    p.add_argument("--autoscaler-interval", type=float, default=5.0,
+                   help="autoscale every cluster at least this often, in seconds (default: 5)")  # fmt: skip
+    p.add_argument("--max-node-provision-seconds", type=float, default=900.0,
+                   help="pods of a group pending longer are removed and the group backs off (default: "
+                   "900; per cluster: annotation rayscale.io/max-node-provision-seconds)")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.set_defaults(handler=_cmd_run)
 
@@ -46,15 +51,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 async def run_operator(args: argparse.Namespace) -> int:
-    if args.mode in ("all", "autoscaler"):
-        log.warning("the embedded autoscaler is not implemented yet (issue 5); running the controller only")
-    if args.mode == "autoscaler":
-        await asyncio.Event().wait()
-        return 0
-
     import kopf
 
     from rayscale import handlers
+    from rayscale.autoscaler.loop import AutoscalerConfig
     from rayscale.controller.runner import ControllerConfig
 
     config = ControllerConfig(
@@ -64,7 +64,19 @@ async def run_operator(args: argparse.Namespace) -> int:
         random_delete=os.environ.get("ENABLE_RANDOM_POD_DELETE", "").lower() == "true",
     )
     namespaces: list[str] | None = args.namespaces or None
-    runtime = handlers.Runtime(config=config, namespaces=namespaces)
+    autoscaler = None
+    if args.mode in ("all", "autoscaler"):
+        autoscaler = AutoscalerConfig(
+            interval=args.autoscaler_interval,
+            concurrency=args.concurrency,
+            max_node_provision_seconds=args.max_node_provision_seconds,
+        )
+    runtime = handlers.Runtime(
+        config=config,
+        namespaces=namespaces,
+        autoscaler_config=autoscaler,
+        run_controller=args.mode in ("all", "controller"),
+    )
     await kopf.operator(
         registry=handlers.registry,
         clusterwide=namespaces is None,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+from collections.abc import Awaitable
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -97,3 +99,82 @@ async def list_rayclusters(api: client.ApiClient, namespace: str | None) -> list
         )
     items: list[dict[str, Any]] = (await resp.json()).get("items", [])
     return items
+
+
+JSON_PATCH = "application/json-patch+json"
+RRR_GROUP, RRR_VERSION, RRR_PLURAL = "rayscale.io", "v1alpha1", "rayresourcerequests"
+
+
+async def _send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
+    """Await a raw (``_preload_content=False``) call and return its JSON body when `body`.
+
+    kubernetes-asyncio raises ApiException for a non-2xx answer only when it parses the answer
+    itself, so a raw call's status is checked here: KubeError with the HTTP status.
+    """
+    try:
+        resp = await call
+    except ApiException as exc:
+        raise _error(exc, what) from exc
+    try:
+        if not 200 <= resp.status <= 299:
+            reason = resp.reason or ""
+            with contextlib.suppress(TypeError, ValueError, AttributeError):
+                reason = json.loads(await resp.text()).get("message", reason)
+            raise KubeError(f"{what}: {resp.status} {reason}", resp.status)
+        return await resp.json() if body else None
+    finally:
+        resp.release()
+
+
+async def get_raycluster(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    """The RayCluster as the API server has it now; None when it is gone."""
+    call = _objects(api).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name, _preload_content=False
+    )
+    try:
+        found: dict[str, Any] = await _send(call, f"get rayclusters/{name}", body=True)
+    except KubeError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return found
+
+
+async def json_patch_raycluster(
+    api: client.ApiClient, namespace: str, name: str, patch: list[dict[str, Any]]
+) -> None:
+    """Apply an RFC 6902 patch; KubeError with status 409/422 when its ``test`` failed."""
+    call = _objects(api).patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name, patch, _content_type=JSON_PATCH, _preload_content=False
+    )
+    await _send(call, f"patch rayclusters/{name}")
+
+
+async def patch_rayresourcerequest_status(
+    api: client.ApiClient, namespace: str, name: str, patch: dict[str, Any]
+) -> bool:
+    """Merge-patch a RayResourceRequest's status subresource; False when it is gone."""
+    call = _objects(api).patch_namespaced_custom_object_status(
+        RRR_GROUP, RRR_VERSION, namespace, RRR_PLURAL, name, patch,
+        _content_type=MERGE_PATCH, _preload_content=False,
+    )  # fmt: skip
+    try:
+        await _send(call, f"patch status of rayresourcerequests/{name}")
+    except KubeError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+async def read_secret_key(api: client.ApiClient, namespace: str, name: str, key: str) -> str | None:
+    """One key of a Secret, decoded; None when the Secret or key is missing."""
+    call = _core(api).read_namespaced_secret(name, namespace, _preload_content=False)
+    try:
+        secret = await _send(call, f"read secret {name}", body=True)
+    except KubeError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    value = (secret.get("data") or {}).get(key)
+    return base64.b64decode(value).decode() if value else None

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -26,10 +26,23 @@ def raycluster_crd(cluster: testcluster.ClusterHandle) -> None:
 
 
 class Operator:
-    """`rayscale run --namespace NS` as a subprocess; always stopped at teardown."""
+    """`rayscale run --namespace NS --mode MODE` as a subprocess; always stopped at teardown.
 
-    def __init__(self, cluster: testcluster.ClusterHandle, namespace: str, liveness: str = "") -> None:
+    The controller tests run the controller alone: with the autoscaler on, clusters with
+    ``enableInTreeAutoscaling`` would be scaled (and their ``workersToDelete`` cleared) under them.
+    """
+
+    def __init__(
+        self,
+        cluster: testcluster.ClusterHandle,
+        namespace: str,
+        liveness: str = "",
+        *,
+        mode: str = "controller",
+        extra: Sequence[str] = (),
+    ) -> None:
         self.cluster = cluster
+        self.extra = ["--mode", mode, *extra]
         self.liveness = liveness
         self.namespace = namespace
         self.proc: subprocess.Popen[bytes] | None = None
@@ -38,7 +51,7 @@ class Operator:
     def start(self) -> None:
         env = {**self.cluster.env, "PYTHONPATH": str(ROOT / "operator")}
         cmd = [sys.executable, "-m", "rayscale", "run", "--namespace", self.namespace,
-               "--liveness", self.liveness, "--resync-seconds", "5"]  # fmt: skip
+               "--liveness", self.liveness, "--resync-seconds", "5", *self.extra]  # fmt: skip
         with self.log.open("ab") as out:
             # Dies with the test process, however that dies (PR_SET_PDEATHSIG).
             self.proc = subprocess.Popen(
@@ -75,7 +88,11 @@ class Operator:
 def operator(
     cluster: testcluster.ClusterHandle, namespace: str, raycluster_crd: None, request: pytest.FixtureRequest
 ) -> Iterator[Operator]:
-    op = Operator(cluster, namespace)
+    yield from running(Operator(cluster, namespace), request)
+
+
+def running(op: Operator, request: pytest.FixtureRequest) -> Iterator[Operator]:
+    """Start `op` for one test; stop it after, printing its log when the test failed."""
     op.start()
     try:
         yield op

@@ -1,0 +1,273 @@
+"""The live autoscaler: one loop per RayCluster with ``enableInTreeAutoscaling: true``.
+
+Each round (on a RayCluster, pod or RayResourceRequest change, and at least every `interval`
+seconds): read the cluster and its pods from the watch-fed indexes, the RayResourceRequests bound
+to it, and Ray's state from the GCS (None when unreachable: then nothing running is removed) ->
+``build_snapshot`` -> ``schedule`` -> drain the running nodes chosen for IDLE removal (refusals
+stay) -> ``build_patch`` -> one JSON patch guarded by a resourceVersion ``test``. A failed test
+(409/422) re-plans on the cluster read fresh from the API server. Launch failures named in the
+patch start the group's backoff. Then every RayResourceRequest of the cluster gets its status.
+
+All decisions live in the pure modules (snapshot, scheduler, drain, patch, requests); this is I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kubernetes_asyncio import client
+
+from rayscale.autoscaler.backoff import Backoff
+from rayscale.autoscaler.drain import drain_targets, without
+from rayscale.autoscaler.patch import JsonPatch, build_patch
+from rayscale.autoscaler.requests import decision_status, pending_status, status_patch
+from rayscale.autoscaler.scheduler import schedule
+from rayscale.autoscaler.scheduling.model import Decision, RemovalCause
+from rayscale.autoscaler.snapshot import build_snapshot
+from rayscale.controller.apply import EventSink
+from rayscale.controller.queue import WorkQueue
+from rayscale.controller.snapshot import pod_name
+from rayscale.kube import ops
+from rayscale.ray.address import AddressError, auth_token_secret, gcs_address
+from rayscale.ray.client import GcsClient, GcsError
+from rayscale.ray.model import ClusterState
+
+__all__ = ["Autoscaler", "AutoscalerConfig", "AutoscalerSource"]
+
+log = logging.getLogger(__name__)
+ClusterKey = tuple[str, str]  # (namespace, name)
+Obj = Mapping[str, Any]
+CONFLICT_ATTEMPTS = 3
+CONFLICT_DELAY = 1.0
+TEST_FAILED = (409, 422)  # what the API server answers when the resourceVersion test fails
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoscalerConfig:
+    interval: float = 5.0
+    concurrency: int = 16
+    gcs_timeout: float = 2.0
+    gcs_retries: int = 1
+    max_node_provision_seconds: float = 900.0
+
+
+class AutoscalerSource(Protocol):
+    """What the autoscaler sees (kopf's indexes in production)."""
+
+    def cluster(self, key: ClusterKey) -> Obj | None: ...
+    def pods(self, key: ClusterKey) -> Sequence[Obj]: ...
+    def requests(self, key: ClusterKey) -> Sequence[Obj]: ...
+
+
+class Autoscaler:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        source: AutoscalerSource,
+        events: EventSink,
+        config: AutoscalerConfig,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.source = source
+        self.events = events
+        self.config = config
+        self.clock = clock
+        self.queue: WorkQueue[ClusterKey] = WorkQueue(self.step, concurrency=config.concurrency)
+        self._backoff: dict[ClusterKey, Backoff] = {}
+        self._gcs: dict[ClusterKey, tuple[str, str | None, GcsClient]] = {}  # address, token, client
+        self._unreachable: set[ClusterKey] = set()
+
+    def mark(self, key: ClusterKey) -> None:
+        self.queue.mark(key)
+
+    async def run(self) -> None:
+        try:
+            await self.queue.run()
+        finally:
+            for key in list(self._gcs):
+                await self._close_gcs(key)
+
+    # ---- one round ----
+
+    async def step(self, key: ClusterKey) -> float | None:
+        cluster = self.source.cluster(key)
+        requests = list(self.source.requests(key))
+        if cluster is None or not (cluster.get("spec") or {}).get("enableInTreeAutoscaling"):
+            why = "does not exist" if cluster is None else "does not have enableInTreeAutoscaling: true"
+            message = f"RayCluster {key[1]} {why} in namespace {key[0]}"
+            await self._write_statuses(requests, lambda r: pending_status(r, message))
+            await self._forget(key, keep_backoff=cluster is not None)
+            return None
+        if (cluster.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        state = await self._gcs_state(key, cluster)
+        for _ in range(CONFLICT_ATTEMPTS):
+            try:
+                decision = await self._plan_and_patch(key, cluster, state, requests)
+            except ValueError as exc:  # an unreadable spec; the controller reports it on the cluster
+                message = f"RayCluster {key[1]} cannot be autoscaled: {exc}"[:1000]
+                await self._write_statuses(requests, functools.partial(pending_status, message=message))
+                return None
+            if decision is not None:
+                await self._write_statuses(requests, functools.partial(decision_status, decision=decision))
+                return self.config.interval
+            fresh = await ops.get_raycluster(self.api, *key)
+            if fresh is None:
+                return None
+            cluster = fresh
+        log.info("autoscaler patch of %s/%s kept conflicting; retrying soon", *key)
+        return CONFLICT_DELAY
+
+    async def _plan_and_patch(
+        self, key: ClusterKey, cluster: Obj, state: ClusterState | None, requests: Sequence[Obj]
+    ) -> Decision | None:
+        """The decision once applied (or a no-op), None when the resourceVersion test failed."""
+        pods = list(self.source.pods(key))
+        backoff = self._backoff.setdefault(key, Backoff(self.clock))
+        snapshot = build_snapshot(
+            cluster,
+            pods,
+            state,
+            requests,
+            backoff.active(),
+            datetime.now(UTC),
+            max_node_provision_seconds=self.config.max_node_provision_seconds,
+        )
+        decision = schedule(snapshot)
+        targets = drain_targets(decision, state)
+        if targets:
+            decision = without(decision, await self._drain(key, targets))
+        patch = build_patch(cluster, decision, {pod_name(p) for p in pods})
+        if patch is None:
+            return decision
+        try:
+            await ops.json_patch_raycluster(self.api, key[0], key[1], patch)
+        except ops.KubeError as exc:
+            if exc.status in TEST_FAILED:
+                log.debug("autoscaler patch of %s/%s refused (%s); re-planning", *key, exc)
+                return None
+            raise
+        self._applied(cluster, decision, patch, backoff)
+        return decision
+
+    def _applied(self, cluster: Obj, decision: Decision, patch: JsonPatch, backoff: Backoff) -> None:
+        """Events for a patch that landed; launch failures it names start their group's backoff."""
+        specs = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
+        named: set[str] = set()
+        for op in patch:
+            parts = op["path"].split("/")
+            if len(parts) != 5 or parts[2] != "workerGroupSpecs":
+                continue
+            spec = specs[int(parts[3])]
+            group = str(spec.get("groupName"))
+            if parts[4] == "scaleStrategy":
+                named |= set(op["value"].get("workersToDelete") or [])
+            elif parts[4] == "replicas":
+                old, new = int(spec.get("replicas") or 0), int(op["value"])
+                causes = sorted({str(r.reason) for r in decision.terminate if r.group == group})
+                if new > old:
+                    self.events.post(cluster, "Normal", "ScaledUp", f"group {group}: {old} -> {new} replicas")
+                elif new < old:
+                    why = f" ({', '.join(causes)})" if causes else ""
+                    self.events.post(
+                        cluster, "Normal", "ScaledDown", f"group {group}: {old} -> {new} replicas{why}"
+                    )
+        failed = {
+            r.group for r in decision.terminate if r.reason is RemovalCause.LAUNCH_FAILED and r.name in named
+        }
+        for group in sorted(failed):
+            entry = backoff.failed(group)
+            self.events.post(
+                cluster,
+                "Warning",
+                "BackingOff",
+                f"group {group}: pods not provisioned in time; no launches for {entry.duration:.0f}s",
+            )
+
+    # ---- Ray's GCS ----
+
+    async def _gcs_state(self, key: ClusterKey, cluster: Obj) -> ClusterState | None:
+        try:
+            gcs = await self._gcs_client(key, cluster)
+            state = await gcs.get_cluster_resource_state()
+        except (AddressError, GcsError, ops.KubeError) as exc:
+            if key not in self._unreachable:
+                log.warning("GCS of %s/%s unreachable, running nodes are kept: %s", *key, exc)
+                self._unreachable.add(key)
+            return None
+        if key in self._unreachable:
+            log.info("GCS of %s/%s reachable again", *key)
+            self._unreachable.discard(key)
+        return state
+
+    async def _gcs_client(self, key: ClusterKey, cluster: Obj) -> GcsClient:
+        address = gcs_address(cluster)
+        token = None
+        ref = auth_token_secret(cluster)
+        if ref is not None:
+            token = await ops.read_secret_key(self.api, ref.namespace, ref.name, ref.key)
+        cached = self._gcs.get(key)
+        if cached is not None and cached[:2] == (address, token):
+            return cached[2]
+        await self._close_gcs(key)
+        gcs = GcsClient(
+            address, token=token, timeout=self.config.gcs_timeout, retries=self.config.gcs_retries
+        )
+        self._gcs[key] = (address, token, gcs)
+        return gcs
+
+    async def _drain(self, key: ClusterKey, targets: Mapping[str, str]) -> set[str]:
+        """Ask each node to drain; the pods whose node refused (or could not be asked)."""
+        cached = self._gcs.get(key)
+        if cached is None:
+            return set(targets)
+        gcs = cached[2]
+
+        async def one(pod: str, node_id: str) -> bool:
+            try:
+                result = await gcs.drain_node(node_id, message=f"rayscale: idle, removing pod {pod}")
+            except GcsError as exc:
+                log.info("drain of %s in %s/%s failed, keeping it: %s", pod, *key, exc)
+                return False
+            if not result.accepted:
+                log.info("node %s in %s/%s refused to drain: %s", pod, *key, result.rejection_reason)
+            return result.accepted
+
+        pods = list(targets)
+        accepted = await asyncio.gather(*(one(p, targets[p]) for p in pods))
+        return {p for p, ok in zip(pods, accepted, strict=True) if not ok}
+
+    async def _close_gcs(self, key: ClusterKey) -> None:
+        cached = self._gcs.pop(key, None)
+        if cached is not None:
+            await cached[2].close()
+
+    async def _forget(self, key: ClusterKey, *, keep_backoff: bool) -> None:
+        self.queue.forget(key)
+        self._unreachable.discard(key)
+        if not keep_backoff:
+            self._backoff.pop(key, None)
+        await self._close_gcs(key)
+
+    # ---- RayResourceRequest status ----
+
+    async def _write_statuses(self, requests: Sequence[Obj], status: Callable[[Obj], dict[str, Any]]) -> None:
+        for request in requests:
+            patch = status_patch(request, status(request))
+            if patch is None:
+                continue
+            meta = request.get("metadata") or {}
+            try:
+                await ops.patch_rayresourcerequest_status(self.api, meta["namespace"], meta["name"], patch)
+            except ops.KubeError as exc:
+                log.warning("status of rayresourcerequests %s/%s not written: %s", meta.get("namespace"),
+                            meta.get("name"), exc)  # fmt: skip

@@ -1,0 +1,99 @@
+"""The autoscaler loop on the local control plane (no Ray: the GCS is unreachable), with
+RayResourceRequests as the demand."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from tests.integration.controller.conftest import Operator
+from tests.integration.controller.helpers import Kube, example
+from tests.integration.polling import eventually
+
+pytestmark = pytest.mark.integration
+RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")
+NAME = "raycluster-basic"
+
+
+def cpu_and_gpu_cluster() -> dict[str, Any]:
+    body = example("raycluster-basic.yaml")
+    # Nothing listens there: the GCS is unreachable at once, as on any cluster without Ray.
+    body["metadata"]["annotations"] = {"rayscale.io/gcs-address": "127.0.0.1:1"}
+    body["spec"]["enableInTreeAutoscaling"] = True
+    cpu = body["spec"]["workerGroupSpecs"][0]
+    cpu.update({"replicas": 0, "minReplicas": 0, "maxReplicas": 10})
+    gpu = copy.deepcopy(cpu)
+    gpu.update({"groupName": "gpu", "maxReplicas": 4})
+    gpu["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 1
+    body["spec"]["workerGroupSpecs"].append(gpu)
+    return body
+
+
+def request(gpus: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "rayscale.io/v1alpha1",
+        "kind": "RayResourceRequest",
+        "metadata": {"name": "reserve-gpus"},
+        "spec": {"clusterName": NAME, "bundles": [{"resources": {"GPU": 1}, "count": gpus}]},
+    }
+
+
+@pytest.fixture
+def kube(api: client.ApiClient, namespace: str) -> Kube:
+    return Kube(api, namespace)
+
+
+async def _replicas(kube: Kube) -> dict[str, int]:
+    specs = (await kube.get(NAME))["spec"]["workerGroupSpecs"]
+    return {g["groupName"]: g.get("replicas", 0) for g in specs}
+
+
+async def _request_status(kube: Kube) -> dict[str, Any]:
+    body = await kube.objects.get_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], "reserve-gpus")
+    status: dict[str, Any] = body.get("status") or {}
+    return status | {"generation": body["metadata"]["generation"]}
+
+
+async def test_request_scales_only_the_gpu_group_and_is_all_or_nothing(
+    kube: Kube, autoscaling_operator: Operator
+) -> None:
+    await kube.create(cpu_and_gpu_cluster())
+    await kube.objects.create_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], request(3))
+
+    async def satisfied() -> dict[str, Any] | None:
+        status = await _request_status(kube)
+        return status if status.get("phase") == "Satisfied" else None
+
+    status = await eventually(satisfied, timeout=60, message="RayResourceRequest Satisfied")
+    assert status["observedGeneration"] == status["generation"]
+    assert await _replicas(kube) == {"cpu": 0, "gpu": 3}
+    await eventually(
+        lambda: _count(kube, "gpu", 3), timeout=30, message="3 GPU worker pods created by the controller"
+    )
+    assert await kube.workers(NAME, group="cpu", live=True) == []
+
+    # Past the group's max: all or nothing, so nothing changes.
+    await kube.objects.patch_namespaced_custom_object(
+        *RRR[:2], kube.ns, RRR[2], "reserve-gpus",
+        [{"op": "replace", "path": "/spec/bundles/0/count", "value": 10}],
+        _content_type="application/json-patch+json",
+    )  # fmt: skip
+
+    async def unsatisfiable() -> dict[str, Any] | None:
+        status = await _request_status(kube)
+        return status if status.get("phase") == "Unsatisfiable" else None
+
+    status = await eventually(unsatisfiable, timeout=60, message="RayResourceRequest Unsatisfiable")
+    assert status["reason"] == "MAX_REPLICAS"
+    assert "GPU" in status["message"]
+    assert status["observedGeneration"] == status["generation"] == 2
+    await asyncio.sleep(3)  # several autoscaler rounds (interval 1 s)
+    assert await _replicas(kube) == {"cpu": 0, "gpu": 3}
+
+
+async def _count(kube: Kube, group: str, count: int) -> bool:
+    return len(await kube.workers(NAME, group=group, live=True)) == count
