@@ -39,72 +39,6 @@ def _error(exc: ApiException, what: str) -> KubeError:
     return KubeError(f"{what}: {exc.status} {reason}", exc.status or 0)
 
 
-async def create_pod(api: client.ApiClient, namespace: str, manifest: dict[str, Any]) -> str:
-    """Create a pod (generateName) and return its name."""
-    try:
-        resp = await _core(api).create_namespaced_pod(namespace, manifest, _preload_content=False)
-        body = await resp.json()
-    except ApiException as exc:
-        raise _error(exc, "create pod") from exc
-    return str(body["metadata"]["name"])
-
-
-async def delete_pod(api: client.ApiClient, namespace: str, name: str) -> bool:
-    """Delete a pod; False when it was already gone."""
-    try:
-        resp = await _core(api).delete_namespaced_pod(name, namespace, _preload_content=False)
-        resp.release()
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise _error(exc, f"delete pod {name}") from exc
-    return True
-
-
-async def create_service(api: client.ApiClient, namespace: str, manifest: dict[str, Any]) -> bool:
-    """Create a Service; False when one of that name already exists."""
-    try:
-        resp = await _core(api).create_namespaced_service(namespace, manifest, _preload_content=False)
-        resp.release()
-    except ApiException as exc:
-        if exc.status == 409:
-            return False
-        raise _error(exc, f"create service {manifest['metadata']['name']}") from exc
-    return True
-
-
-async def patch_raycluster_status(
-    api: client.ApiClient, namespace: str, name: str, patch: dict[str, Any]
-) -> bool:
-    """Merge-patch the status subresource; False when the RayCluster is gone."""
-    try:
-        resp = await _objects(api).patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, PLURAL, name, patch, _content_type=MERGE_PATCH, _preload_content=False
-        )
-        resp.release()
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise _error(exc, f"patch status of rayclusters/{name}") from exc
-    return True
-
-
-async def list_rayclusters(api: client.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
-    objects = _objects(api)
-    if namespace is None:
-        resp = await objects.list_cluster_custom_object(GROUP, VERSION, PLURAL, _preload_content=False)
-    else:
-        resp = await objects.list_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, _preload_content=False
-        )
-    items: list[dict[str, Any]] = (await resp.json()).get("items", [])
-    return items
-
-
-JSON_PATCH = "application/json-patch+json"
-RRR_GROUP, RRR_VERSION, RRR_PLURAL = "rayscale.io", "v1alpha1", "rayresourcerequests"
-
-
 async def _send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
     """Await a raw (``_preload_content=False``) call and return its JSON body when `body`.
 
@@ -124,6 +58,71 @@ async def _send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
         return await resp.json() if body else None
     finally:
         resp.release()
+
+
+async def create_pod(api: client.ApiClient, namespace: str, manifest: dict[str, Any]) -> str:
+    """Create a pod (generateName) and return its name."""
+    call = _core(api).create_namespaced_pod(namespace, manifest, _preload_content=False)
+    body = await _send(call, "create pod", body=True)
+    return str(body["metadata"]["name"])
+
+
+async def delete_pod(api: client.ApiClient, namespace: str, name: str) -> bool:
+    """Delete a pod; False when it was already gone."""
+    try:
+        await _send(
+            _core(api).delete_namespaced_pod(name, namespace, _preload_content=False), f"delete pod {name}"
+        )
+    except KubeError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+async def create_service(api: client.ApiClient, namespace: str, manifest: dict[str, Any]) -> bool:
+    """Create a Service; False when one of that name already exists."""
+    call = _core(api).create_namespaced_service(namespace, manifest, _preload_content=False)
+    try:
+        await _send(call, f"create service {manifest['metadata']['name']}")
+    except KubeError as exc:
+        if exc.status == 409:
+            return False
+        raise
+    return True
+
+
+async def patch_raycluster_status(
+    api: client.ApiClient, namespace: str, name: str, patch: dict[str, Any]
+) -> bool:
+    """Merge-patch the status subresource; False when the RayCluster is gone."""
+    call = _objects(api).patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, PLURAL, name, patch, _content_type=MERGE_PATCH, _preload_content=False
+    )
+    try:
+        await _send(call, f"patch status of rayclusters/{name}")
+    except KubeError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+async def list_rayclusters(api: client.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
+    objects = _objects(api)
+    if namespace is None:
+        call = objects.list_cluster_custom_object(GROUP, VERSION, PLURAL, _preload_content=False)
+    else:
+        call = objects.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, _preload_content=False
+        )
+    body = await _send(call, "list rayclusters", body=True)
+    items: list[dict[str, Any]] = body.get("items", [])
+    return items
+
+
+JSON_PATCH = "application/json-patch+json"
+RRR_GROUP, RRR_VERSION, RRR_PLURAL = "rayscale.io", "v1alpha1", "rayresourcerequests"
 
 
 async def get_raycluster(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
