@@ -58,8 +58,8 @@ cluster-down: ## stop the local control plane and remove its state
 	@$(PYTHON) e2e/localk8s/localk8s.py down --dir $(CLUSTER_DIR)
 
 .PHONY: demo
-demo: install cluster-build ## bring up the local cluster (unless $KUBECONFIG points at one) and show it
-	@$(LOCALK8S) demo --dir $(CLUSTER_DIR)
+demo: install cluster-build ## local cluster (unless $KUBECONFIG answers), CRDs, chart RBAC, rayscale, a RayCluster growing
+	@$(PY) e2e/demo.py --dir $(CLUSTER_DIR)
 
 .PHONY: clean
 clean: ## remove build and test leftovers (not the binary cache)
