@@ -118,7 +118,9 @@ def autoscaler(source: Source, events: Events | None = None) -> Autoscaler:
     return Autoscaler(None, source, events or Events(), AutoscalerConfig(interval=5))  # type: ignore[arg-type]
 
 
-async def test_request_scales_only_the_gpu_group_and_turns_satisfied(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_request_scales_only_the_gpu_group_and_is_pending_while_it_launches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     api = Api(monkeypatch)
     events = Events()
     source = Source(rc(group("cpu", replicas=0), gpu_group()), requests=[rrr(3)])
@@ -130,7 +132,7 @@ async def test_request_scales_only_the_gpu_group_and_turns_satisfied(monkeypatch
         ]
     ]
     assert api.statuses == [
-        ("reserve", {"phase": "Satisfied", "reason": None, "message": "the cluster can hold every bundle",
+        ("reserve", {"phase": "Pending", "reason": None, "message": "scaling up: 3 worker(s) launching",
                      "observedGeneration": 1}),
     ]  # fmt: skip
     assert events.posted == [("Normal", "ScaledUp", "group gpu: 0 -> 3 replicas")]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rayscale.autoscaler.requests import decision_status, pending_status, status_patch
-from rayscale.autoscaler.scheduling.model import Decision, Unmet, UnmetReason
+from rayscale.autoscaler.scheduling.model import Decision, GroupDecision, Unmet, UnmetReason
 
 REQUEST = {"metadata": {"name": "r", "namespace": "ns", "generation": 3}, "status": {}}
 
@@ -34,3 +34,14 @@ def test_written_only_when_changed() -> None:
     patch = status_patch(REQUEST, new)
     assert patch == {"status": new}
     assert status_patch({**REQUEST, "status": new}, new) is None
+
+
+def test_satisfied_only_once_the_capacity_runs() -> None:
+    launching = Decision(groups={"gpu": GroupDecision(current=0, replicas=3, launch=3, terminate=0)},
+                         terminate=(), unmet=(), placements=())  # fmt: skip
+    assert decision_status(REQUEST, launching)["phase"] == "Pending"
+    assert "3 worker(s) launching" in decision_status(REQUEST, launching)["message"]
+    settled = Decision(groups={"gpu": GroupDecision(current=3, replicas=3, launch=0, terminate=0)},
+                       terminate=(), unmet=(), placements=())  # fmt: skip
+    assert decision_status(REQUEST, settled, starting=2)["phase"] == "Pending"
+    assert decision_status(REQUEST, settled)["phase"] == "Satisfied"

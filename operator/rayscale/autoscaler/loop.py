@@ -118,7 +118,9 @@ class Autoscaler:
                 await self._write_statuses(requests, functools.partial(pending_status, message=message))
                 return None
             if decision is not None:
-                await self._write_statuses(requests, functools.partial(decision_status, decision=decision))
+                starting = _starting_workers(self.source.pods(key))
+                status = functools.partial(decision_status, decision=decision, starting=starting)
+                await self._write_statuses(requests, status)
                 return self.config.interval
             fresh = await ops.get_raycluster(self.api, *key)
             if fresh is None:
@@ -271,3 +273,14 @@ class Autoscaler:
             except ops.KubeError as exc:
                 log.warning("status of rayresourcerequests %s/%s not written: %s", meta.get("namespace"),
                             meta.get("name"), exc)  # fmt: skip
+
+
+def _starting_workers(pods: Sequence[Obj]) -> int:
+    """Worker pods that exist, are not being deleted, and do not run yet."""
+    return sum(
+        1
+        for pod in pods
+        if (pod.get("metadata") or {}).get("labels", {}).get("ray.io/node-type") == "worker"
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+        and (pod.get("status") or {}).get("phase") != "Running"
+    )

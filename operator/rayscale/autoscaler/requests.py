@@ -1,8 +1,9 @@
 """RayResourceRequest status from one decision (pure).
 
 All requests bound to a cluster join one all-or-nothing constraint set, so they share a verdict:
-``Satisfied`` when the decision left no constraint unmet, else ``Unsatisfiable`` with the
-scheduler's reason. A request whose cluster does not exist (or does not autoscale) is ``Pending``.
+``Satisfied`` when the decision left no constraint unmet and no worker is still launching
+(``Pending`` while they launch), else ``Unsatisfiable`` with the scheduler's reason. A request
+whose cluster does not exist (or does not autoscale) is ``Pending``.
 """
 
 from __future__ import annotations
@@ -27,10 +28,17 @@ def _describe(unmet: Unmet) -> str:
     return f"{unmet.count} x {_shape(unmet.resources)} ({unmet.reason})"
 
 
-def decision_status(request: Obj, decision: Decision) -> dict[str, Any]:
-    """The status of `request` after `decision` on its cluster."""
+def decision_status(request: Obj, decision: Decision, *, starting: int = 0) -> dict[str, Any]:
+    """The status of `request` after `decision` on its cluster.
+
+    `starting` counts the cluster's worker pods that exist but do not run yet. The request is
+    Satisfied only once the capacity exists: nothing left to launch and no worker still starting.
+    """
     unmet = [u for u in decision.unmet if u.kind == "constraint"]
     if not unmet:
+        launching = sum(g.launch for g in decision.groups.values()) + starting
+        if launching:
+            return _status(request, "Pending", None, f"scaling up: {launching} worker(s) launching")
         return _status(request, "Satisfied", None, "the cluster can hold every bundle")
     parts = "; ".join(_describe(u) for u in unmet)
     message = f"the cluster cannot hold the requested bundles (all or nothing): {parts}"
