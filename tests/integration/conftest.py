@@ -8,8 +8,10 @@ tests fail or the run is interrupted). See e2e/localk8s/testcluster.py.
 from __future__ import annotations
 
 import re
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import testcluster
@@ -31,6 +33,14 @@ def cluster() -> Iterator[testcluster.ClusterHandle]:
         yield handle
     finally:
         handle.stop()
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    """Helm built from the Go module proxy into ~/.cache/rayscale (e2e/tools/helm.sh)."""
+    script = Path(__file__).resolve().parents[2] / "e2e" / "tools" / "helm.sh"
+    out = subprocess.run([str(script)], capture_output=True, text=True, check=True, timeout=900)
+    return out.stdout.strip().splitlines()[-1]
 
 
 @pytest.fixture(scope="session")

@@ -30,14 +30,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "rayscale"
 
 
-@pytest.fixture(scope="module")
-def helm() -> str:
-    out = subprocess.run(
-        [str(ROOT / "e2e/tools/helm.sh")], capture_output=True, text=True, check=True, timeout=900
-    )
-    return out.stdout.strip().splitlines()[-1]
-
-
 class Release:
     def __init__(self, cluster: ClusterHandle, helm: str, watched: str) -> None:
         self.cluster = cluster

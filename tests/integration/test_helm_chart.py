@@ -16,14 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "rayscale"
 
 
-@pytest.fixture(scope="module")
-def helm() -> str:
-    out = subprocess.run(
-        [str(ROOT / "e2e/tools/helm.sh")], capture_output=True, text=True, check=True, timeout=900
-    )
-    return out.stdout.strip().splitlines()[-1]
-
-
 def render(helm: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     out = subprocess.run(
         [helm, "template", "rs", str(CHART), "--namespace", "rayscale-system", *args],

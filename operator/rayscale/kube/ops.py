@@ -60,6 +60,17 @@ async def _send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
         resp.release()
 
 
+async def _send_unless(call: Awaitable[Any], what: str, *, tolerated: int) -> bool:
+    """`_send`, returning False instead of raising for the one tolerated status (404 or 409)."""
+    try:
+        await _send(call, what)
+    except KubeError as exc:
+        if exc.status == tolerated:
+            return False
+        raise
+    return True
+
+
 async def create_pod(api: client.ApiClient, namespace: str, manifest: dict[str, Any]) -> str:
     """Create a pod (generateName) and return its name."""
     call = _core(api).create_namespaced_pod(namespace, manifest, _preload_content=False)
@@ -69,27 +80,14 @@ async def create_pod(api: client.ApiClient, namespace: str, manifest: dict[str, 
 
 async def delete_pod(api: client.ApiClient, namespace: str, name: str) -> bool:
     """Delete a pod; False when it was already gone."""
-    try:
-        await _send(
-            _core(api).delete_namespaced_pod(name, namespace, _preload_content=False), f"delete pod {name}"
-        )
-    except KubeError as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return True
+    call = _core(api).delete_namespaced_pod(name, namespace, _preload_content=False)
+    return await _send_unless(call, f"delete pod {name}", tolerated=404)
 
 
 async def create_service(api: client.ApiClient, namespace: str, manifest: dict[str, Any]) -> bool:
     """Create a Service; False when one of that name already exists."""
     call = _core(api).create_namespaced_service(namespace, manifest, _preload_content=False)
-    try:
-        await _send(call, f"create service {manifest['metadata']['name']}")
-    except KubeError as exc:
-        if exc.status == 409:
-            return False
-        raise
-    return True
+    return await _send_unless(call, f"create service {manifest['metadata']['name']}", tolerated=409)
 
 
 async def patch_raycluster_status(
@@ -99,13 +97,7 @@ async def patch_raycluster_status(
     call = _objects(api).patch_namespaced_custom_object_status(
         GROUP, VERSION, namespace, PLURAL, name, patch, _content_type=MERGE_PATCH, _preload_content=False
     )
-    try:
-        await _send(call, f"patch status of rayclusters/{name}")
-    except KubeError as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return True
+    return await _send_unless(call, f"patch status of rayclusters/{name}", tolerated=404)
 
 
 async def list_rayclusters(api: client.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
@@ -157,13 +149,7 @@ async def patch_rayresourcerequest_status(
         RRR_GROUP, RRR_VERSION, namespace, RRR_PLURAL, name, patch,
         _content_type=MERGE_PATCH, _preload_content=False,
     )  # fmt: skip
-    try:
-        await _send(call, f"patch status of rayresourcerequests/{name}")
-    except KubeError as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return True
+    return await _send_unless(call, f"patch status of rayresourcerequests/{name}", tolerated=404)
 
 
 async def read_secret_key(api: client.ApiClient, namespace: str, name: str, key: str) -> str | None:
