@@ -222,7 +222,8 @@ def operator(cluster: testcluster.ClusterHandle, namespace: str) -> Iterator[Pat
     """`rayscale run --namespace NS` as a subprocess, stopped on the way out (and if we die)."""
     log = Path(tempfile.mkstemp(prefix=f"rayscale-bench-{namespace}-", suffix=".log")[1])
     env = {**cluster.env, "PYTHONPATH": str(ROOT / "operator")}
-    cmd = [sys.executable, "-m", "rayscale", "run", "--namespace", namespace, "--liveness", ""]
+    cmd = [sys.executable, "-m", "rayscale", "run", "--namespace", namespace,
+           "--liveness", "", "--metrics-port", "0"]  # fmt: skip
     with log.open("ab") as out:
         proc = subprocess.Popen(
             cmd,

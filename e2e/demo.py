@@ -137,7 +137,7 @@ def main() -> int:
         with log.open("wb") as out:
             operator = subprocess.Popen(
                 [sys.executable, "-m", "rayscale", "run", "--namespace", NS, "--liveness", "",
-                 "--autoscaler-interval", "2"],
+                 "--metrics-port", "0", "--autoscaler-interval", "2"],
                 env={**os.environ, "KUBECONFIG": sa_kubeconfig}, stdout=out, stderr=subprocess.STDOUT,
                 preexec_fn=localk8s.set_parent_death_signal,
             )  # fmt: skip

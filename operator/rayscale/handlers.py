@@ -46,6 +46,10 @@ class Runtime:
     namespaces: list[str] | None
     autoscaler_config: AutoscalerConfig | None = None  # None: no autoscaler
     run_controller: bool = True
+    metrics_port: int = 0  # 0: no /metrics endpoint
+    metrics_address: str = "0.0.0.0"
+    kube_api_qps: float = 0.0  # 0: no client-side rate limit
+    kube_api_burst: int = 0
     controller: RayClusterController | None = None
     autoscaler: Autoscaler | None = None
     health: WatchHealth | None = None
@@ -123,7 +127,7 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     settings.watching.label_selectors["pods"] = L.RAY_CLUSTER
     settings.watching.label_selectors["services"] = L.RAY_CLUSTER
 
-    api = await make_api_client()
+    api = await make_api_client(qps=runtime.kube_api_qps, burst=runtime.kube_api_burst)
     runtime.recorder = EventRecorder(api)
     runtime.recorder.start()
     source = IndexSource(runtime)

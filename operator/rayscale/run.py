@@ -20,8 +20,25 @@ def register(subparsers: Any) -> None:
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
     p.add_argument("--mode", choices=MODES, default="all", help="which halves to run (default: all)")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
-    p.add_argument("--liveness", default="http://0.0.0.0:8080/healthz",
+    p.add_argument("--liveness", default="http://0.0.0.0:8081/healthz",
                    help="liveness endpoint URL, or '' to disable (default: %(default)s)")  # fmt: skip
+    p.add_argument("--metrics-port", type=int, default=8080,
+                   help="serve Prometheus metrics on this port at /metrics, 0 to disable "
+                   "(default: %(default)s)")  # fmt: skip
+    p.add_argument("--metrics-address", default="0.0.0.0",
+                   help="address the metrics endpoint binds (default: %(default)s)")  # fmt: skip
+    p.add_argument("--leader-elect", action="store_true",
+                   help="take a Lease before acting, so only one of several replicas is active")  # fmt: skip
+    p.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE") or "default",
+                   help="namespace of the Lease (default: $POD_NAMESPACE or 'default')")  # fmt: skip
+    p.add_argument("--leader-election-id", default="rayscale",
+                   help="name of the Lease (default: %(default)s)")  # fmt: skip
+    p.add_argument("--kube-api-qps", type=float, default=50.0,
+                   help="sustained requests per second rayscale sends to the API server, 0 for no "
+                   "limit (default: %(default)s)")  # fmt: skip
+    p.add_argument("--kube-api-burst", type=int, default=100,
+                   help="requests allowed in a burst above --kube-api-qps "
+                   "(default: %(default)s)")  # fmt: skip
     p.add_argument(
         "--concurrency", type=int, default=16, help="clusters reconciled in parallel (default: 16)"
     )
@@ -76,6 +93,10 @@ async def run_operator(args: argparse.Namespace) -> int:
         namespaces=namespaces,
         autoscaler_config=autoscaler,
         run_controller=args.mode in ("all", "controller"),
+        metrics_port=args.metrics_port,
+        metrics_address=args.metrics_address,
+        kube_api_qps=args.kube_api_qps,
+        kube_api_burst=args.kube_api_burst,
     )
     await kopf.operator(
         registry=handlers.registry,

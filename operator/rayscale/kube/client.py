@@ -7,7 +7,9 @@ import os
 from kubernetes_asyncio import client, config
 
 
-async def make_api_client(kubeconfig: str | None = None) -> client.ApiClient:
+async def make_api_client(
+    kubeconfig: str | None = None, *, qps: float = 0.0, burst: int = 0
+) -> client.ApiClient:
     cfg = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG")
     if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
