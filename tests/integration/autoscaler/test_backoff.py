@@ -1,0 +1,174 @@
+"""Launch failures on the local control plane: a group whose pods no node takes is removed after the
+provisioning timeout (LAUNCH_FAILED), backs off, and its demand moves to a group that schedules.
+
+Two GPU groups can hold a ``{GPU: 1}`` bundle. The scheduler ranks groups that take the same work
+by unused capacity, so it picks ``gpu-bad`` (1 CPU, 1Gi per pod; also listed first) over
+``gpu-good`` (4 CPU, 8Gi). ``gpu-bad``'s pods ask for a node label no node has, so kube-scheduler
+leaves them Pending (Unschedulable). The cluster's ``rayscale.io/max-node-provision-seconds: "5"``
+makes them launch failures after 5 s; the backoff is then 5 minutes, far longer than the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client, watch
+
+from tests.integration.autoscaler.test_resource_requests import NAME, RRR, request
+from tests.integration.controller.conftest import Operator
+from tests.integration.controller.helpers import GROUP, PLURAL, VERSION, Kube, example, names
+from tests.integration.polling import eventually
+
+pytestmark = pytest.mark.integration
+BAD, GOOD = "gpu-bad", "gpu-good"
+NOWHERE = {"rayscale.io/test-pool": "no-such-pool"}  # no node of e2e/nodes.yaml has this label
+
+
+def gpu_group(
+    name: str, cpu: str, memory: str, node_selector: dict[str, str] | None = None
+) -> dict[str, Any]:
+    group: dict[str, Any] = copy.deepcopy(example("raycluster-basic.yaml")["spec"]["workerGroupSpecs"][0])
+    group.update({"groupName": name, "replicas": 0, "minReplicas": 0, "maxReplicas": 4})
+    amounts = {"cpu": cpu, "memory": memory, "nvidia.com/gpu": 1}
+    group["template"]["spec"]["containers"][0]["resources"] = {"requests": amounts, "limits": amounts}
+    if node_selector:
+        group["template"]["spec"]["nodeSelector"] = node_selector
+    return group
+
+
+def two_gpu_groups() -> dict[str, Any]:
+    body = example("raycluster-basic.yaml")
+    body["metadata"]["annotations"] = {
+        "rayscale.io/gcs-address": "127.0.0.1:1",  # no Ray: the GCS is unreachable
+        "rayscale.io/max-node-provision-seconds": "5",
+    }
+    body["spec"]["enableInTreeAutoscaling"] = True
+    body["spec"]["workerGroupSpecs"] = [
+        gpu_group(BAD, "1", "1Gi", NOWHERE),
+        gpu_group(GOOD, "4", "8Gi"),
+    ]
+    return body
+
+
+@pytest.fixture
+def kube(api: client.ApiClient, namespace: str) -> Kube:
+    return Kube(api, namespace)
+
+
+@contextlib.asynccontextmanager
+async def recording(kube: Kube) -> AsyncIterator[list[dict[str, Any]]]:
+    """Every version of the RayCluster's worker groups, as a watch shows them, from now on."""
+    seen: list[dict[str, Any]] = []
+    stream = watch.Watch()
+
+    async def run() -> None:
+        async for event in stream.stream(
+            kube.objects.list_namespaced_custom_object, GROUP, VERSION, kube.ns, PLURAL,
+            field_selector=f"metadata.name={NAME}",
+        ):  # fmt: skip
+            if event["type"] in ("ADDED", "MODIFIED"):
+                specs = event["raw_object"]["spec"]["workerGroupSpecs"]
+                seen.append({g["groupName"]: g for g in specs})
+
+    task = asyncio.create_task(run())
+    try:
+        yield seen
+    finally:
+        stream.stop()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await stream.close()
+
+
+async def _replicas(kube: Kube) -> dict[str, int]:
+    specs = (await kube.get(NAME))["spec"]["workerGroupSpecs"]
+    return {g["groupName"]: g.get("replicas", 0) for g in specs}
+
+
+async def _phase(kube: Kube) -> str:
+    body = await kube.objects.get_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], "reserve-gpus")
+    return str((body.get("status") or {}).get("phase"))
+
+
+async def _unschedulable(kube: Kube, count: int) -> list[Any]:
+    """The live `gpu-bad` pods when exactly `count` exist, all Pending and refused by kube-scheduler."""
+    pods = await kube.workers(NAME, group=BAD, live=True)
+
+    def refused(pod: Any) -> bool:
+        conditions = pod.status.conditions or []
+        return any(c.type == "PodScheduled" and c.reason == "Unschedulable" for c in conditions)
+
+    ok = len(pods) == count and all(p.status.phase == "Pending" and refused(p) for p in pods)
+    return pods if ok else []
+
+
+async def test_unschedulable_group_backs_off_and_its_demand_moves_to_the_fallback(
+    kube: Kube,
+    autoscaling_operator: Operator,
+) -> None:
+    async with recording(kube) as history:
+        await kube.create(two_gpu_groups())
+        await kube.objects.create_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], request(2))
+
+        # The cheaper group is chosen first; kube-scheduler finds no node for its pods.
+        await eventually(
+            lambda: any(v[BAD].get("replicas") == 2 for v in history), timeout=60, message=f"{BAD} -> 2"
+        )
+        stuck = names(
+            await eventually(
+                lambda: _unschedulable(kube, 2), timeout=60, message=f"2 {BAD} pods Unschedulable"
+            )
+        )
+        assert await kube.workers(NAME, group=GOOD, live=True) == []
+
+        # After 5 s pending: removed as launch failures, and the bundles go to the fallback group.
+        await eventually(
+            lambda: _backing_off(kube), timeout=60, message=f"a Warning BackingOff Event naming {BAD}"
+        )
+        removal = next(v for v in history if v[BAD].get("scaleStrategy", {}).get("workersToDelete"))
+        assert set(removal[BAD]["scaleStrategy"]["workersToDelete"]) == stuck
+        assert removal[BAD]["replicas"] == 0
+        assert removal[GOOD]["replicas"] == 2  # the same patch moved the demand
+        scaled_down = [e.message for e in await kube.events("ScaledDown")]
+        assert f"group {BAD}: 2 -> 0 replicas (LAUNCH_FAILED)" in scaled_down
+
+        await eventually(
+            lambda: kube.running_workers(NAME, 2, group=GOOD), timeout=60, message=f"2 {GOOD} pods Running"
+        )
+        await eventually(lambda: _gone(kube, BAD), timeout=60, message=f"the {BAD} pods deleted")
+        await eventually(lambda: _is(kube, "Satisfied"), timeout=60, message="the request Satisfied")
+
+        # More demand while gpu-bad backs off: gpu-bad would be preferred, yet gpu-good takes it.
+        await kube.objects.patch_namespaced_custom_object(
+            *RRR[:2], kube.ns, RRR[2], "reserve-gpus",
+            [{"op": "replace", "path": "/spec/bundles/0/count", "value": 4}],
+            _content_type="application/json-patch+json",
+        )  # fmt: skip
+        await eventually(
+            lambda: kube.running_workers(NAME, 4, group=GOOD), timeout=60, message=f"4 {GOOD} pods Running"
+        )
+        await eventually(lambda: _is(kube, "Satisfied"), timeout=60, message="the request Satisfied again")
+        assert await _replicas(kube) == {BAD: 0, GOOD: 4}
+        first_removal = history.index(removal)
+        relaunched = [v[BAD]["replicas"] for v in history[first_removal:] if v[BAD].get("replicas")]
+        assert relaunched == [], f"{BAD} scaled up again during its backoff"
+        assert len(await kube.events("BackingOff")) == 1
+
+
+async def _backing_off(kube: Kube) -> bool:
+    events = await kube.events("BackingOff")
+    return any(e.type == "Warning" and f"group {BAD}:" in e.message for e in events)
+
+
+async def _gone(kube: Kube, group: str) -> bool:
+    return await kube.workers(NAME, group=group) == []
+
+
+async def _is(kube: Kube, phase: str) -> bool:
+    return await _phase(kube) == phase
