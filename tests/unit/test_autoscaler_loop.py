@@ -156,7 +156,8 @@ async def test_unchanged_status_is_not_written(monkeypatch: pytest.MonkeyPatch) 
     api = Api(monkeypatch)
     done = {"phase": "Satisfied", "reason": None, "message": "the cluster can hold every bundle",
             "observedGeneration": 1}  # fmt: skip
-    source = Source(rc(gpu_group(replicas=3)), requests=[rrr(3, status=done)])
+    running = [pod(f"rc-gpu-{n}", "gpu") for n in "abc"]
+    source = Source(rc(gpu_group(replicas=3)), running, requests=[rrr(3, status=done)])
     await autoscaler(source).step(KEY)
     assert (api.patches, api.statuses) == ([], [])
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
+from raycluster_factory import cluster, group, pod
+
 from rayscale.autoscaler.requests import decision_status, pending_status, status_patch
+from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import Decision, GroupDecision, Unmet, UnmetReason
+from rayscale.autoscaler.snapshot import build_snapshot
 
 REQUEST = {"metadata": {"name": "r", "namespace": "ns", "generation": 3}, "status": {}}
 
@@ -45,3 +52,25 @@ def test_satisfied_only_once_the_capacity_runs() -> None:
                        terminate=(), unmet=(), placements=())  # fmt: skip
     assert decision_status(REQUEST, settled, starting=2)["phase"] == "Pending"
     assert decision_status(REQUEST, settled)["phase"] == "Satisfied"
+
+
+def _round(replicas: int, pods: list[dict[str, Any]], bundles: int) -> Decision:
+    """The decision of a round on a cluster of 1-CPU workers with `replicas` in its spec."""
+    body = cluster(group("cpu", replicas=replicas), autoscaling=True)
+    spec = {"clusterName": "rc", "bundles": [{"resources": {"CPU": 1}, "count": bundles}]}
+    request = {"metadata": {"name": "r", "namespace": "ns"}, "spec": spec}
+    snapshot = build_snapshot(body, pods, None, [request], (), datetime(2026, 1, 1, tzinfo=UTC))
+    return schedule(snapshot)
+
+
+def test_pending_while_patched_replicas_have_no_pods_yet() -> None:
+    # Between the scale-up patch and the controller creating the pods, the spec's replicas are
+    # "unborn" pending nodes: nothing launches and no pod starts, yet nothing runs either.
+    assert decision_status(REQUEST, _round(3, [], 3))["phase"] == "Pending"
+    one_running = [pod("cpu-a", "cpu")]
+    assert decision_status(REQUEST, _round(3, one_running, 3))["phase"] == "Pending"
+    all_running = [pod(f"cpu-{n}", "cpu") for n in "abc"]
+    status = decision_status(REQUEST, _round(3, all_running, 3))
+    assert status["phase"] == "Satisfied"
+    # Bundles that running workers hold are satisfied even while an extra replica is unborn.
+    assert decision_status(REQUEST, _round(4, all_running, 3))["phase"] == "Satisfied"

@@ -1,9 +1,10 @@
 """RayResourceRequest status from one decision (pure).
 
 All requests bound to a cluster join one all-or-nothing constraint set, so they share a verdict:
-``Satisfied`` when the decision left no constraint unmet and no worker is still launching
-(``Pending`` while they launch), else ``Unsatisfiable`` with the scheduler's reason. A request
-whose cluster does not exist (or does not autoscale) is ``Pending``.
+``Satisfied`` when the decision left no constraint unmet, every bundle is placed on a worker that
+runs and no worker is still launching (``Pending`` while they launch or start, also between the
+scale-up patch and the controller creating the pods), else ``Unsatisfiable`` with the scheduler's
+reason. A request whose cluster does not exist (or does not autoscale) is ``Pending``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rayscale.autoscaler.scheduling.model import Decision, Unmet
+from rayscale.autoscaler.scheduling.model import Decision, Target, Unmet
 
 __all__ = ["decision_status", "pending_status", "status_patch"]
 
@@ -32,17 +33,34 @@ def decision_status(request: Obj, decision: Decision, *, starting: int = 0) -> d
     """The status of `request` after `decision` on its cluster.
 
     `starting` counts the cluster's worker pods that exist but do not run yet. The request is
-    Satisfied only once the capacity exists: nothing left to launch and no worker still starting.
+    Satisfied only once the capacity exists: nothing left to launch, no worker still starting, and
+    no bundle placed on a host that does not run (a pod not running, or a replica the spec asks
+    for whose pod does not exist yet).
     """
     unmet = [u for u in decision.unmet if u.kind == "constraint"]
     if not unmet:
         launching = sum(g.launch for g in decision.groups.values()) + starting
+        waiting = _waiting_bundles(decision)
         if launching:
             return _status(request, "Pending", None, f"scaling up: {launching} worker(s) launching")
+        if waiting:
+            message = f"scaling up: {waiting} bundle(s) wait for workers that do not run yet"
+            return _status(request, "Pending", None, message)
         return _status(request, "Satisfied", None, "the cluster can hold every bundle")
     parts = "; ".join(_describe(u) for u in unmet)
     message = f"the cluster cannot hold the requested bundles (all or nothing): {parts}"
     return _status(request, "Unsatisfiable", str(unmet[0].reason), message)
+
+
+def _waiting_bundles(decision: Decision) -> int:
+    """Constraint bundles the decision placed on hosts that do not run yet (pending or new)."""
+    return sum(
+        t.count
+        for p in decision.placements
+        if p.kind == "constraint"
+        for t in p.targets
+        if t.on is not Target.RUNNING
+    )
 
 
 def pending_status(request: Obj, message: str) -> dict[str, Any]:
