@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -85,11 +87,32 @@ def summary(results: dict[str, Any]) -> str:
 
 def write_section(path: Path, results: dict[str, Any], notes: str = "") -> None:
     """Replace (or append) the Scheduler section; every other section stays as it is."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
     section = render(results) + (("\n" + notes.strip() + "\n") if notes.strip() else "")
-    pattern = re.compile(rf"^{re.escape(TITLE)}\n.*?(?=^## |\Z)", re.S | re.M)
+    replace_section(path, TITLE, section)
+
+
+def replace_section(path: Path, title: str, section: str) -> None:
+    """Replace (or append) the section headed `title` with `section`; every other section stays."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    pattern = re.compile(rf"^{re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
     if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text, count=1)
+        text = pattern.sub(lambda _: section.rstrip("\n") + "\n\n", text, count=1)
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text.rstrip("\n") + "\n")
+
+
+def paragraphs(title: str, *texts: str) -> list[str]:
+    """A section's heading and its paragraphs, wrapped at 100 columns, as lines ending in a blank."""
+    lines = [title, ""]
+    for text in texts:
+        lines += [textwrap.fill(text, width=100, break_on_hyphens=False), ""]
+    return lines
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """--note, --out, --write-docs and --docs-from, as every benchmark that writes a section has them."""
+    parser.add_argument("--note", default="", help="a sentence for the docs, e.g. what else ran")
+    parser.add_argument("--out", type=Path, help="also write the results as JSON here")
+    parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--docs-from", type=Path, help="only rewrite the docs from a JSON of --out")

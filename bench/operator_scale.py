@@ -33,20 +33,20 @@ import datetime
 import json
 import os
 import platform
-import re
 import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
+
+from bench.docs import add_output_options, paragraphs, replace_section
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "e2e" / "localk8s"))
@@ -424,12 +424,7 @@ def render(r: dict[str, Any]) -> str:
         " Reproduce with `make bench-operator` (or `" + COMMAND + "`)."
     )
     lines = [
-        TITLE,
-        "",
-        textwrap.fill(about, width=100, break_on_hyphens=False),
-        "",
-        textwrap.fill(measured, width=100, break_on_hyphens=False),
-        "",
+        *paragraphs(TITLE, about, measured),
         "| case | pods | CRs created s | pods created s | pods Running s |",
         "|---|---:|---:|---:|---:|",
         f"| 1 RayCluster, worker `replicas: 0 -> {s['replicas']}` (from the patch) | {s['replicas']}"
@@ -445,14 +440,7 @@ def render(r: dict[str, Any]) -> str:
 
 def write_section(path: Path, results: dict[str, Any]) -> None:
     """Replace (or append) this section; every other section stays as it is."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    section = render(results)
-    pattern = re.compile(rf"^{re.escape(TITLE)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text.rstrip("\n") + "\n")
+    replace_section(path, TITLE, render(results))
 
 
 # --------------------------------------------------------------------------- main
@@ -488,37 +476,41 @@ def kubernetes_version(cluster: testcluster.ClusterHandle) -> str:
         return "unknown"
 
 
+def measure(
+    bench: Callable[[testcluster.ClusterHandle], Coroutine[Any, Any, dict[str, Any]]], note: str
+) -> dict[str, Any]:
+    """The results of `bench` on the cluster (acquired and released here), with where and when."""
+    load = os.getloadavg()[0]
+    cluster = testcluster.acquire()
+    try:
+        version = kubernetes_version(cluster)
+        results = asyncio.run(bench(cluster))
+    finally:
+        cluster.stop()
+    cpu = platform.processor() or platform.machine()
+    return results | {
+        "machine": f"{cpu}, {os.cpu_count()} cores (shared), Python {platform.python_version()}",
+        "date": datetime.date.today().isoformat(),
+        "load": load,
+        "kubernetes": version,
+        "cluster": cluster.origin,
+        "note": note,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--replicas", type=int, default=100, help="case 1: workers to scale to")
     parser.add_argument("--clusters", type=int, default=50, help="case 2: RayClusters")
     parser.add_argument("--workers", type=int, default=10, help="case 2: workers per RayCluster")
     parser.add_argument("--timeout", type=float, default=900, help="deadline per case, seconds")
-    parser.add_argument("--note", default="", help="a sentence for the docs, e.g. what else ran")
-    parser.add_argument("--out", type=Path, help="also write the results as JSON here")
-    parser.add_argument("--write-docs", action="store_true")
-    parser.add_argument("--docs-from", type=Path, help="only rewrite the docs from a JSON of --out")
+    add_output_options(parser)
     args = parser.parse_args(argv)
     if args.docs_from:
         write_section(DOCS, json.loads(args.docs_from.read_text()))
         return 0
 
-    load = os.getloadavg()[0]
-    cluster = testcluster.acquire()
-    try:
-        version = kubernetes_version(cluster)
-        results = asyncio.run(run(cluster, args))
-    finally:
-        cluster.stop()
-    cpu = platform.processor() or platform.machine()
-    results |= {
-        "machine": f"{cpu}, {os.cpu_count()} cores (shared), Python {platform.python_version()}",
-        "date": datetime.date.today().isoformat(),
-        "load": load,
-        "kubernetes": version,
-        "cluster": cluster.origin,
-        "note": args.note,
-    }
+    results = measure(lambda cluster: run(cluster, args), args.note)
     print(json.dumps(results, indent=2))
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
