@@ -73,6 +73,10 @@ bench: install ## scheduler vs Ray 2.60 (installs Ray into its own venv on first
 bench-operator: install cluster-build ## the controller on the local control plane: 0 -> 100 workers, 50 clusters at once
 	$(PY) -m bench.operator_scale --write-docs
 
+.PHONY: bench-autoscaler
+bench-autoscaler: install cluster-build ## the autoscaler on the local control plane: RayResourceRequest -> patched replicas -> Running pods
+	$(PY) -m bench.autoscaler_reaction --write-docs
+
 # ---- Ray GCS protobuf bindings (operator/rayscale/ray/protos; generated, git-ignored) ----
 RAY_PROTOS := operator/rayscale/ray/protos
 RAY_PROTO_STAMP := $(RAY_PROTOS)/.generated
