@@ -1,0 +1,46 @@
+"""A token bucket for the requests rayscale sends to the API server (client-go's QPS and burst).
+
+The bucket holds up to `burst` tokens and gains `qps` tokens a second. A request takes one token;
+when none is left it *reserves* the next one and sleeps (asyncio, never blocking the loop) until
+that token exists. Reservations are handed out in call order, so waiters are served first come,
+first served, and the sustained rate never exceeds `qps` however many tasks ask at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+
+class TokenBucket:
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    ) -> None:
+        if qps <= 0:
+            raise ValueError("qps must be positive (no bucket at all means no limit)")
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = float(self.burst)  # may go negative: tokens reserved by waiters
+        self._updated = clock()
+
+    def reserve(self) -> float:
+        """Take a token now and return how many seconds to wait before using it (0: at once)."""
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._updated) * self.qps)
+        self._updated = now
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+
+    async def take(self) -> None:
+        """Wait for a token. A cancelled waiter still used its reservation (as in client-go)."""
+        delay = self.reserve()
+        if delay > 0:
+            await self._sleep(delay)

@@ -1,0 +1,101 @@
+"""The client-side rate limit (--kube-api-qps / --kube-api-burst), on virtual time."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from rayscale.kube.client import RateLimitedApiClient
+from rayscale.kube.ratelimit import TokenBucket
+
+
+class VirtualTime:
+    """A clock that moves only when the test says; sleeps are recorded, not slept."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.log: list[tuple[str, float]] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.log.append(("sleep", seconds))
+        await asyncio.sleep(0)  # let the others run: a real sleep would
+
+
+def bucket(qps: float, burst: int, vt: VirtualTime) -> TokenBucket:
+    return TokenBucket(qps, burst, clock=vt.clock, sleep=vt.sleep)
+
+
+def test_a_full_bucket_lets_a_burst_through_then_paces_at_qps() -> None:
+    vt = VirtualTime()
+    b = bucket(10, 3, vt)
+    delays = [b.reserve() for _ in range(6)]
+    assert delays[:3] == [0, 0, 0]
+    assert delays[3:] == pytest.approx([0.1, 0.2, 0.3])
+
+
+def test_tokens_refill_with_time_up_to_burst() -> None:
+    vt = VirtualTime()
+    b = bucket(2, 4, vt)
+    for _ in range(4):
+        assert b.reserve() == 0
+    vt.now = 1.0  # 2 tokens back
+    assert [b.reserve(), b.reserve()] == [0, 0]
+    assert b.reserve() == pytest.approx(0.5)
+    vt.now = 100.0  # a long idle time refills to burst, not beyond
+    assert [b.reserve() for _ in range(4)] == [0, 0, 0, 0]
+    assert b.reserve() == pytest.approx(0.5)
+
+
+def test_burst_below_one_still_allows_one_request() -> None:
+    b = bucket(1, 0, VirtualTime())
+    assert b.reserve() == 0
+    assert b.reserve() == pytest.approx(1.0)
+
+
+def test_qps_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="qps"):
+        TokenBucket(0, 10)
+
+
+async def test_concurrent_takers_are_paced_in_order() -> None:
+    vt = VirtualTime()
+    b = bucket(4, 2, vt)
+
+    async def one(i: int) -> None:
+        await b.take()
+        vt.log.append(("done", i))
+
+    await asyncio.gather(*(one(i) for i in range(6)))
+    # Two go at once; the others wait a quarter second more each, all at the same virtual instant.
+    waits = [s for what, s in vt.log if what == "sleep"]
+    assert waits == pytest.approx([0.25, 0.5, 0.75, 1.0])
+    assert [i for what, i in vt.log if what == "done"] == [0, 1, 2, 3, 4, 5]
+
+
+async def test_every_request_of_the_api_client_takes_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    vt = VirtualTime()
+
+    async def fake_request(self: Any, method: str, url: str, **_: Any) -> object:
+        vt.log.append((method, 0))
+        return object()
+
+    monkeypatch.setattr(client.ApiClient, "request", fake_request)
+    cfg = client.Configuration(host="https://example.invalid")
+    api = RateLimitedApiClient(cfg, bucket(2, 1, vt))
+    try:
+        core = client.CoreV1Api(api)
+        await asyncio.gather(
+            core.list_namespaced_pod("a", _preload_content=False),
+            core.delete_namespaced_pod("p", "a", _preload_content=False),
+            core.create_namespaced_service("a", {}, _preload_content=False),
+        )
+    finally:
+        await api.close()
+    # The first request goes at once, each later one only after its wait.
+    assert vt.log == [("GET", 0), ("sleep", 0.5), ("sleep", 1.0), ("DELETE", 0), ("POST", 0)]
