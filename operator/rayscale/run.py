@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
+import signal
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 log = logging.getLogger("rayscale")
 MODES = ("all", "controller", "autoscaler")
+LOST_STOP_SECONDS = 3.0  # the renew deadline (10 s) + this stays below the lease duration (15 s)
 
 
 def register(subparsers: Any) -> None:
@@ -98,12 +102,87 @@ async def run_operator(args: argparse.Namespace) -> int:
         kube_api_qps=args.kube_api_qps,
         kube_api_burst=args.kube_api_burst,
     )
-    await kopf.operator(
-        registry=handlers.registry,
-        clusterwide=namespaces is None,
-        namespaces=namespaces or [],
-        standalone=True,
-        liveness_endpoint=args.liveness or None,
-        memo=kopf.Memo(runtime=runtime),
-    )
+
+    def run_kopf() -> Coroutine[Any, Any, None]:
+        return kopf.operator(
+            registry=handlers.registry,
+            clusterwide=namespaces is None,
+            namespaces=namespaces or [],
+            standalone=True,
+            liveness_endpoint=args.liveness or None,
+            memo=kopf.Memo(runtime=runtime),
+        )
+
+    if args.leader_elect:
+        return await run_as_leader(args, run_kopf)
+    await run_kopf()
     return 0
+
+
+async def run_as_leader(args: argparse.Namespace, run_kopf: Callable[[], Coroutine[Any, Any, None]]) -> int:
+    """Wait for the Lease, run kopf while we hold it; stop at once (exit 1) when we lose it, as
+    controller-runtime does: the pod restarts and competes again. A clean stop releases it."""
+    from rayscale.kube import standby
+    from rayscale.kube.client import make_api_client
+    from rayscale.kube.leader import KubeLeaseStore, LeaderElector, default_identity
+
+    # A client of its own, without the rate limit: renewals never queue behind reconciles.
+    api = await make_api_client()
+    store = KubeLeaseStore(api, args.leader_election_namespace, args.leader_election_id)
+    elector = LeaderElector(store, default_identity())
+    try:
+        health = await standby.serve(args.liveness) if args.liveness else None
+        try:
+            if not await _unless_signalled(elector.acquire()):
+                log.info("stopped while waiting for leadership")
+                return 0
+        finally:
+            if health is not None:
+                await health.cleanup()
+        operator = asyncio.create_task(run_kopf(), name="rayscale-kopf")
+        keeper = asyncio.create_task(elector.hold(), name="rayscale-lease")
+        await asyncio.wait({operator, keeper}, return_when=asyncio.FIRST_COMPLETED)
+        if keeper.done():
+            return await _stop_lost(operator)
+        keeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeper
+        try:
+            operator.result()
+        finally:
+            await elector.release()
+        return 0
+    finally:
+        await api.close()
+
+
+async def _unless_signalled(work: Coroutine[Any, Any, None]) -> bool:
+    """Run `work`; False when SIGTERM or SIGINT came first (kopf handles them once it runs)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.create_task(work)
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for sig in signals:
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise
+        return False
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+    return True
+
+
+async def _stop_lost(operator: asyncio.Task[None]) -> int:
+    """Leadership lost: cancel kopf (our handlers stop at their next await) and exit 1; if it
+    does not stop within a few seconds, exit anyway, before a standby can take over."""
+    log.error("leadership lost: stopping")
+    operator.cancel()
+    done, _ = await asyncio.wait({operator}, timeout=LOST_STOP_SECONDS)
+    if not done:
+        log.error("kopf did not stop within %ss after losing leadership: exiting", LOST_STOP_SECONDS)
+        logging.shutdown()
+        os._exit(1)
+    return 1

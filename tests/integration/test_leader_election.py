@@ -1,0 +1,134 @@
+"""Leader election (`rayscale run --leader-elect`) with real processes on the local control plane.
+
+Two or three `rayscale run` processes share one Lease in the test namespace: only the holder runs kopf
+and reconciles; the others say whom they wait for. SIGKILL of the leader: a standby takes over once
+the Lease expires. SIGTERM: the leader releases the Lease and a standby takes it at its next poll. A
+leader that finds someone else holding the Lease stops at once and exits 1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from testcluster import ClusterHandle
+
+from tests.integration.controller.conftest import Operator, raycluster_crd  # noqa: F401 (fixture)
+from tests.integration.controller.helpers import Kube, example
+from tests.integration.polling import eventually
+
+LEASE = "rayscale"
+BECAME = re.compile(r"became leader: Lease \S+ held by (\S+)")
+
+
+@pytest.fixture
+def start(
+    cluster: ClusterHandle,
+    namespace: str,
+    raycluster_crd: None,  # noqa: F811
+) -> Iterator[Callable[[], Operator]]:
+    """Start `rayscale run --leader-elect` processes; all are stopped after. Their logs are printed
+    (pytest shows captured output only for a failed test)."""
+    started: list[Operator] = []
+
+    def one() -> Operator:
+        op = Operator(cluster, namespace, extra=["--leader-elect", "--leader-election-namespace", namespace])
+        op.start()
+        started.append(op)
+        return op
+
+    yield one
+    for i, op in enumerate(started):
+        op.stop()
+        print(f"--- rayscale #{i} ({op.log}) ---\n{op.log.read_text(errors='replace')[-5000:]}")
+        op.log.unlink(missing_ok=True)
+
+
+def leader_identity(op: Operator) -> str:
+    found = BECAME.search(op.log.read_text(errors="replace"))
+    return found.group(1) if found else ""
+
+
+def waits_for(op: Operator, identity: str) -> bool:
+    return f"waiting for leadership of Lease {op.namespace}/{LEASE} held by {identity}" in op.output()
+
+
+async def lease(api: client.ApiClient, namespace: str) -> dict[str, Any]:
+    raw = await client.CoordinationV1Api(api).read_namespaced_lease(LEASE, namespace, _preload_content=False)
+    body: dict[str, Any] = await raw.json()
+    return body
+
+
+async def holder(api: client.ApiClient, namespace: str) -> str:
+    try:
+        return str((await lease(api, namespace))["spec"].get("holderIdentity") or "")
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return ""
+        raise
+
+
+def exited(op: Operator) -> int | None:
+    assert op.proc is not None
+    return op.proc.poll()
+
+
+async def test_one_leader_reconciles_and_a_standby_takes_over(
+    api: client.ApiClient, namespace: str, start: Callable[[], Operator]
+) -> None:
+    kube = Kube(api, namespace)
+    first = start()
+    first_id = await eventually(lambda: leader_identity(first), timeout=60, message="the first one leads")
+    assert await holder(api, namespace) == first_id
+    second = start()
+    await eventually(lambda: waits_for(second, first_id), timeout=60, message="the second one waits")
+
+    body = example("raycluster-basic.yaml")
+    body["spec"]["workerGroupSpecs"][0]["replicas"] = 1
+    await kube.create(body)
+    await eventually(lambda: kube.running_workers("raycluster-basic", 1), timeout=90, message="1 worker")
+    assert len(await kube.pods("raycluster-basic")) == 2  # head and worker, created once
+    assert not leader_identity(second)
+    assert "kopf" not in second.output()  # the standby has not even started kopf
+
+    # SIGKILL: no release. The second takes over once the Lease expired, and reconciles.
+    first.kill()
+    second_id = await eventually(lambda: leader_identity(second), timeout=90, message="the second leads")
+    spec = (await lease(api, namespace))["spec"]
+    assert (spec["holderIdentity"], spec["leaseTransitions"]) == (second_id, 1)
+    await kube.set_group("raycluster-basic", 0, "replicas", 2)
+    await eventually(lambda: kube.running_workers("raycluster-basic", 2), timeout=90, message="2 workers")
+
+    # SIGTERM: the leader releases the Lease on its way out; a new standby takes it.
+    third = start()
+    await eventually(lambda: waits_for(third, second_id), timeout=60, message="the third one waits")
+    assert second.proc is not None
+    os.killpg(second.proc.pid, signal.SIGTERM)
+    assert await eventually(lambda: exited(second) is not None, timeout=60, message="the second exits")
+    assert exited(second) == 0
+    assert f"released Lease {namespace}/{LEASE}" in second.output()
+    third_id = await eventually(lambda: leader_identity(third), timeout=90, message="the third leads")
+    assert await holder(api, namespace) == third_id
+    await kube.set_group("raycluster-basic", 0, "replicas", 3)
+    await eventually(lambda: kube.running_workers("raycluster-basic", 3), timeout=90, message="3 workers")
+    assert len(await kube.pods("raycluster-basic", live=True)) == 4
+
+
+async def test_a_leader_that_loses_the_lease_exits_at_once(
+    api: client.ApiClient, namespace: str, start: Callable[[], Operator]
+) -> None:
+    op = start()
+    identity = await eventually(lambda: leader_identity(op), timeout=60, message="it leads")
+    body = await lease(api, namespace)
+    assert body["spec"]["holderIdentity"] == identity
+    body["spec"]["holderIdentity"] = "someone-else"  # as if another replica had taken it over
+    await client.CoordinationV1Api(api).replace_namespaced_lease(LEASE, namespace, body)
+    await eventually(lambda: exited(op) is not None, timeout=60, message="the old leader exits")
+    assert exited(op) == 1
+    assert f"Lease {namespace}/{LEASE} is held by someone-else" in op.output()
+    assert await holder(api, namespace) == "someone-else"  # it did not write the Lease back
