@@ -14,12 +14,14 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import client
 from testcluster import ClusterHandle
 
 from tests.integration.controller.conftest import Operator, raycluster_crd  # noqa: F401 (fixture)
 from tests.integration.controller.helpers import Kube, example
+from tests.integration.controller.test_liveness import free_port
 from tests.integration.polling import eventually
 
 LEASE = "rayscale"
@@ -31,13 +33,14 @@ def start(
     cluster: ClusterHandle,
     namespace: str,
     raycluster_crd: None,  # noqa: F811
-) -> Iterator[Callable[[], Operator]]:
+) -> Iterator[Callable[..., Operator]]:
     """Start `rayscale run --leader-elect` processes; all are stopped after. Their logs are printed
     (pytest shows captured output only for a failed test)."""
     started: list[Operator] = []
 
-    def one() -> Operator:
-        op = Operator(cluster, namespace, extra=["--leader-elect", "--leader-election-namespace", namespace])
+    def one(liveness: str = "") -> Operator:
+        extra = ["--leader-elect", "--leader-election-namespace", namespace]
+        op = Operator(cluster, namespace, liveness, extra=extra)
         op.start()
         started.append(op)
         return op
@@ -73,20 +76,34 @@ async def holder(api: client.ApiClient, namespace: str) -> str:
         raise
 
 
+async def probe(url: str) -> dict[str, Any] | None:
+    """The liveness endpoint's JSON when it answers 200."""
+    try:
+        async with aiohttp.ClientSession() as session, session.get(url) as resp:
+            return dict(await resp.json()) if resp.status == 200 else None
+    except aiohttp.ClientError:
+        return None
+
+
 def exited(op: Operator) -> int | None:
     assert op.proc is not None
     return op.proc.poll()
 
 
 async def test_one_leader_reconciles_and_a_standby_takes_over(
-    api: client.ApiClient, namespace: str, start: Callable[[], Operator]
+    api: client.ApiClient, namespace: str, start: Callable[..., Operator]
 ) -> None:
     kube = Kube(api, namespace)
     first = start()
     first_id = await eventually(lambda: leader_identity(first), timeout=60, message="the first one leads")
     assert await holder(api, namespace) == first_id
-    second = start()
+    url = f"http://127.0.0.1:{free_port()}/healthz"
+    second = start(url)
     await eventually(lambda: waits_for(second, first_id), timeout=60, message="the second one waits")
+    # A standby is alive (its liveness probe passes) before it leads.
+    assert await eventually(lambda: probe(url), timeout=30, message="standby probe") == {
+        "standby": "waiting for leadership"
+    }
 
     body = example("raycluster-basic.yaml")
     body["spec"]["workerGroupSpecs"][0]["replicas"] = 1
@@ -99,6 +116,11 @@ async def test_one_leader_reconciles_and_a_standby_takes_over(
     # SIGKILL: no release. The second takes over once the Lease expired, and reconciles.
     first.kill()
     second_id = await eventually(lambda: leader_identity(second), timeout=90, message="the second leads")
+
+    async def kopf_probe() -> bool:
+        return "watch" in (await probe(url) or {})
+
+    await eventually(kopf_probe, timeout=60, message="kopf's probe on the same port once it leads")
     spec = (await lease(api, namespace))["spec"]
     assert (spec["holderIdentity"], spec["leaseTransitions"]) == (second_id, 1)
     await kube.set_group("raycluster-basic", 0, "replicas", 2)
@@ -120,7 +142,7 @@ async def test_one_leader_reconciles_and_a_standby_takes_over(
 
 
 async def test_a_leader_that_loses_the_lease_exits_at_once(
-    api: client.ApiClient, namespace: str, start: Callable[[], Operator]
+    api: client.ApiClient, namespace: str, start: Callable[..., Operator]
 ) -> None:
     op = start()
     identity = await eventually(lambda: leader_identity(op), timeout=60, message="it leads")
