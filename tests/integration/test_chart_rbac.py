@@ -2,8 +2,9 @@
 
 `helm install` puts the chart into the real API server (no operator replica: there is no image
 registry here). rayscale then runs out of cluster with a kubeconfig that holds a token of the
-chart's ServiceAccount, and takes a RayCluster through create, scale-up, workersToDelete and
-delete. `kubectl auth can-i` with the same token proves what it may not do.
+chart's ServiceAccount, with leader election on its Lease in the release namespace, and takes a
+RayCluster through create, scale-up, workersToDelete and delete. `kubectl auth can-i` with the same
+token proves what it may not do: no Lease but its own, no Secret but the named auth token.
 """
 
 from __future__ import annotations
@@ -38,11 +39,14 @@ class Release:
         self.namespace = f"{self.name}-system"
         self.watched = watched
         self.sa = f"{self.name}-rayscale"
+        self.lease = self.sa  # the chart's full name
 
     def install(self) -> None:
         cmd = [self.helm, "install", self.name, str(CHART), "--namespace", self.namespace,
                "--create-namespace", "--skip-crds", "--set", "replicas=0",
-               "--set", f"watchNamespace={{{self.watched}}}"]  # fmt: skip
+               "--set", f"watchNamespace={{{self.watched}}}",
+               "--set", f"autoscaler.authTokenSecrets[0].namespace={self.watched}",
+               "--set", "autoscaler.authTokenSecrets[0].name=ray-token"]  # fmt: skip
         out = subprocess.run(
             cmd, env=self.cluster.env, capture_output=True, text=True, timeout=180, check=False
         )
@@ -102,13 +106,32 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("create", "services"),
         ("create", "events"),
         ("patch", "rayresourcerequests.rayscale.io/status"),
+        ("get", "secrets/ray-token"),
     ]
     for verb, resource in needed:
         assert can_i(cluster, kubeconfig, verb, resource, "-n", namespace), f"cannot {verb} {resource}"
+    # ... and its Lease, in the release namespace.
+    for verb, resource in [("create", "leases"), ("get", f"leases/{release.lease}"),
+                           ("update", f"leases/{release.lease}")]:  # fmt: skip
+        assert can_i(cluster, kubeconfig, verb, resource, "-n", release.namespace), (
+            f"cannot {verb} {resource}"
+        )
     # ... and nothing more.
     denied = [
         ("get", "secrets", "-n", namespace),
+        ("get", "secrets/other", "-n", namespace),
         ("list", "secrets", "-n", namespace),
+        ("watch", "secrets", "-n", namespace),
+        ("update", "secrets/ray-token", "-n", namespace),
+        ("get", "secrets/ray-token", "-n", release.namespace),
+        ("get", "leases", "-n", release.namespace),
+        ("list", "leases", "-n", release.namespace),
+        ("get", "leases/other", "-n", release.namespace),
+        ("update", "leases/other", "-n", release.namespace),
+        ("delete", f"leases/{release.lease}", "-n", release.namespace),
+        ("create", "leases", "-n", namespace),
+        ("get", f"leases/{release.lease}", "-n", namespace),
+        ("create", "leases", "-n", "kube-system"),
         ("delete", "rayclusters.ray.io", "-n", namespace),
         ("create", "rayclusters.ray.io", "-n", namespace),
         ("create", "deployments.apps", "-n", namespace),
@@ -128,7 +151,8 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
     with log.open("wb") as out:
         proc = subprocess.Popen(  # noqa: ASYNC220 (starts a long-lived child; never waits here)
             [sys.executable, "-m", "rayscale", "run", "--namespace", namespace, "--liveness", "",
-             "--metrics-port", "0", "--resync-seconds", "5"],
+             "--metrics-port", "0", "--resync-seconds", "5", "--leader-elect",
+             "--leader-election-namespace", release.namespace, "--leader-election-id", release.lease],
             env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             preexec_fn=localk8s.set_parent_death_signal,
         )  # fmt: skip
@@ -167,6 +191,8 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=30)
     text = log.read_text(errors="replace")
+    assert f"became leader: Lease {release.namespace}/{release.lease}" in text, text[-4000:]
+    assert f"released Lease {release.namespace}/{release.lease}" in text, text[-4000:]
     assert "Forbidden" not in text, text[-4000:]
     assert " 403" not in text, text[-4000:]
 
