@@ -3,7 +3,8 @@ settings, probes.
 
 No decisions are made here: every event only marks its RayCluster dirty; the controller's
 work queue runs one level-based reconcile per cluster at a time (rayscale.controller.runner), and
-the autoscaler's queue one autoscaling round (rayscale.autoscaler.loop).
+the autoscaler's queue one autoscaling round (rayscale.autoscaler.loop). Both report to one
+Prometheus registry, served at /metrics from a daemon thread (rayscale.metrics).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rayscale.controller.runner import ClusterKey, ControllerConfig, RayClusterC
 from rayscale.kube.client import make_api_client
 from rayscale.kube.events import EventRecorder
 from rayscale.kube.watchhealth import WatchHealth
+from rayscale.metrics import Metrics, process_registry, serve
 
 log = logging.getLogger(__name__)
 registry = kopf.OperatorRegistry()
@@ -57,6 +59,8 @@ class Runtime:
     tasks: list[asyncio.Task[None]] = dataclasses.field(default_factory=list)
     recorder: EventRecorder | None = None
     api: Any = None
+    metrics: Metrics | None = None
+    metrics_server: Any = None  # the WSGI server behind /metrics
 
 
 class IndexSource:
@@ -130,14 +134,22 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     api = await make_api_client(qps=runtime.kube_api_qps, burst=runtime.kube_api_burst)
     runtime.recorder = EventRecorder(api)
     runtime.recorder.start()
+    metrics = runtime.metrics = Metrics(process_registry())
+    if runtime.metrics_port:
+        runtime.metrics_server = serve(metrics, runtime.metrics_address, runtime.metrics_port)
+        log.info("serving metrics on %s:%d/metrics", runtime.metrics_address, runtime.metrics_port)
     source = IndexSource(runtime)
     runtime.health = WatchHealth(api, runtime.namespaces, source.resource_versions)
     runtime.tasks = [asyncio.create_task(runtime.health.run(), name="rayscale-watch-health")]
     if runtime.run_controller:
-        runtime.controller = RayClusterController(api, source, runtime.recorder, runtime.config)
+        runtime.controller = RayClusterController(
+            api, source, runtime.recorder, runtime.config, observer=metrics.queue("raycluster")
+        )
         runtime.tasks.append(asyncio.create_task(runtime.controller.run(), name="rayscale-controller"))
     if runtime.autoscaler_config is not None:
-        runtime.autoscaler = Autoscaler(api, source, runtime.recorder, runtime.autoscaler_config)
+        runtime.autoscaler = Autoscaler(
+            api, source, runtime.recorder, runtime.autoscaler_config, metrics=metrics
+        )
         runtime.tasks.append(asyncio.create_task(runtime.autoscaler.run(), name="rayscale-autoscaler"))
     runtime.api = api
 
@@ -158,6 +170,8 @@ async def shutdown(memo: Any, **_: Any) -> None:
             await task
     if runtime.recorder is not None:
         await runtime.recorder.stop()
+    if runtime.metrics_server is not None:
+        await asyncio.to_thread(runtime.metrics_server.shutdown)
     if runtime.api is not None:
         await runtime.api.close()
 

@@ -91,6 +91,7 @@ class Api:
     ):
         self.patches: list[list[dict[str, Any]]] = []
         self.statuses: list[tuple[str, dict[str, Any]]] = []
+        self.cluster_statuses: list[dict[str, Any]] = []  # status.autoscaler patches
         self.conflicts = conflicts
         self.fresh = fresh
 
@@ -109,7 +110,13 @@ class Api:
 
         monkeypatch.setattr(ops, "json_patch_raycluster", json_patch)
         monkeypatch.setattr(ops, "get_raycluster", get)
+
+        async def cluster_status(api: Any, ns: str, name: str, patch: dict[str, Any]) -> bool:
+            self.cluster_statuses.append(patch["status"])
+            return True
+
         monkeypatch.setattr(ops, "patch_rayresourcerequest_status", status)
+        monkeypatch.setattr(ops, "patch_raycluster_status", cluster_status)
         monkeypatch.setattr(loop, "GcsClient", FakeGcs)
         FakeGcs.state, FakeGcs.accept, FakeGcs.drained = None, True, []
 

@@ -187,8 +187,52 @@ class HeadInfo(KubeModel):
     service_name: str | None = None
 
 
+class AutoscalerGroupStatus(KubeModel):
+    """One worker group in the autoscaler's latest decision (counts in replicas)."""
+
+    name: str
+    current: int = int32(0)  # replicas that exist or are being created, not being deleted
+    desired: int = int32(0)  # replicas after the decision
+    pending: int = int32(0)  # current replicas not running yet
+    idle: int = int32(0)  # running replicas idle according to Ray
+    backoff_until: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+
+
+class UnmetDemandStatus(KubeModel):
+    """Demand the latest decision could not place, and why."""
+
+    kind: Literal["demand", "gang", "constraint"]
+    resources: dict[str, float] | None = None  # one task, actor or bundle (demand, constraint)
+    bundles: list[dict[str, float]] | None = None  # the bundles of one placement group (gang)
+    strategy: str | None = None  # the placement group's strategy (gang)
+    count: int = int32(0)
+    reason: str
+    message: str
+
+
+class GcsReachability(KubeModel):
+    """Whether the autoscaler can read the cluster's demand from Ray's GCS."""
+
+    address: str | None = None
+    reachable: bool = False
+    last_error: str | None = None
+    last_contact_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+
+
+class AutoscalerStatus(KubeModel):
+    """What rayscale's autoscaler decided for the cluster, and why (written by the autoscaler only)."""
+
+    last_decision_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    groups: list[AutoscalerGroupStatus] | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    unmet_demand: list[UnmetDemandStatus] | None = None
+    gcs: GcsReachability | None = None
+
+
 class RayClusterStatus(KubeModel):
-    """Observed state of a Ray cluster, written by the controller."""
+    """Observed state of a Ray cluster, written by the controller (autoscaler: by the autoscaler)."""
 
     state: str | None = None
     reason: str | None = None
@@ -210,6 +254,7 @@ class RayClusterStatus(KubeModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     observed_generation: int | None = Field(default=None, json_schema_extra={"format": "int64"})
+    autoscaler: AutoscalerStatus | None = None
 
 
 def parse_spec(spec: dict[str, Any]) -> RayClusterSpec:

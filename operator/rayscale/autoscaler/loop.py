@@ -6,9 +6,12 @@ to it, and Ray's state from the GCS (None when unreachable: then nothing running
 ``build_snapshot`` -> ``schedule`` -> drain the running nodes chosen for IDLE removal (refusals
 stay) -> ``build_patch`` -> one JSON patch guarded by a resourceVersion ``test``. A failed test
 (409/422) re-plans on the cluster read fresh from the API server. Launch failures named in the
-patch start the group's backoff. Then every RayResourceRequest of the cluster gets its status.
+patch start the group's backoff. Then every RayResourceRequest of the cluster gets its status,
+the RayCluster its ``status.autoscaler`` (a merge patch of that one key, only when it changed),
+an ``UnmetDemand`` Event when the unmet demand changed, and the metrics their values.
 
-All decisions live in the pure modules (snapshot, scheduler, drain, patch, requests); this is I/O.
+All decisions live in the pure modules (snapshot, scheduler, drain, patch, requests, status);
+this is I/O.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import dataclasses
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from kubernetes_asyncio import client
@@ -29,12 +33,25 @@ from rayscale.autoscaler.drain import drain_targets, without
 from rayscale.autoscaler.patch import JsonPatch, build_patch
 from rayscale.autoscaler.requests import decision_status, pending_status, status_patch
 from rayscale.autoscaler.scheduler import schedule
-from rayscale.autoscaler.scheduling.model import Decision, RemovalCause
+from rayscale.autoscaler.scheduling.model import Decision, RemovalCause, Snapshot
 from rayscale.autoscaler.snapshot import build_snapshot
+from rayscale.autoscaler.status import (
+    REFRESH_SECONDS,
+    GcsHealth,
+    UnmetKey,
+    autoscaler_patch,
+    autoscaler_status,
+    clear_autoscaler_patch,
+    unmet_by_reason,
+    unmet_key,
+    unmet_notice,
+    waiting_bundles,
+)
 from rayscale.controller.apply import EventSink
 from rayscale.controller.queue import WorkQueue
-from rayscale.controller.snapshot import pod_name
+from rayscale.controller.snapshot import is_head, phase, pod_name
 from rayscale.kube import ops
+from rayscale.metrics import Metrics
 from rayscale.ray.address import AddressError, auth_token_secret, gcs_address
 from rayscale.ray.client import GcsClient, GcsError
 from rayscale.ray.model import ClusterState
@@ -56,6 +73,7 @@ class AutoscalerConfig:
     gcs_timeout: float = 2.0
     gcs_retries: int = 1
     max_node_provision_seconds: float = 900.0
+    status_refresh_seconds: float = REFRESH_SECONDS  # rewrite an unchanged status.autoscaler this often
 
 
 class AutoscalerSource(Protocol):
@@ -75,16 +93,24 @@ class Autoscaler:
         config: AutoscalerConfig,
         *,
         clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
     ) -> None:
         self.api = api
         self.source = source
         self.events = events
         self.config = config
         self.clock = clock
-        self.queue: WorkQueue[ClusterKey] = WorkQueue(self.step, concurrency=config.concurrency)
+        self.metrics = metrics if metrics is not None else Metrics()
+        self.queue: WorkQueue[ClusterKey] = WorkQueue(
+            self.step, concurrency=config.concurrency, observer=self.metrics.queue("autoscaler")
+        )
         self._backoff: dict[ClusterKey, Backoff] = {}
+        self._backoff_until: dict[ClusterKey, dict[str, datetime]] = {}  # wall clock, for status
         self._gcs: dict[ClusterKey, tuple[str, str | None, GcsClient]] = {}  # address, token, client
-        self._unreachable: set[ClusterKey] = set()
+        self._gcs_health: dict[ClusterKey, GcsHealth] = {}
+        self._unreachable: set[ClusterKey] = set()  # logged as unreachable
+        self._warned: set[ClusterKey] = set()  # a GcsUnreachable Event was posted
+        self._unmet: dict[ClusterKey, UnmetKey] = {}  # the unmet demand last posted as an Event
 
     def mark(self, key: ClusterKey) -> None:
         self.queue.mark(key)
@@ -106,21 +132,25 @@ class Autoscaler:
             message = f"RayCluster {key[1]} {why} in namespace {key[0]}"
             await self._write_statuses(requests, lambda r: pending_status(r, message))
             await self._forget(key, keep_backoff=cluster is not None)
+            if cluster is not None:
+                await self._write_cluster_status(key, clear_autoscaler_patch(_autoscaler_status(cluster)))
             return None
         if (cluster.get("metadata") or {}).get("deletionTimestamp"):
             return None
         state = await self._gcs_state(key, cluster)
         for _ in range(CONFLICT_ATTEMPTS):
             try:
-                decision = await self._plan_and_patch(key, cluster, state, requests)
+                planned = await self._plan_and_patch(key, cluster, state, requests)
             except ValueError as exc:  # an unreadable spec; the controller reports it on the cluster
                 message = f"RayCluster {key[1]} cannot be autoscaled: {exc}"[:1000]
                 await self._write_statuses(requests, functools.partial(pending_status, message=message))
                 return None
-            if decision is not None:
+            if planned is not None:
+                snapshot, decision = planned
                 starting = _starting_workers(self.source.pods(key))
                 status = functools.partial(decision_status, decision=decision, starting=starting)
                 await self._write_statuses(requests, status)
+                await self._report(key, cluster, snapshot, decision)
                 return self.config.interval
             fresh = await ops.get_raycluster(self.api, *key)
             if fresh is None:
@@ -131,10 +161,11 @@ class Autoscaler:
 
     async def _plan_and_patch(
         self, key: ClusterKey, cluster: Obj, state: ClusterState | None, requests: Sequence[Obj]
-    ) -> Decision | None:
+    ) -> tuple[Snapshot, Decision] | None:
         """The decision once applied (or a no-op), None when the resourceVersion test failed."""
         pods = list(self.source.pods(key))
         backoff = self._backoff.setdefault(key, Backoff(self.clock))
+        started = time.perf_counter()
         snapshot = build_snapshot(
             cluster,
             pods,
@@ -145,12 +176,13 @@ class Autoscaler:
             max_node_provision_seconds=self.config.max_node_provision_seconds,
         )
         decision = schedule(snapshot)
+        self.metrics.decision_duration.observe(time.perf_counter() - started)
         targets = drain_targets(decision, state)
         if targets:
             decision = without(decision, await self._drain(key, targets))
         patch = build_patch(cluster, decision, {pod_name(p) for p in pods})
         if patch is None:
-            return decision
+            return snapshot, decision
         try:
             await ops.json_patch_raycluster(self.api, key[0], key[1], patch)
         except ops.KubeError as exc:
@@ -158,11 +190,13 @@ class Autoscaler:
                 log.debug("autoscaler patch of %s/%s refused (%s); re-planning", *key, exc)
                 return None
             raise
-        self._applied(cluster, decision, patch, backoff)
-        return decision
+        self._applied(key, cluster, decision, patch, backoff)
+        return snapshot, decision
 
-    def _applied(self, cluster: Obj, decision: Decision, patch: JsonPatch, backoff: Backoff) -> None:
-        """Events for a patch that landed; launch failures it names start their group's backoff."""
+    def _applied(
+        self, key: ClusterKey, cluster: Obj, decision: Decision, patch: JsonPatch, backoff: Backoff
+    ) -> None:
+        """Events and metrics of a patch that landed; launch failures it names start their group's backoff."""
         specs = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
         named: set[str] = set()
         for op in patch:
@@ -175,19 +209,24 @@ class Autoscaler:
                 named |= set(op["value"].get("workersToDelete") or [])
             elif parts[4] == "replicas":
                 old, new = int(spec.get("replicas") or 0), int(op["value"])
-                causes = sorted({str(r.reason) for r in decision.terminate if r.group == group})
+                causes = Counter(str(r.reason) for r in decision.terminate if r.group == group)
                 if new > old:
                     self.events.post(cluster, "Normal", "ScaledUp", f"group {group}: {old} -> {new} replicas")
+                    self.metrics.scaled(key, group, up=(new - old) * int(spec.get("numOfHosts") or 1))
                 elif new < old:
-                    why = f" ({', '.join(causes)})" if causes else ""
+                    why = f" ({', '.join(sorted(causes))})" if causes else ""
                     self.events.post(
                         cluster, "Normal", "ScaledDown", f"group {group}: {old} -> {new} replicas{why}"
                     )
-        failed = {
+                    self.metrics.scaled(key, group, down=causes)
+        failed = Counter(
             r.group for r in decision.terminate if r.reason is RemovalCause.LAUNCH_FAILED and r.name in named
-        }
-        for group in sorted(failed):
+        )
+        for group, nodes in sorted(failed.items()):
+            self.metrics.launches_failed(key, group, nodes)
             entry = backoff.failed(group)
+            until = datetime.now(UTC) + timedelta(seconds=entry.duration)
+            self._backoff_until.setdefault(key, {})[group] = until
             self.events.post(
                 cluster,
                 "Warning",
@@ -198,21 +237,39 @@ class Autoscaler:
     # ---- Ray's GCS ----
 
     async def _gcs_state(self, key: ClusterKey, cluster: Obj) -> ClusterState | None:
+        address: str | None = None
         try:
-            gcs = await self._gcs_client(key, cluster)
+            address = gcs_address(cluster)
+            gcs = await self._gcs_client(key, cluster, address)
             state = await gcs.get_cluster_resource_state()
         except (AddressError, GcsError, ops.KubeError) as exc:
-            if key not in self._unreachable:
-                log.warning("GCS of %s/%s unreachable, running nodes are kept: %s", *key, exc)
-                self._unreachable.add(key)
+            self._gcs_failed(key, cluster, address, str(exc))
             return None
+        self._gcs_health[key] = GcsHealth(address, reachable=True, last_contact=datetime.now(UTC))
+        self.metrics.gcs(key, reachable=True)
         if key in self._unreachable:
             log.info("GCS of %s/%s reachable again", *key)
             self._unreachable.discard(key)
+        if key in self._warned:
+            self._warned.discard(key)
+            self.events.post(cluster, "Normal", "GcsReachable", f"Ray's GCS at {address} answers again")
         return state
 
-    async def _gcs_client(self, key: ClusterKey, cluster: Obj) -> GcsClient:
-        address = gcs_address(cluster)
+    def _gcs_failed(self, key: ClusterKey, cluster: Obj, address: str | None, error: str) -> None:
+        previous = self._gcs_health.get(key)
+        contact = previous.last_contact if previous is not None else None
+        self._gcs_health[key] = GcsHealth(address, reachable=False, last_error=error, last_contact=contact)
+        self.metrics.gcs(key, reachable=False)
+        if key not in self._unreachable:
+            log.warning("GCS of %s/%s unreachable, running nodes are kept: %s", *key, error)
+            self._unreachable.add(key)
+        # Only once the head runs: a GCS that is still starting is no news.
+        if key not in self._warned and _head_running(self.source.pods(key)):
+            self._warned.add(key)
+            message = f"Ray's GCS at {address or '?'} cannot be reached ({error}); running workers are kept"
+            self.events.post(cluster, "Warning", "GcsUnreachable", message)
+
+    async def _gcs_client(self, key: ClusterKey, cluster: Obj, address: str) -> GcsClient:
         token = None
         ref = auth_token_secret(cluster)
         if ref is not None:
@@ -256,9 +313,42 @@ class Autoscaler:
     async def _forget(self, key: ClusterKey, *, keep_backoff: bool) -> None:
         self.queue.forget(key)
         self._unreachable.discard(key)
+        self._warned.discard(key)
+        self._gcs_health.pop(key, None)
+        self._unmet.pop(key, None)
         if not keep_backoff:
             self._backoff.pop(key, None)
+            self._backoff_until.pop(key, None)
+        self.metrics.forget_cluster(key)
         await self._close_gcs(key)
+
+    # ---- RayCluster status.autoscaler, UnmetDemand, metrics ----
+
+    async def _report(self, key: ClusterKey, cluster: Obj, snapshot: Snapshot, decision: Decision) -> None:
+        now = datetime.now(UTC)
+        old = _autoscaler_status(cluster)
+        backing_off = {g.name for g in snapshot.groups if g.backoff}
+        until = {g: t for g, t in self._backoff_until.get(key, {}).items() if g in backing_off}
+        gcs = self._gcs_health.get(key) or GcsHealth(None, reachable=False)
+        new = autoscaler_status(snapshot, decision, gcs, until, now, old)
+        previous = self._unmet.get(key)
+        if previous is None and old is not None:  # after a restart: what the status already says
+            previous = unmet_key(old.get("unmetDemand") or [])
+        self._unmet[key], message = unmet_notice(previous, new)
+        if message is not None:
+            self.events.post(cluster, "Warning", "UnmetDemand", message)
+        pending, unmet = waiting_bundles(decision), unmet_by_reason(decision)
+        self.metrics.round(key, pending=pending, unmet=unmet, backing_off=len(backing_off))
+        patch = autoscaler_patch(old, new, now, refresh_seconds=self.config.status_refresh_seconds)
+        await self._write_cluster_status(key, patch)
+
+    async def _write_cluster_status(self, key: ClusterKey, patch: dict[str, Any] | None) -> None:
+        if patch is None:
+            return
+        try:
+            await ops.patch_raycluster_status(self.api, key[0], key[1], patch)
+        except ops.KubeError as exc:
+            log.warning("status.autoscaler of %s/%s not written: %s", *key, exc)
 
     # ---- RayResourceRequest status ----
 
@@ -273,6 +363,15 @@ class Autoscaler:
             except ops.KubeError as exc:
                 log.warning("status of rayresourcerequests %s/%s not written: %s", meta.get("namespace"),
                             meta.get("name"), exc)  # fmt: skip
+
+
+def _autoscaler_status(cluster: Obj) -> Obj | None:
+    found: Obj | None = (cluster.get("status") or {}).get("autoscaler")
+    return found
+
+
+def _head_running(pods: Sequence[Obj]) -> bool:
+    return any(is_head(p) and phase(p) == "Running" for p in pods)
 
 
 def _starting_workers(pods: Sequence[Obj]) -> int:

@@ -11,16 +11,36 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
 ERROR_DELAY = 5.0
 
 
+class QueueObserver(Protocol):
+    def started(self) -> None: ...
+    def finished(self, result: str | None, seconds: float) -> None:
+        """`result` is None when the run was cancelled (the operator stops)."""
+
+
+def result_of(delay: float | None) -> str:
+    """controller-runtime's name for what a run asked for."""
+    if delay is None:
+        return "success"
+    return "requeue" if delay <= 0 else "requeue_after"
+
+
 class WorkQueue(Generic[K]):
-    def __init__(self, work: Callable[[K], Awaitable[float | None]], *, concurrency: int) -> None:
+    def __init__(
+        self,
+        work: Callable[[K], Awaitable[float | None]],
+        *,
+        concurrency: int,
+        observer: QueueObserver | None = None,
+    ) -> None:
         self._work = work
+        self._observer = observer
         self._concurrency = concurrency
         self._queue: asyncio.Queue[K] = asyncio.Queue()
         self._queued: set[K] = set()
@@ -77,18 +97,25 @@ class WorkQueue(Generic[K]):
             key = await self._queue.get()
             self._queued.discard(key)
             self._active.add(key)
-            self.heartbeat = time.monotonic()
+            self.heartbeat = start = time.monotonic()
+            if self._observer is not None:
+                self._observer.started()
             delay: float | None
+            result: str | None = "error"
             try:
                 delay = await self._work(key)
+                result = result_of(delay)
             except asyncio.CancelledError:
+                result = None
                 raise
             except Exception:
                 log.exception("reconcile of %s failed; retrying in %.0fs", key, ERROR_DELAY)
                 delay = ERROR_DELAY
             finally:
                 self._active.discard(key)
-            self.heartbeat = time.monotonic()
+                self.heartbeat = time.monotonic()
+                if self._observer is not None:
+                    self._observer.finished(result, self.heartbeat - start)
             if key in self._again:
                 self._again.discard(key)
                 self.mark(key)

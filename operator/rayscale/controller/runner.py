@@ -14,7 +14,7 @@ from kubernetes_asyncio import client
 
 from rayscale.controller.apply import EventSink, PlanApplier
 from rayscale.controller.expectations import STUCK_TERMINATING_AFTER, ScaleExpectations
-from rayscale.controller.queue import WorkQueue
+from rayscale.controller.queue import QueueObserver, WorkQueue
 from rayscale.controller.reconcile import ERROR_REQUEUE, PlannerOptions, plan_cluster
 from rayscale.controller.snapshot import ClusterMeta, ClusterSnapshot
 from rayscale.controller.status import (
@@ -50,7 +50,13 @@ class ControllerConfig:
 
 class RayClusterController:
     def __init__(
-        self, api: client.ApiClient, source: ClusterSource, events: EventSink, config: ControllerConfig
+        self,
+        api: client.ApiClient,
+        source: ClusterSource,
+        events: EventSink,
+        config: ControllerConfig,
+        *,
+        observer: QueueObserver | None = None,
     ) -> None:
         self.api = api
         self.source = source
@@ -58,7 +64,9 @@ class RayClusterController:
         self.config = config
         self.expectations = ScaleExpectations(stuck_after=config.stuck_terminating_seconds)
         self.applier = PlanApplier(api, self.expectations, events)
-        self.queue: WorkQueue[ClusterKey] = WorkQueue(self.reconcile, concurrency=config.concurrency)
+        self.queue: WorkQueue[ClusterKey] = WorkQueue(
+            self.reconcile, concurrency=config.concurrency, observer=observer
+        )
         self.options = PlannerOptions(random_delete=config.random_delete)
         self.last_resync = time.monotonic()
 

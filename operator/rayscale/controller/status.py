@@ -37,8 +37,10 @@ SUSPENDING = "RayClusterSuspending"
 SUSPENDED = "RayClusterSuspended"
 SPEC_VALID = "SpecValid"
 
+#: status keys another writer owns (rayscale's autoscaler): the controller never writes them
+FOREIGN = ("autoscaler",)
 #: fields whose change alone does not justify a status write
-_NOT_COMPARED = ("lastUpdateTime", "stateTransitionTimes")
+_NOT_COMPARED = ("lastUpdateTime", "stateTransitionTimes", *FOREIGN)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,8 +263,11 @@ def status_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 
 
 def status_patch(old: Mapping[str, Any], new: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
-    """A merge patch turning `old` into `new` (removed keys set to null), stamped lastUpdateTime."""
-    patch: dict[str, Any] = {k: None for k in old if k not in new}
-    patch.update(new)
+    """A merge patch turning `old` into `new` (removed keys set to null), stamped lastUpdateTime.
+
+    Keys other writers own are left out, so a stale copy of them is never written back.
+    """
+    patch: dict[str, Any] = {k: None for k in old if k not in new and k not in FOREIGN}
+    patch.update((k, v) for k, v in new.items() if k not in FOREIGN)
     patch["lastUpdateTime"] = rfc3339(now)
     return {"status": patch}
