@@ -3,7 +3,8 @@
 Two or three `rayscale run` processes share one Lease in the test namespace: only the holder runs kopf
 and reconciles; the others say whom they wait for. SIGKILL of the leader: a standby takes over once
 the Lease expires. SIGTERM: the leader releases the Lease and a standby takes it at its next poll. A
-leader that finds someone else holding the Lease stops at once and exits 1.
+leader that finds someone else holding the Lease stops at once and exits 1; a standby stopped while
+it waits exits 0.
 """
 
 from __future__ import annotations
@@ -141,11 +142,19 @@ async def test_one_leader_reconciles_and_a_standby_takes_over(
     assert len(await kube.pods("raycluster-basic", live=True)) == 4
 
 
-async def test_a_leader_that_loses_the_lease_exits_at_once(
+async def test_a_leader_that_loses_the_lease_exits_at_once_and_a_standby_stops_cleanly(
     api: client.ApiClient, namespace: str, start: Callable[..., Operator]
 ) -> None:
     op = start()
     identity = await eventually(lambda: leader_identity(op), timeout=60, message="it leads")
+    # A standby stopped while it waits exits cleanly and leaves the Lease alone.
+    waiter = start()
+    await eventually(lambda: waits_for(waiter, identity), timeout=60, message="a standby waits")
+    assert waiter.proc is not None
+    os.killpg(waiter.proc.pid, signal.SIGTERM)
+    await eventually(lambda: exited(waiter) is not None, timeout=60, message="the standby exits")
+    assert exited(waiter) == 0
+    assert "stopped while waiting for leadership" in waiter.output()
     body = await lease(api, namespace)
     assert body["spec"]["holderIdentity"] == identity
     body["spec"]["holderIdentity"] = "someone-else"  # as if another replica had taken it over

@@ -172,7 +172,9 @@ class LeaderElector:
         reported: str | None = None
         while True:
             try:
-                if await self.try_acquire_or_renew():
+                async with asyncio.timeout(self.timings.renew_deadline):
+                    acquired = await self.try_acquire_or_renew()
+                if acquired:
                     log.info("became leader: Lease %s held by %s", self.store.name, self.identity)
                     return
             except Exception as exc:  # any failure is a failed attempt: retry
@@ -214,7 +216,9 @@ class LeaderElector:
             self.observed.record, holder="", duration_seconds=1, acquire_time=stamp, renew_time=stamp
         )
         try:
-            self.observed = Observation(await self.store.update(record), self._clock())
+            async with asyncio.timeout(self.timings.retry_period):
+                released = await self.store.update(record)
+            self.observed = Observation(released, self._clock())
             log.info("released Lease %s", self.store.name)
         except Exception as exc:  # the Lease then expires by itself
             log.warning("could not release Lease %s: %r", self.store.name, exc)
