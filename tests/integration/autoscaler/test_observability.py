@@ -1,0 +1,238 @@
+"""What the autoscaler tells users on the local control plane (no Ray: the GCS is unreachable):
+status.autoscaler beside the controller's status, the UnmetDemand Event, and /metrics."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+import testcluster
+from kubernetes_asyncio import client
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.autoscaler.test_resource_requests import NAME, RRR, cpu_and_gpu_cluster, request
+from tests.integration.autoscaler.watching import versions
+from tests.integration.controller.conftest import Operator, running
+from tests.integration.controller.helpers import Kube
+from tests.integration.polling import eventually
+
+pytestmark = pytest.mark.integration
+Sample = tuple[str, dict[str, str], float]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Observed(Operator):
+    """`rayscale run --mode all`, autoscaling every second, serving /metrics on a free port."""
+
+    def __init__(self, cluster: testcluster.ClusterHandle, namespace: str) -> None:
+        self.port = free_port()
+        extra = [
+            "--autoscaler-interval",
+            "1",
+            "--metrics-address",
+            "127.0.0.1",
+            "--metrics-port",
+            str(self.port),
+        ]
+        super().__init__(cluster, namespace, mode="all", extra=extra)
+
+    async def scrape(self) -> list[Sample]:
+        """The samples of /metrics; AssertionError (`eventually` tries again) while it does not answer."""
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(url, timeout=aiohttp.ClientTimeout(10)) as resp,
+            ):
+                assert resp.status == 200
+                text = await resp.text()
+        except aiohttp.ClientConnectionError as exc:
+            raise AssertionError(f"{url}: {exc}") from exc
+        return [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
+
+
+@pytest.fixture
+def observed(
+    cluster: testcluster.ClusterHandle,
+    namespace: str,
+    raycluster_crd: None,
+    request: pytest.FixtureRequest,
+) -> Iterator[Operator]:
+    cluster.kubectl_run(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/rayresourcerequests.rayscale.io"
+    )
+    yield from running(Observed(cluster, namespace), request)
+
+
+def of_cluster(samples: list[Sample], namespace: str, name: str = "") -> list[Sample]:
+    return [
+        s
+        for s in samples
+        if s[0].startswith("rayscale_autoscaler_")
+        and s[1].get("namespace") == namespace
+        and s[1].get("cluster") == NAME
+        and (not name or s[0] == name)
+    ]
+
+
+def never_wiped(versions: list[dict[str, Any]]) -> None:
+    """Once written, neither writer's keys disappear, and status.autoscaler never goes back in time."""
+    seen = [v.get("status") or {} for v in versions]
+    auto = [i for i, s in enumerate(seen) if "autoscaler" in s]
+    ctrl = [i for i, s in enumerate(seen) if "state" in s]
+    assert auto, "status.autoscaler never written"
+    assert ctrl, "the controller's status never written"
+    assert auto == list(range(auto[0], len(seen))), "status.autoscaler wiped"
+    assert ctrl == list(range(ctrl[0], len(seen))), "the controller's status wiped"
+    times = [seen[i]["autoscaler"]["lastDecisionTime"] for i in auto]
+    assert times == sorted(times), f"a stale status.autoscaler written back: {times}"
+
+
+async def autoscaler_rounds(op: Observed) -> float:
+    return sum(
+        v
+        for n, labels, v in await op.scrape()
+        if n == "controller_runtime_reconcile_total" and labels["controller"] == "autoscaler"
+    )
+
+
+async def test_status_autoscaler_and_one_unmet_demand_event_beside_the_controller_status(
+    api: client.ApiClient, namespace: str, observed: Observed
+) -> None:
+    kube = Kube(api, namespace)
+    async with versions(kube, NAME) as seen:
+        await _status_and_events(kube, observed)
+    never_wiped(seen)
+
+
+async def _status_and_events(kube: Kube, observed: Observed) -> None:
+    namespace = kube.ns
+    await kube.create(cpu_and_gpu_cluster())
+    await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], request(3))
+
+    async def groups() -> dict[str, Any] | None:
+        status = (await kube.get(NAME)).get("status") or {}
+        auto = status.get("autoscaler") or {}
+        found = {g["name"]: g for g in auto.get("groups") or []}
+        gpu = found.get("gpu") or {}
+        done = gpu.get("current") == gpu.get("desired") == 3 and gpu.get("pending") == 0
+        return status if done and status.get("availableWorkerReplicas") == 3 else None
+
+    status = await eventually(groups, timeout=90, message="3 GPU workers running, in status.autoscaler")
+    auto = status["autoscaler"]
+    assert [g["name"] for g in auto["groups"]] == ["cpu", "gpu"]
+    assert auto["unmetDemand"] == []
+    assert auto["gcs"]["reachable"] is False
+    assert auto["gcs"]["address"] == "127.0.0.1:1"
+    assert auto["lastDecisionTime"]
+    assert status["state"] == "ready"  # the controller's fields beside it
+
+    # Past the group's max: unmet, with the scheduler's reason.
+    await kube.objects.patch_namespaced_custom_object(
+        *RRR[:2], namespace, RRR[2], "reserve-gpus",
+        [{"op": "replace", "path": "/spec/bundles/0/count", "value": 10}],
+        _content_type="application/json-patch+json",
+    )  # fmt: skip
+
+    async def unmet() -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = ((await kube.get(NAME)).get("status") or {}).get("autoscaler", {})
+        return list(found.get("unmetDemand") or [])
+
+    (entry,) = await eventually(unmet, timeout=60, message="unmet demand in status.autoscaler")
+    assert (entry["kind"], entry["resources"], entry["count"], entry["reason"]) == (
+        "constraint",
+        {"GPU": 1},
+        10,
+        "MAX_REPLICAS",
+    )
+    assert "maxReplicas" in entry["message"]
+    (event,) = await eventually(lambda: kube.events("UnmetDemand"), timeout=30, message="UnmetDemand Event")
+    assert event.type == "Warning"
+    assert event.involved_object.name == NAME
+    assert "10 x {GPU: 1}" in event.message
+
+    # Several more rounds with the demand unchanged: no second Event. A controller status write
+    # meanwhile (a worker replaced) keeps status.autoscaler, and the autoscaler's keep its fields.
+    rounds = await autoscaler_rounds(observed)
+    await kube.delete_pod((await kube.workers(NAME, group="gpu", live=True))[0].metadata.name)
+    await eventually(
+        lambda: kube.running_workers(NAME, 3, group="gpu"), timeout=60, message="the worker replaced"
+    )
+
+    async def rounds_later() -> bool:
+        return await autoscaler_rounds(observed) >= rounds + 10
+
+    await eventually(rounds_later, timeout=60, message="10 more autoscaler rounds")
+    assert len(await kube.events("UnmetDemand")) == 1
+
+    async def both() -> dict[str, Any] | None:
+        status = (await kube.get(NAME)).get("status") or {}
+        gpu = {g["name"]: g for g in status.get("autoscaler", {}).get("groups") or []}.get("gpu", {})
+        ok = (
+            status.get("availableWorkerReplicas") == 3 and gpu.get("current") == 3 and gpu.get("pending") == 0
+        )
+        return status if ok else None
+
+    status = await eventually(both, timeout=60, message="both writers' fields, up to date")
+    assert status["state"] == "ready"
+    assert {c["type"] for c in status["conditions"]} >= {"HeadPodReady", "RayClusterProvisioned"}
+    assert status["autoscaler"]["unmetDemand"][0]["count"] == 10
+
+
+async def test_metrics_show_the_cluster_and_forget_it_when_it_is_deleted(
+    api: client.ApiClient, namespace: str, observed: Observed
+) -> None:
+    kube = Kube(api, namespace)
+    await kube.create(cpu_and_gpu_cluster())
+    await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], request(3))
+
+    async def scaled() -> list[Sample]:
+        samples = of_cluster(await observed.scrape(), namespace, "rayscale_autoscaler_scaled_up_total")
+        return samples if [s[2] for s in samples if s[1]["group"] == "gpu"] == [3.0] else []
+
+    await eventually(scaled, timeout=60, message="3 GPU nodes scaled up, in /metrics")
+    samples = await observed.scrape()
+    names = {s[0] for s in of_cluster(samples, namespace)}
+    assert names >= {
+        "rayscale_autoscaler_pending_demand",
+        "rayscale_autoscaler_groups_backing_off",
+        "rayscale_autoscaler_gcs_reachable",
+        "rayscale_autoscaler_gcs_errors_total",
+        "rayscale_autoscaler_scaled_up_total",
+    }
+    (reachable,) = of_cluster(samples, namespace, "rayscale_autoscaler_gcs_reachable")
+    assert reachable[2] == 0
+    controllers = {
+        (s[1]["controller"], s[1]["result"]) for s in samples if s[0] == "controller_runtime_reconcile_total"
+    }
+    assert {("raycluster", "success"), ("autoscaler", "requeue_after")} <= controllers
+    assert any(s[0] == "controller_runtime_reconcile_time_seconds_count" and s[2] > 0 for s in samples)
+    assert any(s[0] == "rayscale_autoscaler_decision_duration_seconds_count" and s[2] > 0 for s in samples)
+
+    await kube.objects.patch_namespaced_custom_object(
+        *RRR[:2], namespace, RRR[2], "reserve-gpus",
+        [{"op": "replace", "path": "/spec/bundles/0/count", "value": 10}],
+        _content_type="application/json-patch+json",
+    )  # fmt: skip
+
+    async def unmet() -> list[Sample]:
+        return of_cluster(await observed.scrape(), namespace, "rayscale_autoscaler_unmet_demand")
+
+    (series,) = await eventually(unmet, timeout=60, message="unmet demand in /metrics")
+    assert (series[1]["reason"], series[2]) == ("MAX_REPLICAS", 10)
+
+    await kube.delete_cluster(NAME)
+
+    async def gone() -> bool:
+        return not of_cluster(await observed.scrape(), namespace)
+
+    await eventually(gone, timeout=60, message="the cluster's series removed from /metrics")
