@@ -24,7 +24,7 @@ from rayscale.controller.runner import ClusterKey, ControllerConfig, RayClusterC
 from rayscale.kube.client import make_api_client
 from rayscale.kube.events import EventRecorder
 from rayscale.kube.watchhealth import WatchHealth
-from rayscale.metrics import Metrics, process_registry, serve
+from rayscale.metrics import Metrics, process_registry
 
 log = logging.getLogger(__name__)
 registry = kopf.OperatorRegistry()
@@ -48,8 +48,6 @@ class Runtime:
     namespaces: list[str] | None
     autoscaler_config: AutoscalerConfig | None = None  # None: no autoscaler
     run_controller: bool = True
-    metrics_port: int = 0  # 0: no /metrics endpoint
-    metrics_address: str = "0.0.0.0"
     kube_api_qps: float = 0.0  # 0: no client-side rate limit
     kube_api_burst: int = 0
     controller: RayClusterController | None = None
@@ -60,7 +58,6 @@ class Runtime:
     recorder: EventRecorder | None = None
     api: Any = None
     metrics: Metrics | None = None
-    metrics_server: Any = None  # the WSGI server behind /metrics
 
 
 class IndexSource:
@@ -134,10 +131,9 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     api = await make_api_client(qps=runtime.kube_api_qps, burst=runtime.kube_api_burst)
     runtime.recorder = EventRecorder(api)
     runtime.recorder.start()
-    metrics = runtime.metrics = Metrics(process_registry())
-    if runtime.metrics_port:
-        runtime.metrics_server = serve(metrics, runtime.metrics_address, runtime.metrics_port)
-        log.info("serving metrics on %s:%d/metrics", runtime.metrics_address, runtime.metrics_port)
+    if runtime.metrics is None:  # `rayscale run` serves them before the leader election
+        runtime.metrics = Metrics(process_registry())
+    metrics = runtime.metrics
     source = IndexSource(runtime)
     runtime.health = WatchHealth(api, runtime.namespaces, source.resource_versions)
     runtime.tasks = [asyncio.create_task(runtime.health.run(), name="rayscale-watch-health")]
@@ -170,8 +166,6 @@ async def shutdown(memo: Any, **_: Any) -> None:
             await task
     if runtime.recorder is not None:
         await runtime.recorder.stop()
-    if runtime.metrics_server is not None:
-        await asyncio.to_thread(runtime.metrics_server.shutdown)
     if runtime.api is not None:
         await runtime.api.close()
 

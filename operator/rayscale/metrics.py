@@ -83,6 +83,8 @@ class Metrics:
                                         "per controller", per, buckets=RECONCILE_BUCKETS, registry=r)
         self.active_workers = Gauge(f"{cr}_active_workers", "Number of currently used workers per "
                                     "controller", per, registry=r)
+        self.leader = Gauge("leader_election_master_status", "1 while this replica holds the Lease "
+                            "(--leader-elect), else 0", ["name"], registry=r)
         a = "rayscale_autoscaler"
         self.decision_duration = Histogram(f"{a}_decision_duration_seconds", "Time to build one cluster's "
                                            "snapshot and run the scheduler", buckets=DECISION_BUCKETS,

@@ -9,7 +9,12 @@ import logging
 import os
 import signal
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prometheus_client import Gauge
+
+    from rayscale.metrics import Metrics
 
 log = logging.getLogger("rayscale")
 MODES = ("all", "controller", "autoscaler")
@@ -72,6 +77,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 async def run_operator(args: argparse.Namespace) -> int:
+    from rayscale.metrics import Metrics, process_registry, serve
+
+    # Served from the start, also while a standby waits for the Lease.
+    metrics = Metrics(process_registry())
+    server = serve(metrics, args.metrics_address, args.metrics_port) if args.metrics_port else None
+    if server is not None:
+        log.info("serving metrics on %s:%d/metrics", args.metrics_address, args.metrics_port)
+    try:
+        return await _run(args, metrics)
+    finally:
+        if server is not None:
+            await asyncio.to_thread(server.shutdown)
+
+
+async def _run(args: argparse.Namespace, metrics: Metrics) -> int:
     import kopf
 
     from rayscale import handlers
@@ -97,8 +117,7 @@ async def run_operator(args: argparse.Namespace) -> int:
         namespaces=namespaces,
         autoscaler_config=autoscaler,
         run_controller=args.mode in ("all", "controller"),
-        metrics_port=args.metrics_port,
-        metrics_address=args.metrics_address,
+        metrics=metrics,
         kube_api_qps=args.kube_api_qps,
         kube_api_burst=args.kube_api_burst,
     )
@@ -114,14 +133,17 @@ async def run_operator(args: argparse.Namespace) -> int:
         )
 
     if args.leader_elect:
-        return await run_as_leader(args, run_kopf)
+        return await run_as_leader(args, run_kopf, metrics.leader.labels(args.leader_election_id))
     await run_kopf()
     return 0
 
 
-async def run_as_leader(args: argparse.Namespace, run_kopf: Callable[[], Coroutine[Any, Any, None]]) -> int:
+async def run_as_leader(
+    args: argparse.Namespace, run_kopf: Callable[[], Coroutine[Any, Any, None]], leading: Gauge
+) -> int:
     """Wait for the Lease, run kopf while we hold it; stop at once (exit 1) when we lose it, as
-    controller-runtime does: the pod restarts and competes again. A clean stop releases it."""
+    controller-runtime does: the pod restarts and competes again. A clean stop releases it.
+    `leading` is 1 while we hold the Lease."""
     from rayscale.kube import standby
     from rayscale.kube.client import make_api_client
     from rayscale.kube.leader import KubeLeaseStore, LeaderElector, default_identity
@@ -130,6 +152,7 @@ async def run_as_leader(args: argparse.Namespace, run_kopf: Callable[[], Corouti
     api = await make_api_client()
     store = KubeLeaseStore(api, args.leader_election_namespace, args.leader_election_id)
     elector = LeaderElector(store, default_identity())
+    leading.set(0)
     try:
         health = await standby.serve(args.liveness) if args.liveness else None
         try:
@@ -139,6 +162,7 @@ async def run_as_leader(args: argparse.Namespace, run_kopf: Callable[[], Corouti
         finally:
             if health is not None:
                 await health.cleanup()
+        leading.set(1)
         operator = asyncio.create_task(run_kopf(), name="rayscale-kopf")
         keeper = asyncio.create_task(elector.hold(), name="rayscale-lease")
         await asyncio.wait({operator, keeper}, return_when=asyncio.FIRST_COMPLETED)
@@ -153,6 +177,7 @@ async def run_as_leader(args: argparse.Namespace, run_kopf: Callable[[], Corouti
             await elector.release()
         return 0
     finally:
+        leading.set(0)
         await api.close()
 
 

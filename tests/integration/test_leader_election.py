@@ -39,8 +39,14 @@ def start(
     (pytest shows captured output only for a failed test)."""
     started: list[Operator] = []
 
-    def one(liveness: str = "") -> Operator:
-        extra = ["--leader-elect", "--leader-election-namespace", namespace]
+    def one(liveness: str = "", metrics_port: int = 0) -> Operator:
+        extra = [
+            "--leader-elect",
+            "--leader-election-namespace",
+            namespace,
+            "--metrics-port",
+            str(metrics_port),
+        ]
         op = Operator(cluster, namespace, liveness, extra=extra)
         op.start()
         started.append(op)
@@ -86,6 +92,20 @@ async def probe(url: str) -> dict[str, Any] | None:
         return None
 
 
+async def leading(port: int) -> str | None:
+    """This replica's leader_election_master_status as /metrics prints it (None: no answer yet)."""
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{port}/metrics") as resp,
+        ):
+            text = await resp.text()
+    except aiohttp.ClientError:
+        return None
+    found = re.search(rf'^leader_election_master_status{{name="{LEASE}"}} (\S+)$', text, re.M)
+    return found.group(1) if found else None
+
+
 def exited(op: Operator) -> int | None:
     assert op.proc is not None
     return op.proc.poll()
@@ -98,13 +118,15 @@ async def test_one_leader_reconciles_and_a_standby_takes_over(
     first = start()
     first_id = await eventually(lambda: leader_identity(first), timeout=60, message="the first one leads")
     assert await holder(api, namespace) == first_id
-    url = f"http://127.0.0.1:{free_port()}/healthz"
-    second = start(url)
+    url, metrics_port = f"http://127.0.0.1:{free_port()}/healthz", free_port()
+    second = start(url, metrics_port)
     await eventually(lambda: waits_for(second, first_id), timeout=60, message="the second one waits")
     # A standby is alive (its liveness probe passes) before it leads.
     assert await eventually(lambda: probe(url), timeout=30, message="standby probe") == {
         "standby": "waiting for leadership"
     }
+    # ...and serves /metrics, saying it does not lead.
+    assert await eventually(lambda: leading(metrics_port), timeout=30, message="standby metrics") == "0.0"
 
     body = example("raycluster-basic.yaml")
     body["spec"]["workerGroupSpecs"][0]["replicas"] = 1
@@ -122,6 +144,7 @@ async def test_one_leader_reconciles_and_a_standby_takes_over(
         return "watch" in (await probe(url) or {})
 
     await eventually(kopf_probe, timeout=60, message="kopf's probe on the same port once it leads")
+    assert await leading(metrics_port) == "1.0"
     spec = (await lease(api, namespace))["spec"]
     assert (spec["holderIdentity"], spec["leaseTransitions"]) == (second_id, 1)
     await kube.set_group("raycluster-basic", 0, "replicas", 2)

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio import client
 
-from rayscale.kube.ops import KubeError, _send
+from rayscale.kube.ops import KubeError, send
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +236,7 @@ class KubeLeaseStore:
     async def get(self) -> LeaseRecord | None:
         call = self.api.read_namespaced_lease(self.lease, self.namespace, _preload_content=False)
         try:
-            return _record(await _send(call, f"get lease {self.name}", body=True))
+            return _record(await send(call, f"get lease {self.name}", body=True))
         except KubeError as exc:
             if exc.status == 404:
                 return None
@@ -254,7 +254,7 @@ class KubeLeaseStore:
 
     async def _write(self, call: Awaitable[Any], verb: str) -> LeaseRecord:
         try:
-            return _record(await _send(call, f"{verb} lease {self.name}", body=True))
+            return _record(await send(call, f"{verb} lease {self.name}", body=True))
         except KubeError as exc:
             if exc.status in (404, 409):
                 raise Conflict(str(exc)) from exc

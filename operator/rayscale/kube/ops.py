@@ -39,7 +39,7 @@ def _error(exc: ApiException, what: str) -> KubeError:
     return KubeError(f"{what}: {exc.status} {reason}", exc.status or 0)
 
 
-async def _send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
+async def send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
     """Await a raw (``_preload_content=False``) call and return its JSON body when `body`.
 
     kubernetes-asyncio raises ApiException for a non-2xx answer only when it parses the answer
@@ -61,9 +61,9 @@ async def _send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
 
 
 async def _send_unless(call: Awaitable[Any], what: str, *, tolerated: int) -> bool:
-    """`_send`, returning False instead of raising for the one tolerated status (404 or 409)."""
+    """`send`, returning False instead of raising for the one tolerated status (404 or 409)."""
     try:
-        await _send(call, what)
+        await send(call, what)
     except KubeError as exc:
         if exc.status == tolerated:
             return False
@@ -74,7 +74,7 @@ async def _send_unless(call: Awaitable[Any], what: str, *, tolerated: int) -> bo
 async def create_pod(api: client.ApiClient, namespace: str, manifest: dict[str, Any]) -> str:
     """Create a pod (generateName) and return its name."""
     call = _core(api).create_namespaced_pod(namespace, manifest, _preload_content=False)
-    body = await _send(call, "create pod", body=True)
+    body = await send(call, "create pod", body=True)
     return str(body["metadata"]["name"])
 
 
@@ -108,7 +108,7 @@ async def list_rayclusters(api: client.ApiClient, namespace: str | None) -> list
         call = objects.list_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, _preload_content=False
         )
-    body = await _send(call, "list rayclusters", body=True)
+    body = await send(call, "list rayclusters", body=True)
     items: list[dict[str, Any]] = body.get("items", [])
     return items
 
@@ -123,7 +123,7 @@ async def get_raycluster(api: client.ApiClient, namespace: str, name: str) -> di
         GROUP, VERSION, namespace, PLURAL, name, _preload_content=False
     )
     try:
-        found: dict[str, Any] = await _send(call, f"get rayclusters/{name}", body=True)
+        found: dict[str, Any] = await send(call, f"get rayclusters/{name}", body=True)
     except KubeError as exc:
         if exc.status == 404:
             return None
@@ -138,7 +138,7 @@ async def json_patch_raycluster(
     call = _objects(api).patch_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, name, patch, _content_type=JSON_PATCH, _preload_content=False
     )
-    await _send(call, f"patch rayclusters/{name}")
+    await send(call, f"patch rayclusters/{name}")
 
 
 async def patch_rayresourcerequest_status(
@@ -156,7 +156,7 @@ async def read_secret_key(api: client.ApiClient, namespace: str, name: str, key:
     """One key of a Secret, decoded; None when the Secret or key is missing."""
     call = _core(api).read_namespaced_secret(name, namespace, _preload_content=False)
     try:
-        secret = await _send(call, f"read secret {name}", body=True)
+        secret = await send(call, f"read secret {name}", body=True)
     except KubeError as exc:
         if exc.status == 404:
             return None

@@ -10,18 +10,16 @@ makes them launch failures after 5 s; the backoff is then 5 minutes, far longer 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import copy
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client, watch
+from kubernetes_asyncio import client
 
 from tests.integration.autoscaler.test_resource_requests import NAME, RRR, request
+from tests.integration.autoscaler.watching import versions
 from tests.integration.controller.conftest import Operator
-from tests.integration.controller.helpers import GROUP, PLURAL, VERSION, Kube, example, names
+from tests.integration.controller.helpers import Kube, example, names
 from tests.integration.polling import eventually
 
 pytestmark = pytest.mark.integration
@@ -60,30 +58,9 @@ def kube(api: client.ApiClient, namespace: str) -> Kube:
     return Kube(api, namespace)
 
 
-@contextlib.asynccontextmanager
-async def recording(kube: Kube) -> AsyncIterator[list[dict[str, Any]]]:
-    """Every version of the RayCluster's worker groups, as a watch shows them, from now on."""
-    seen: list[dict[str, Any]] = []
-    stream = watch.Watch()
-
-    async def run() -> None:
-        async for event in stream.stream(
-            kube.objects.list_namespaced_custom_object, GROUP, VERSION, kube.ns, PLURAL,
-            field_selector=f"metadata.name={NAME}",
-        ):  # fmt: skip
-            if event["type"] in ("ADDED", "MODIFIED"):
-                specs = event["raw_object"]["spec"]["workerGroupSpecs"]
-                seen.append({g["groupName"]: g for g in specs})
-
-    task = asyncio.create_task(run())
-    try:
-        yield seen
-    finally:
-        stream.stop()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await stream.close()
+def _groups(versions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each recorded RayCluster version as {groupName: worker group spec}."""
+    return [{g["groupName"]: g for g in v["spec"]["workerGroupSpecs"]} for v in versions]
 
 
 async def _replicas(kube: Kube) -> dict[str, int]:
@@ -112,13 +89,13 @@ async def test_unschedulable_group_backs_off_and_its_demand_moves_to_the_fallbac
     kube: Kube,
     autoscaling_operator: Operator,
 ) -> None:
-    async with recording(kube) as history:
+    async with versions(kube, NAME) as seen:
         await kube.create(two_gpu_groups())
         await kube.objects.create_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], request(2))
 
         # The cheaper group is chosen first; kube-scheduler finds no node for its pods.
         await eventually(
-            lambda: any(v[BAD].get("replicas") == 2 for v in history), timeout=60, message=f"{BAD} -> 2"
+            lambda: any(v[BAD].get("replicas") == 2 for v in _groups(seen)), timeout=60, message=f"{BAD} -> 2"
         )
         stuck = names(
             await eventually(
@@ -131,6 +108,7 @@ async def test_unschedulable_group_backs_off_and_its_demand_moves_to_the_fallbac
         await eventually(
             lambda: _backing_off(kube), timeout=60, message=f"a Warning BackingOff Event naming {BAD}"
         )
+        history = _groups(seen)
         removal = next(v for v in history if v[BAD].get("scaleStrategy", {}).get("workersToDelete"))
         assert set(removal[BAD]["scaleStrategy"]["workersToDelete"]) == stuck
         assert removal[BAD]["replicas"] == 0
@@ -155,6 +133,7 @@ async def test_unschedulable_group_backs_off_and_its_demand_moves_to_the_fallbac
         )
         await eventually(lambda: _is(kube, "Satisfied"), timeout=60, message="the request Satisfied again")
         assert await _replicas(kube) == {BAD: 0, GOOD: 4}
+        history = _groups(seen)
         first_removal = history.index(removal)
         relaunched = [v[BAD]["replicas"] for v in history[first_removal:] if v[BAD].get("replicas")]
         assert relaunched == [], f"{BAD} scaled up again during its backoff"
