@@ -32,6 +32,7 @@ Whether a worker has joined is a question for the GCS (rayscale.ray.client, or `
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -53,6 +54,7 @@ __all__ = [
     "driver_env",
     "free_port",
     "ray_cli",
+    "set_parent_death_signal",
     "start_head",
     "start_worker",
     "stop",
@@ -62,6 +64,7 @@ __all__ = [
 
 T = TypeVar("T")
 
+PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 NODE_IP = "127.0.0.2"  # see the module docstring
 # For every Ray process and driver.
 BASE_ENV: Mapping[str, str] = {
@@ -178,7 +181,9 @@ def _node_args(
     return args
 
 
-def _spawn(args: list[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+def _spawn(
+    args: list[str], env: Mapping[str, str], log_path: Path, *, die_with_parent: bool
+) -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
@@ -188,6 +193,7 @@ def _spawn(args: list[str], env: Mapping[str, str], log_path: Path) -> subproces
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # setsid: pid == process group id
+            preexec_fn=set_parent_death_signal if die_with_parent else None,
         )
 
 
@@ -201,6 +207,7 @@ def start_head(
     env: Mapping[str, str] | None = None,
     log_dir: Path | None = None,
     extra_args: tuple[str, ...] = (),
+    die_with_parent: bool = False,
 ) -> RayNode:
     """Start a head node (GCS, raylet) without dashboard or usage stats. Does not wait.
 
@@ -208,7 +215,8 @@ def start_head(
 
     `env` is added to this process's environment (e.g. ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN``). A
     short private ``--temp-dir`` keeps Unix socket paths short; the workers use it too. No
-    autoscaler monitor runs: rayscale is the autoscaler.
+    autoscaler monitor runs: rayscale is the autoscaler. With `die_with_parent`, the node gets
+    SIGKILL when the thread that started it ends (see `set_parent_death_signal`).
     """
     port = port or free_port()
     temp_dir = Path(tempfile.mkdtemp(prefix="rayh-", dir="/tmp"))
@@ -227,7 +235,7 @@ def start_head(
         *_node_args(num_cpus, num_gpus, resources, labels),
         *extra_args,
     ]
-    process = _spawn(args, driver_env(env), log_path)
+    process = _spawn(args, driver_env(env), log_path, die_with_parent=die_with_parent)
     return RayNode("head", process, log_path, f"{NODE_IP}:{port}", temp_dir=temp_dir)
 
 
@@ -243,6 +251,7 @@ def start_worker(
     env: Mapping[str, str] | None = None,
     log_dir: Path | None = None,
     extra_args: tuple[str, ...] = (),
+    die_with_parent: bool = False,
 ) -> RayNode:
     """Start a worker node joining `gcs_address`. Does not wait for it to register.
 
@@ -264,7 +273,7 @@ def start_worker(
         *_node_args(num_cpus, num_gpus, resources, labels),
         *extra_args,
     ]
-    process = _spawn(args, driver_env(identity), log_path)
+    process = _spawn(args, driver_env(identity), log_path, die_with_parent=die_with_parent)
     return RayNode(
         "worker",
         process,
@@ -274,6 +283,18 @@ def start_worker(
         node_type=node_type,
         temp_dir=scratch,
     )
+
+
+def set_parent_death_signal() -> None:
+    """In the child, before exec: SIGKILL when the parent dies (Linux ``PR_SET_PDEATHSIG``).
+
+    Strictly: when the parent *thread* that started the child ends, so start such nodes from a
+    thread that outlives them. Ray gives its own processes (GCS, raylet) the same signal when
+    ``ray start`` goes, and Ray's workers exit when their raylet does: nothing is left behind
+    when the test process is killed.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> bool:

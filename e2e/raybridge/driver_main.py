@@ -1,0 +1,136 @@
+"""A Ray driver that takes commands: one JSON object a line on stdin, one JSON reply a line on stdout.
+
+Run by `e2e.raybridge.driver.RayDriver` as ``python driver_main.py GCS_ADDRESS NODE_IP``; it is
+the only place in the e2e suite that imports ``ray`` (the test process must not: Ray's protobuf
+messages clash with rayscale's). It prints ``{"ready": true}`` once connected.
+
+Every command returns at once: work is submitted, and "is it done" questions use
+``ray.wait(timeout=0)`` so that the test polls with its own deadline. Commands (``op``):
+
+- ``actor`` name, num_cpus, num_gpus, resources: an actor that holds those resources while it lives
+- ``actor_node`` name: the Ray node id it runs on, or null while it waits for a node
+- ``kill`` name: kill the actor
+- ``pg`` name, bundles, strategy: a placement group; ``pg_nodes`` name: bundle -> node id once
+  ready, else null; ``remove_pg`` name
+- ``request_resources`` num_cpus, bundles: ``ray.autoscaler.sdk.request_resources``
+- ``task`` name, num_cpus, resources, marker: a task that writes its node id to ``marker.started``
+  and returns once ``marker`` exists; ``task_result`` name: its return value or null while running
+- ``nodes``: ``ray.nodes()``, reduced to id, alive, resources, labels
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+import ray
+from ray.autoscaler.sdk import request_resources
+from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+
+
+@ray.remote
+class Holder:
+    def node(self) -> str:
+        return str(ray.get_runtime_context().get_node_id())
+
+
+@ray.remote
+def wait_for(marker: str) -> str:
+    node = str(ray.get_runtime_context().get_node_id())
+    with open(marker + ".started", "w") as out:
+        out.write(node)
+    deadline = time.monotonic() + 600
+    while not os.path.exists(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return node if os.path.exists(marker) else "gave up"
+
+
+class Commands:
+    def __init__(self) -> None:
+        self.actors: dict[str, Any] = {}
+        self.pings: dict[str, Any] = {}
+        self.pgs: dict[str, Any] = {}
+        self.tasks: dict[str, Any] = {}
+
+    @staticmethod
+    def _done(ref: Any) -> Any:
+        ready, _ = ray.wait([ref], timeout=0)
+        return ray.get(ready[0]) if ready else None
+
+    def actor(self, name: str, num_cpus: float = 1, num_gpus: float = 0, resources: Any = None) -> Any:
+        handle = Holder.options(  # type: ignore[attr-defined]
+            name=name, num_cpus=num_cpus, num_gpus=num_gpus, resources=resources or {}
+        ).remote()
+        self.actors[name] = handle
+        self.pings[name] = handle.node.remote()
+        return name
+
+    def actor_node(self, name: str) -> Any:
+        return self._done(self.pings[name])
+
+    def kill(self, name: str) -> Any:
+        ray.kill(self.actors.pop(name))
+        self.pings.pop(name, None)
+        return name
+
+    def pg(self, name: str, bundles: list[dict[str, float]], strategy: str) -> Any:
+        group = placement_group(bundles, strategy=strategy, name=name)
+        self.pgs[name] = (group, group.ready())
+        return group.id.hex()
+
+    def pg_nodes(self, name: str) -> Any:
+        group, ready = self.pgs[name]
+        if self._done(ready) is None:
+            return None
+        return {str(k): v for k, v in placement_group_table(group)["bundles_to_node_id"].items()}
+
+    def remove_pg(self, name: str) -> Any:
+        remove_placement_group(self.pgs.pop(name)[0])
+        return name
+
+    def request_resources(self, num_cpus: int | None = None, bundles: Any = None) -> Any:
+        request_resources(num_cpus=num_cpus, bundles=bundles)
+        return True
+
+    def task(self, name: str, marker: str, num_cpus: float = 1, resources: Any = None) -> Any:
+        self.tasks[name] = wait_for.options(num_cpus=num_cpus, resources=resources or {}).remote(marker)
+        return name
+
+    def task_result(self, name: str) -> Any:
+        return self._done(self.tasks[name])
+
+    def nodes(self) -> Any:
+        return [
+            {
+                "node_id": n["NodeID"],
+                "alive": n["Alive"],
+                "resources": n.get("Resources", {}),
+                "labels": n.get("Labels", {}),
+            }
+            for n in ray.nodes()
+        ]
+
+
+def main() -> None:
+    address, node_ip = sys.argv[1], sys.argv[2]
+    ray.init(address=address, _node_ip_address=node_ip, log_to_driver=False, namespace="e2e")
+    commands = Commands()
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        op = request.pop("op")
+        try:
+            reply = {"ok": True, "value": getattr(commands, op)(**request)}
+        except Exception as exc:
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
+        print(json.dumps(reply), flush=True)
+
+
+if __name__ == "__main__":
+    main()
