@@ -1,0 +1,88 @@
+"""Fixtures of the end-to-end scenarios: the local control plane, `rayscale run`, a Ray bridge, a
+GCS client and a Ray driver per test; every test in e2e/ is marked ``e2e``.
+
+Run them with ``make e2e`` (all) or ``make e2e-smoke`` (the ``e2e_smoke`` subset). Each test
+writes its timings to e2e/.results/ (git-ignored); ``python -m e2e.report`` turns them into
+a section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import testcluster
+from e2e.harness import NAME, PodClock, Scenario
+from e2e.raybridge.bridge import RayBridge
+from e2e.raybridge.driver import RayDriver
+from kubernetes_asyncio import client
+from tests.integration.autoscaler.conftest import autoscaling_operator
+from tests.integration.conftest import api, cluster, namespace
+from tests.integration.controller.conftest import (
+    Operator,
+    pytest_runtest_makereport,
+    raycluster_crd,
+)
+from tests.integration.controller.helpers import Kube
+
+from rayscale.ray.client import GcsClient
+
+__all__ = [
+    "api",
+    "autoscaling_operator",
+    "cluster",
+    "namespace",
+    "pytest_runtest_makereport",
+    "raycluster_crd",
+]
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    no_ray = importlib.util.find_spec("ray") is None
+    for item in items:
+        if HERE in Path(item.path).parents:
+            item.add_marker(pytest.mark.e2e)
+            if no_ray:
+                item.add_marker(
+                    pytest.mark.skip(reason="needs Ray: pip install 'ray==2.60.0' (the dev extra)")
+                )
+
+
+@pytest.fixture
+def bridge(cluster: testcluster.ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[RayBridge]:
+    """A Ray head (0 CPUs) and a Ray worker for every Running worker pod of RayCluster `NAME`."""
+    with RayBridge(cluster.kubeconfig, namespace, NAME, log_dir=tmp_path / "ray") as running:
+        yield running
+        problems = running.errors()
+    assert not problems, f"the Ray bridge failed: {problems}"
+
+
+@pytest.fixture
+async def scenario(
+    api: client.ApiClient,
+    namespace: str,
+    bridge: RayBridge,
+    autoscaling_operator: Operator,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[Scenario]:
+    kube = Kube(api, namespace)
+    async with (
+        GcsClient(bridge.gcs_address, timeout=10) as gcs,
+        RayDriver.start(bridge.gcs_address, tmp_path / "driver.log") as driver,
+        PodClock.watching(kube, NAME) as pods,
+    ):
+        found = Scenario(request.node.name, kube, bridge, gcs, driver, pods, tmp_path)
+        try:
+            yield found
+        finally:
+            report = getattr(request.node, "rep_call", None)
+            outcome = "passed" if report is not None and report.passed else "failed"
+            found.write_results(outcome)
+            if outcome == "failed":
+                print(f"--- Ray driver log ---\n{driver.tail()}")
+                print("--- Ray bridge ---\n" + "\n".join(map(str, bridge.history())))

@@ -1,0 +1,366 @@
+"""What every end-to-end scenario uses: the RayCluster it builds, a clock on its pods, waits with
+deadlines on the API and on Ray's GCS, and the timings it records for docs/benchmarks.md.
+
+A scenario runs `rayscale run --mode all` for its namespace, a `RayBridge` (a real Ray head, and a
+real Ray worker for every Running worker pod), a `GcsClient` on that head (Ray's own view) and a
+`RayDriver` (the Ray program that creates the demand).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e.raybridge.bridge import GCS_ANNOTATION, RayBridge
+from e2e.raybridge.driver import RayDriver
+from kubernetes_asyncio import watch
+from tests.integration.controller.helpers import Kube
+from tests.integration.polling import eventually
+
+from rayscale.ray.client import GcsClient
+from rayscale.ray.model import ClusterState, NodeState
+
+__all__ = ["NAME", "RESULTS", "PodClock", "Scenario", "Timing", "group", "raycluster"]
+
+NAME = "ray-cluster"
+RESULTS = Path(__file__).resolve().parent / ".results"
+# Deadlines. KubeRay's e2e suite uses 1, 2 and 5 minutes (Short, Medium, Long); ours are sized
+# for `ray start` on a busy 2-core machine.
+SCALE_UP = 120.0
+RAY_JOIN = 120.0
+
+
+# ---------------------------------------------------------------------------- manifests
+
+
+def group(
+    name: str,
+    *,
+    replicas: int = 0,
+    min_replicas: int = 0,
+    max_replicas: int = 3,
+    num_cpus: int | None = 1,
+    gpus: int = 0,
+    resources: Mapping[str, int] | None = None,
+    idle_timeout: int | None = None,
+    hosts: int = 1,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A worker group as KubeRay's e2e suite writes them: `num-cpus` in rayStartParams, 1 CPU/1Gi pods.
+
+    GPUs are container limits (``nvidia.com/gpu``): the kube-scheduler puts such pods on the kwok
+    GPU nodes, and rayscale's generated command says ``--num-gpus``.
+    """
+    params: dict[str, str] = {}
+    if num_cpus is not None:
+        params["num-cpus"] = str(num_cpus)
+    if resources:
+        params["resources"] = json.dumps(dict(resources), separators=(",", ":"))
+    limits: dict[str, Any] = {"cpu": "1", "memory": "1Gi"}
+    if gpus:
+        limits["nvidia.com/gpu"] = gpus
+    spec: dict[str, Any] = {
+        "groupName": name,
+        "replicas": replicas,
+        "minReplicas": min_replicas,
+        "maxReplicas": max_replicas,
+        "rayStartParams": params,
+        "template": {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "ray-worker",
+                        "image": "rayproject/ray:2.60.0",
+                        "resources": {"requests": dict(limits), "limits": dict(limits)},
+                    }
+                ]
+            }
+        },
+    }
+    if idle_timeout is not None:
+        spec["idleTimeoutSeconds"] = idle_timeout
+    if hosts != 1:
+        spec["numOfHosts"] = hosts
+    if labels:
+        spec["labels"] = dict(labels)
+    return spec
+
+
+def raycluster(
+    gcs_address: str,
+    groups: Sequence[Mapping[str, Any]],
+    *,
+    idle_timeout: int = 60,
+    upscaling_mode: str | None = None,
+) -> dict[str, Any]:
+    """An autoscaling RayCluster (autoscaler v2) whose GCS is the bridge's Ray head."""
+    options: dict[str, Any] = {"version": "v2", "idleTimeoutSeconds": idle_timeout}
+    if upscaling_mode:
+        options["upscalingMode"] = upscaling_mode
+    head_container = {
+        "name": "ray-head",
+        "image": "rayproject/ray:2.60.0",
+        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
+    }
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": NAME, "annotations": {GCS_ANNOTATION: gcs_address}},
+        "spec": {
+            "rayVersion": "2.60.0",
+            "enableInTreeAutoscaling": True,
+            "autoscalerOptions": options,
+            "headGroupSpec": {
+                "rayStartParams": {"num-cpus": "0"},
+                "template": {"spec": {"containers": [head_container]}},
+            },
+            "workerGroupSpecs": [dict(g) for g in groups],
+        },
+    }
+
+
+# ---------------------------------------------------------------------------- pod clock
+
+
+@dataclass
+class PodTimes:
+    group: str
+    created: float
+    running: float | None = None
+    deleting: float | None = None
+    gone: float | None = None
+
+
+class PodClock:
+    """When a watch first saw each worker pod of the cluster created, Running, deleting and gone."""
+
+    def __init__(self) -> None:
+        self.pods: dict[str, PodTimes] = {}
+
+    def observe(self, kind: str, pod: Mapping[str, Any]) -> None:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if labels.get("ray.io/node-type") != "worker":
+            return
+        now = time.monotonic()
+        times = self.pods.setdefault(str(meta["name"]), PodTimes(str(labels.get("ray.io/group")), now))
+        if times.running is None and (pod.get("status") or {}).get("phase") == "Running":
+            times.running = now
+        if times.deleting is None and (meta.get("deletionTimestamp") or kind == "DELETED"):
+            times.deleting = now
+        if kind == "DELETED":
+            times.gone = now
+
+    def live(self, group_name: str | None = None) -> list[str]:
+        return sorted(
+            name
+            for name, t in self.pods.items()
+            if t.deleting is None and (group_name is None or t.group == group_name)
+        )
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def watching(cls, kube: Kube, cluster: str) -> AsyncIterator[PodClock]:
+        clock = cls()
+        events = watch.Watch()
+        started = asyncio.Event()
+
+        async def run() -> None:
+            while True:
+                listed = await kube.core.list_namespaced_pod(
+                    kube.ns, label_selector=f"ray.io/cluster={cluster}"
+                )
+                for pod in listed.items:
+                    clock.observe("ADDED", kube.core.api_client.sanitize_for_serialization(pod))
+                started.set()
+                with contextlib.suppress(Exception):
+                    async for event in events.stream(
+                        kube.core.list_namespaced_pod,
+                        kube.ns,
+                        label_selector=f"ray.io/cluster={cluster}",
+                        resource_version=listed.metadata.resource_version,
+                        timeout_seconds=120,
+                    ):
+                        if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                            clock.observe(event["type"], event["raw_object"])
+
+        task = asyncio.create_task(run())
+        try:
+            await asyncio.wait_for(started.wait(), 30)
+            yield clock
+        finally:
+            events.stop()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await events.close()
+
+
+# ---------------------------------------------------------------------------- timings
+
+
+@dataclass(frozen=True)
+class Timing:
+    test: str
+    step: str  # "demand -> pods created" | "pods -> Ray nodes alive" | "idle timeout -> pod deleted" | ...
+    seconds: float
+    pods: int
+    detail: str = ""
+
+
+# ---------------------------------------------------------------------------- the scenario
+
+
+@dataclass
+class Scenario:
+    test: str
+    kube: Kube
+    bridge: RayBridge
+    gcs: GcsClient
+    ray: RayDriver
+    pods: PodClock
+    tmp: Path
+    timings: list[Timing] = field(default_factory=list)
+
+    # ---- the cluster ----
+
+    async def create(self, groups: Sequence[Mapping[str, Any]], **options: Any) -> dict[str, Any]:
+        """Create the RayCluster and wait until it is ready with its initial workers in Ray."""
+        body = raycluster(self.bridge.gcs_address, groups, **options)
+        await self.kube.create(body)
+        initial = sum(int(g.get("replicas", 0)) * int(g.get("numOfHosts", 1)) for g in groups)
+
+        async def ready() -> bool:
+            status = (await self.kube.get(NAME)).get("status") or {}
+            return status.get("state") == "ready" and status.get("desiredWorkerReplicas") == initial
+
+        await eventually(ready, timeout=SCALE_UP, message=f"{NAME} ready with {initial} desired workers")
+        if initial:
+            await self.nodes_alive(await self.wait_workers(initial))
+        return body
+
+    async def spec_groups(self) -> dict[str, dict[str, Any]]:
+        specs = (await self.kube.get(NAME))["spec"]["workerGroupSpecs"]
+        return {g["groupName"]: g for g in specs}
+
+    async def replicas(self) -> dict[str, int]:
+        return {name: int(g.get("replicas") or 0) for name, g in (await self.spec_groups()).items()}
+
+    async def desired(self) -> int:
+        return int(((await self.kube.get(NAME)).get("status") or {}).get("desiredWorkerReplicas", -1))
+
+    async def set_group(self, name: str, field_name: str, value: Any) -> None:
+        index = list(await self.spec_groups()).index(name)
+        await self.kube.set_group(NAME, index, field_name, value)
+
+    # ---- waits ----
+
+    async def wait_workers(
+        self,
+        count: int,
+        group_name: str | None = None,
+        *,
+        timeout: float = SCALE_UP,  # noqa: ASYNC109
+    ) -> list[str]:
+        """The live worker pods (of `group_name`), once there are exactly `count` (and the API agrees)."""
+        where = f" in group {group_name}" if group_name else ""
+
+        found: list[str] = []
+
+        async def check() -> bool:
+            names = self.pods.live(group_name)
+            if len(names) != count:
+                return False
+            listed = await self.kube.workers(NAME, group=group_name, live=True)
+            found[:] = names
+            return sorted(p.metadata.name for p in listed) == names
+
+        await eventually(check, timeout=timeout, message=f"{count} worker pods{where}")
+        return list(found)
+
+    async def state(self) -> ClusterState:
+        return await self.gcs.get_cluster_resource_state()
+
+    async def nodes_alive(self, names: Sequence[str], *, timeout: float = RAY_JOIN) -> dict[str, NodeState]:  # noqa: ASYNC109
+        """Ray nodes for all these pods, alive in the GCS (the bridge started them when Running)."""
+
+        async def check() -> dict[str, NodeState] | None:
+            state = await self.state()
+            found = {n: state.node_by_instance(n) for n in names}
+            if all(node is not None and node.alive for node in found.values()):
+                return {n: node for n, node in found.items() if node is not None}
+            return None
+
+        found: dict[str, NodeState] = await eventually(
+            check, timeout=timeout, interval=0.25, message=f"Ray nodes alive for {sorted(names)}"
+        )
+        return found
+
+    async def scale_up(
+        self, demand_at: float, count: int, group_name: str | None = None, *, before: Sequence[str] = ()
+    ) -> list[str]:
+        """Wait for `count` live workers (of the group), their Ray nodes; record both steps."""
+        names = await self.wait_workers(count, group_name)
+        new = [n for n in names if n not in before]
+        await self.nodes_alive(names)
+        alive_at = time.monotonic()
+        if new:
+            created = [self.pods.pods[n].created for n in new]
+            self.record("demand -> pods created", max(created) - demand_at, len(new))
+            self.record("pods -> Ray nodes alive", alive_at - min(created), len(new))
+        return names
+
+    async def scale_down(
+        self,
+        idle_from: float,
+        idle_timeout: float,
+        count: int,
+        group_name: str | None = None,
+        *,
+        before: Sequence[str],
+    ) -> None:
+        """Wait until `count` live workers are left; record how long after the idle timeout they went."""
+        left = await self.wait_workers(count, group_name, timeout=idle_timeout + SCALE_UP)
+        gone = [n for n in before if n not in left]
+        if gone:
+            deleted = max(self.pods.pods[n].deleting or time.monotonic() for n in gone)
+            self.record(
+                "idle timeout -> pod deleted",
+                deleted - idle_from - idle_timeout,
+                len(gone),
+                f"timeout {idle_timeout:g}s",
+            )
+
+    async def ray_call(self, op: str, **kwargs: Any) -> Any:
+        return await self.ray.call(op, **kwargs)
+
+    async def actor_on(self, name: str, *, timeout: float = SCALE_UP + RAY_JOIN) -> str:  # noqa: ASYNC109
+        """The pod (instance id) whose Ray node runs actor `name`, once it runs."""
+        node_id: str = await eventually(
+            lambda: self.ray.call("actor_node", name=name),
+            timeout=timeout,
+            interval=0.5,
+            message=f"actor {name} running",
+        )
+        return await self.pod_of(node_id)
+
+    async def pod_of(self, node_id: str) -> str:
+        for node in (await self.state()).nodes:
+            if node.node_id == node_id:
+                return node.instance_id
+        raise AssertionError(f"no Ray node {node_id}")
+
+    def record(self, step: str, seconds: float, pods: int, detail: str = "") -> None:
+        self.timings.append(Timing(self.test, step, round(seconds, 3), pods, detail))
+
+    def write_results(self, outcome: str) -> None:
+        RESULTS.mkdir(exist_ok=True)
+        body = {"test": self.test, "outcome": outcome, "timings": [asdict(t) for t in self.timings]}
+        slug = "".join(c if c.isalnum() or c in "-_" else "_" for c in self.test)
+        (RESULTS / f"{slug}.json").write_text(json.dumps(body, indent=1) + "\n")
