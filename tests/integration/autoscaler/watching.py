@@ -8,8 +8,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from kubernetes_asyncio import watch
+from kubernetes_asyncio.client import ApiException
 
 from tests.integration.controller.helpers import GROUP, PLURAL, VERSION, Kube
+
+RETRY = (410, 429, 500, 503)  # gone (too old), too many requests, server errors
+RETRY_SECONDS = 0.5
 
 
 @contextlib.asynccontextmanager
@@ -21,9 +25,17 @@ async def versions(kube: Kube, name: str) -> AsyncIterator[list[dict[str, Any]]]
 
     async def record() -> None:
         selector = f"metadata.name={name}"
-        async for event in events.stream(lister, GROUP, VERSION, kube.ns, PLURAL, field_selector=selector):
-            if event["type"] in ("ADDED", "MODIFIED"):
-                seen.append(event["raw_object"])
+        while True:  # a watch ends (timeout) or is refused for a while (429 while a new CRD's
+            try:  # storage initialises): watch again; a version seen twice does no harm
+                async for event in events.stream(
+                    lister, GROUP, VERSION, kube.ns, PLURAL, field_selector=selector
+                ):
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        seen.append(event["raw_object"])
+            except ApiException as exc:
+                if exc.status not in RETRY:
+                    raise
+                await asyncio.sleep(RETRY_SECONDS)  # back off, then watch again
 
     task = asyncio.create_task(record())
     try:
