@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE / "localk8s"))
@@ -162,6 +164,13 @@ def main() -> int:
             say("Done. What the API server now holds:")
             kubectl("get", "rayclusters,rayresourcerequests", "-n", NS)
             kubectl("get", "pods", "-n", NS, "-L", "ray.io/group", "-o", "wide")
+            say("rayscale's own view of its decision (status.autoscaler of the RayCluster):")
+            rc = json.loads(kubectl("get", "raycluster", "demo", "-n", NS, "-o", "json", quiet=True))
+            print(yaml.safe_dump((rc.get("status") or {}).get("autoscaler") or {}, sort_keys=False).rstrip())
+            print(
+                "  (gcs.reachable is false: no Ray runs in this demo, so the demand is the request's "
+                "and nothing running is removed)"
+            )
             say("rayscale's Events on the RayCluster:")
             columns = "custom-columns=REASON:.reason,MESSAGE:.message"
             kubectl("get", "events", "-n", NS, "--field-selector", "involvedObject.kind=RayCluster",
@@ -177,6 +186,8 @@ Try next (the cluster keeps running):
   .venv/bin/rayscale run --namespace {NS} &        # the operator again, with the admin credentials
   kubectl -n {NS} patch rayresourcerequest reserve --type=merge -p '{patch}'
   kubectl -n {NS} get rayresourcerequest reserve   # 9 GPUs > maxReplicas 4: Unsatisfiable, MAX_REPLICAS
+  kubectl -n {NS} get raycluster demo -o jsonpath='{{.status.autoscaler.unmetDemand}}'   # ...and why
+  curl -s localhost:8080/metrics | grep rayscale_autoscaler_unmet   # the same, as Prometheus sees it
   .venv/bin/rayscale simulate examples/scenarios/mixed-cpu-gpu.yaml   # ask the scheduler offline
 Stop the local cluster with `make cluster-down`.""")
     return 0
