@@ -60,8 +60,8 @@ def group(
     params: dict[str, str] = {}
     if num_cpus is not None:
         params["num-cpus"] = str(num_cpus)
-    if resources:
-        params["resources"] = json.dumps(dict(resources), separators=(",", ":"))
+    if resources:  # quoted for the shell, as KubeRay's docs and e2e tests write it
+        params["resources"] = '"' + json.dumps(dict(resources)).replace('"', '\\"') + '"'
     limits: dict[str, Any] = {"cpu": "1", "memory": "1Gi"}
     if gpus:
         limits["nvidia.com/gpu"] = gpus
@@ -291,6 +291,8 @@ class Scenario:
         """Ray nodes for all these pods, alive in the GCS (the bridge started them when Running)."""
 
         async def check() -> dict[str, NodeState] | None:
+            if self.bridge.errors():
+                raise RuntimeError(f"the Ray bridge failed: {self.bridge.errors()}")
             state = await self.state()
             found = {n: state.node_by_instance(n) for n in names}
             if all(node is not None and node.alive for node in found.values()):

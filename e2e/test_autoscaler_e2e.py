@@ -48,3 +48,50 @@ async def test_cpu_actors_scale_up_and_back_to_zero(scenario: Scenario) -> None:
     assert await scenario.desired() == 0
     state = await scenario.state()
     assert not [n for n in state.nodes if n.alive and n.instance_id], "Ray still has worker nodes"
+
+
+async def _one_actor_up_and_down(scenario: Scenario, group_name: str, **actor: object) -> str:
+    """Actor -> one pod of `group_name` runs it; kill -> back to 0 workers after the idle timeout."""
+    demand = time.monotonic()
+    await scenario.ray_call("actor", name="actor", **actor)
+    [pod] = await scenario.scale_up(demand, 1, group_name)
+    assert await scenario.actor_on("actor") == pod
+    assert await scenario.desired() == 1
+    await scenario.ray_call("kill", name="actor")
+    await scenario.scale_down(time.monotonic(), IDLE, 0, before=[pod])
+    assert await scenario.desired() == 0
+    return pod
+
+
+async def test_fake_gpu_group(scenario: Scenario) -> None:
+    """#2 TestRayClusterAutoscalerWithFakeGPU: a GPU actor scales the GPU group only."""
+    await scenario.create(
+        [group("cpu-group", max_replicas=3), group("gpu-group", max_replicas=3, gpus=1)], idle_timeout=IDLE
+    )
+    pod = await _one_actor_up_and_down(scenario, "gpu-group", num_cpus=1, num_gpus=1)
+    node = scenario.pods.pods[pod]
+    assert node.group == "gpu-group"
+    assert [p for p, t in scenario.pods.pods.items() if t.group == "cpu-group"] == []
+
+
+async def test_custom_resource(scenario: Scenario) -> None:
+    """#4 TestRayClusterAutoscalerWithCustomResource."""
+    await scenario.create(
+        [
+            group("cpu-group", max_replicas=3),
+            group("custom-resource-group", max_replicas=3, resources={"CustomResource": 1}),
+        ],
+        idle_timeout=IDLE,
+    )
+    pod = await _one_actor_up_and_down(
+        scenario, "custom-resource-group", num_cpus=1, resources={"CustomResource": 1}
+    )
+    assert scenario.pods.pods[pod].group == "custom-resource-group"
+    assert [p for p, t in scenario.pods.pods.items() if t.group == "cpu-group"] == []
+
+
+async def test_gpu_nodes_take_cpu_work_when_no_other_group_exists(scenario: Scenario) -> None:
+    """#9 TestRayClusterAutoscalerGPUNodesForCPUTasks."""
+    await scenario.create([group("gpu-group", max_replicas=3, gpus=1)], idle_timeout=IDLE)
+    pod = await _one_actor_up_and_down(scenario, "gpu-group", num_cpus=1)
+    assert scenario.pods.pods[pod].group == "gpu-group"
