@@ -55,6 +55,8 @@ GCS_ANNOTATION = "rayscale.io/gcs-address"
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # Ray's minimum is 75 MiB; the object store is mapped lazily
 RELIST_DELAY = 0.5
 WATCH_SECONDS = 60  # server-side timeout of one watch request; then it is simply renewed
+STARTED_LINE = b"Ray runtime started."  # what `ray start` logs once its raylet has registered
+START_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,16 @@ class RayBridge:
         self._stopper = concurrent.futures.ThreadPoolExecutor(
             max_workers=4, thread_name_prefix="raybridge-stop"
         )
+        # Workers start one at a time, each once the previous one runs: raylets that start side
+        # by side on one address time out registering with the GCS ("The current node timed out
+        # during startup"), and one at a time is also what 2 cores take. The starter thread
+        # outlives its workers (PR_SET_PDEATHSIG is per thread): it is shut down after them.
+        self._starter = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="raybridge-start"
+        )
+        self._wanted: set[str] = set()  # pods that should have a worker now
+        self._queued: set[str] = set()  # pods whose worker is waiting to start or starting
+        self._closing = threading.Event()
 
     # ---- lifecycle ----
 
@@ -145,10 +157,12 @@ class RayBridge:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        self._closing.set()
+        self._starter.shutdown(wait=True, cancel_futures=True)  # a start under way ends first
         with self._lock:
             workers = list(self._workers.values())
             self._workers.clear()
-        for node in workers:  # the thread that started them has ended: they may be gone already
+        for node in workers:
             rayproc.stop(node, grace=self.stop_grace)
         self._stopper.shutdown(wait=True)
         if self.head is not None:
@@ -267,15 +281,51 @@ class RayBridge:
                 self._reported.add(name)
                 self._record("error", name, error)
         with self._lock:
+            self._wanted = set(wanted)
             gone = [name for name in self._workers if name not in wanted]
             stopping = [self._workers.pop(name) for name in gone]
-            new = [spec for name, spec in wanted.items() if name not in self._workers]
+            new = [
+                spec
+                for name, spec in wanted.items()
+                if name not in self._workers and name not in self._queued
+            ]
+            self._queued.update(spec.pod for spec in new)
         for node in stopping:
             self._stopper.submit(self._stop, node)
         for spec in new:
-            self._start(spec)
+            self._starter.submit(self._start_in_turn, spec)
 
-    def _start(self, spec: podspec.WorkerSpec) -> None:
+    def _still_wanted(self, pod: str) -> bool:
+        with self._lock:
+            return pod in self._wanted and not self._closing.is_set()
+
+    def _start_in_turn(self, spec: podspec.WorkerSpec) -> None:
+        """On the starter thread: start the worker, wait until it runs (or fails, or its pod goes)."""
+        try:
+            if self._still_wanted(spec.pod):
+                node = self._start(spec)
+                if node is not None:
+                    self._wait_started(node, spec.pod)
+        finally:
+            with self._lock:
+                self._queued.discard(spec.pod)
+                orphan = self._workers.pop(spec.pod, None) if spec.pod not in self._wanted else None
+            if orphan is not None:  # its pod went while it started
+                self._stopper.submit(self._stop, orphan)
+
+    def _wait_started(self, node: rayproc.RayNode, pod: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while node.running() and self._still_wanted(pod) and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if STARTED_LINE in node.log_path.read_bytes():
+                    return
+            time.sleep(0.1)
+        if node.running() and self._still_wanted(pod):
+            self._record(
+                "error", pod, f"no {STARTED_LINE.decode()!r} in {node.log_path} after {START_TIMEOUT:g}s"
+            )
+
+    def _start(self, spec: podspec.WorkerSpec) -> rayproc.RayNode | None:
         assert self.head is not None
         args = [f"--object-store-memory={self.object_store_bytes}"]
         if spec.memory is not None:
@@ -295,10 +345,11 @@ class RayBridge:
             )
         except (OSError, rayproc.RayProcessError) as exc:
             self._record("error", spec.pod, f"ray start failed: {exc}")
-            return
+            return None
         with self._lock:
             self._workers[spec.pod] = node
         self._record("started", spec.pod, f"pid {node.pid}")
+        return node
 
     def _stop(self, node: rayproc.RayNode) -> None:
         rayproc.stop(node, grace=self.stop_grace)
