@@ -39,8 +39,18 @@ unit: install ## unit tests (no cluster)
 	$(PY) -m pytest tests/unit -q
 
 .PHONY: integration
-integration: install cluster-build ## integration tests on the local control plane (or $KUBECONFIG)
-	$(PY) -m pytest tests/integration -q -m integration
+integration: install cluster-build ## integration tests and the e2e smoke scenarios on the local control plane (or $KUBECONFIG)
+	$(PY) -m pytest tests/integration e2e -q -m "integration or e2e_smoke"
+
+.PHONY: e2e
+e2e: install cluster-build ## every end-to-end scenario with a real Ray (about 30 min), then their timings into docs/benchmarks.md
+	rm -rf e2e/.results
+	$(PY) -m pytest e2e -q -m e2e
+	$(PY) -m e2e.report --write-docs
+
+.PHONY: e2e-smoke
+e2e-smoke: install cluster-build ## the end-to-end scenarios `make test` runs
+	$(PY) -m pytest e2e -q -m e2e_smoke
 
 .PHONY: test
 test: lint unit integration ## everything CI runs

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,10 @@ from tests.integration.polling import eventually
 from rayscale.ray.client import GcsClient
 from rayscale.ray.model import ClusterState, NodeState
 
-__all__ = ["NAME", "RESULTS", "PodClock", "Scenario", "Timing", "group", "raycluster"]
+__all__ = ["NAME", "RESULTS", "RRR", "PodClock", "Scenario", "Timing", "group", "raycluster"]
 
 NAME = "ray-cluster"
+RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")
 RESULTS = Path(__file__).resolve().parent / ".results"
 # Deadlines. KubeRay's e2e suite uses 1, 2 and 5 minutes (Short, Medium, Long); ours are sized
 # for `ray start` on a busy 2-core machine.
@@ -255,9 +257,45 @@ class Scenario:
     async def desired(self) -> int:
         return int(((await self.kube.get(NAME)).get("status") or {}).get("desiredWorkerReplicas", -1))
 
+    async def wait_desired(self, count: int, *, timeout: float = 30) -> None:  # noqa: ASYNC109
+        """`status.desiredWorkerReplicas` == count (the controller writes it after the pods change)."""
+
+        async def check() -> bool:
+            return await self.desired() == count
+
+        await eventually(check, timeout=timeout, message=f"status.desiredWorkerReplicas {count}")
+
     async def set_group(self, name: str, field_name: str, value: Any) -> None:
         index = list(await self.spec_groups()).index(name)
         await self.kube.set_group(NAME, index, field_name, value)
+
+    async def add_group(self, spec: Mapping[str, Any]) -> None:
+        """Add a worker group to the live cluster, as a user's edit (JSON patch, appended)."""
+        await self.kube.patch_json(
+            NAME, [{"op": "add", "path": "/spec/workerGroupSpecs/-", "value": dict(spec)}]
+        )
+
+    # ---- RayResourceRequests ----
+
+    async def request(self, name: str, bundles: Sequence[tuple[Mapping[str, Any], int]]) -> None:
+        """Create a RayResourceRequest for the cluster: (resources, count) per bundle shape."""
+        body = {
+            "apiVersion": "rayscale.io/v1alpha1",
+            "kind": "RayResourceRequest",
+            "metadata": {"name": name},
+            "spec": {
+                "clusterName": NAME,
+                "bundles": [{"resources": dict(r), "count": c} for r, c in bundles],
+            },
+        }
+        await self.kube.objects.create_namespaced_custom_object(*RRR[:2], self.kube.ns, RRR[2], body)
+
+    async def request_status(self, name: str) -> dict[str, Any]:
+        got = await self.kube.objects.get_namespaced_custom_object(*RRR[:2], self.kube.ns, RRR[2], name)
+        return dict(got.get("status") or {})
+
+    async def delete_request(self, name: str) -> None:
+        await self.kube.objects.delete_namespaced_custom_object(*RRR[:2], self.kube.ns, RRR[2], name)
 
     # ---- waits ----
 
@@ -339,6 +377,17 @@ class Scenario:
                 f"timeout {idle_timeout:g}s",
             )
 
+    async def holds(self, check: Callable[[], Awaitable[bool] | bool], seconds: float, message: str) -> None:
+        """`check` stays true for `seconds` (polled twice a second): what must not happen, doesn't."""
+        until = time.monotonic() + seconds
+        while True:
+            value = check()
+            if not (await value if inspect.isawaitable(value) else value):
+                raise AssertionError(message)
+            if time.monotonic() >= until:
+                return
+            await asyncio.sleep(0.5)
+
     async def ray_call(self, op: str, **kwargs: Any) -> Any:
         return await self.ray.call(op, **kwargs)
 
@@ -351,6 +400,16 @@ class Scenario:
             message=f"actor {name} running",
         )
         return await self.pod_of(node_id)
+
+    async def pg_nodes(self, name: str, *, timeout: float = SCALE_UP + RAY_JOIN) -> dict[str, str]:  # noqa: ASYNC109
+        """Bundle index -> pod of placement group `name`, once Ray says it is ready."""
+        nodes: dict[str, str] = await eventually(
+            lambda: self.ray.call("pg_nodes", name=name),
+            timeout=timeout,
+            interval=0.5,
+            message=f"placement group {name} ready",
+        )
+        return {bundle: await self.pod_of(node) for bundle, node in sorted(nodes.items())}
 
     async def pod_of(self, node_id: str) -> str:
         for node in (await self.state()).nodes:

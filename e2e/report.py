@@ -1,0 +1,112 @@
+"""Turn the end-to-end scenarios' timings (e2e/.results/*.json) into a section of docs/benchmarks.md.
+
+    .venv/bin/python -m e2e.report               # print the section
+    .venv/bin/python -m e2e.report --write-docs  # replace it in docs/benchmarks.md
+
+`make e2e` runs every scenario and then this with --write-docs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from bench.docs import paragraphs, replace_section
+from e2e.harness import RESULTS
+
+TITLE = "## End-to-end scenarios with a real Ray"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+
+# step -> what KubeRay's e2e suite (ray-operator/test/e2eautoscaler) allows for the same step.
+KUBERAY_ALLOWS = {
+    "demand -> pods created": "Medium, 2 min, to the desired count (Long, 5 min, in #3, #7, #15)",
+    "pods -> Ray nodes alive": "not checked apart (the pods' readiness is inside the same 2-5 min)",
+    "idle timeout -> pod deleted": "Medium, 2 min, for idle timeout plus removal (60 s default timeout)",
+    "pods deleted by hand -> new Ray nodes alive": "Medium, 2 min, to the new pods (#13)",
+}
+
+
+def load(results: Path = RESULTS) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(results.glob("*.json"))]
+
+
+def _fmt(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f} / {max(values):.1f}"
+
+
+def render(runs: list[dict[str, Any]]) -> str:
+    passed = [r for r in runs if r["outcome"] == "passed"]
+    failed = sorted(r["test"] for r in runs if r["outcome"] != "passed")
+    by_step: dict[str, list[float]] = defaultdict(list)
+    pods: dict[str, int] = defaultdict(int)
+    for run in passed:
+        for t in run["timings"]:
+            by_step[t["step"]].append(float(t["seconds"]))
+            pods[t["step"]] += int(t["pods"])
+    load1 = os.getloadavg()[0]
+    lines = paragraphs(
+        TITLE,
+        "KubeRay's autoscaler scenarios (kuberay-compat.md §6) with a real Ray on the local control "
+        "plane: `rayscale run --mode all --autoscaler-interval 1`, a real Ray head (PyPI `ray`) and, for "
+        "every worker pod that kwok runs, a real `ray start` worker on this machine with the pod's "
+        "resources, labels and name (e2e/raybridge). Demand comes from a Ray driver: actors, tasks, "
+        "placement groups, `request_resources()`, and a RayResourceRequest. Each step is timed from "
+        "what a watch of the pods and the GCS show: demand to the last new pod created; pods created "
+        "to their Ray nodes alive in the GCS (mostly `ray start` on a busy 2-core machine); the end of "
+        "the idle timeout to the pod's deletion (drain through the GCS, then delete); pods deleted by "
+        "hand to their replacements' Ray nodes alive. Idle timeouts are 5-30 s instead of KubeRay's "
+        "60 s default, to keep the suite short.",
+        f"Measured on {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{datetime.date.today().isoformat()}; load average {load1:.2f} when the report was written; "
+        f"{len(passed)} scenarios passed"
+        + (f", {len(failed)} failed ({', '.join(failed)})" if failed else "")
+        + ". Reproduce with `make e2e` (every scenario, then this section).",
+    )
+    lines += [
+        "| step | times | pods | median / max s | KubeRay's e2e suite allows |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for step, allows in KUBERAY_ALLOWS.items():
+        values = by_step.pop(step, [])
+        if values:
+            lines.append(f"| {step} | {len(values)} | {pods[step]} | {_fmt(values)} | {allows} |")
+    for step, values in sorted(by_step.items()):
+        lines.append(f"| {step} | {len(values)} | {pods[step]} | {_fmt(values)} | |")
+    lines += ["", "Per scenario (seconds, in order):", "", "| scenario | timings |", "|---|---|"]
+    for run in passed:
+        steps = "; ".join(
+            f"{t['step']} {t['seconds']:.1f} ({t['pods']})" + (f" [{t['detail']}]" if t["detail"] else "")
+            for t in run["timings"]
+        )
+        lines.append(f"| `{run['test']}` | {steps or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--write-docs", action="store_true", help=f"replace the section in {DOCS}")
+    args = parser.parse_args(argv)
+    runs = load(args.results)
+    if not runs:
+        parser.error(f"no results in {args.results}: run the scenarios first (make e2e)")
+    section = render(runs)
+    if args.write_docs:
+        replace_section(DOCS, TITLE, section)
+        print(f"wrote {TITLE!r} to {DOCS}")
+    else:
+        print(section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
