@@ -43,7 +43,7 @@ integration: install cluster-build ## integration tests and the e2e smoke scenar
 	$(PY) -m pytest tests/integration e2e -q -m "integration or e2e_smoke"
 
 .PHONY: e2e
-e2e: install cluster-build ## every end-to-end scenario with a real Ray (about 30 min), then their timings into docs/benchmarks.md
+e2e: install cluster-build ## every end-to-end scenario with a real Ray (about 11 min), then their timings into docs/benchmarks.md
 	rm -rf e2e/.results
 	$(PY) -m pytest e2e -q -m e2e
 	$(PY) -m e2e.report --write-docs

@@ -364,18 +364,15 @@ class Scenario:
         group_name: str | None = None,
         *,
         before: Sequence[str],
+        step: str = "idle timeout -> pod deleted",
     ) -> None:
         """Wait until `count` live workers are left; record how long after the idle timeout they went."""
         left = await self.wait_workers(count, group_name, timeout=idle_timeout + SCALE_UP)
         gone = [n for n in before if n not in left]
         if gone:
             deleted = max(self.pods.pods[n].deleting or time.monotonic() for n in gone)
-            self.record(
-                "idle timeout -> pod deleted",
-                deleted - idle_from - idle_timeout,
-                len(gone),
-                f"timeout {idle_timeout:g}s",
-            )
+            detail = f"timeout {idle_timeout:g}s" if idle_timeout else ""
+            self.record(step, deleted - idle_from - idle_timeout, len(gone), detail)
 
     async def holds(self, check: Callable[[], Awaitable[bool] | bool], seconds: float, message: str) -> None:
         """`check` stays true for `seconds` (polled twice a second): what must not happen, doesn't."""

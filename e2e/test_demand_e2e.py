@@ -29,8 +29,12 @@ async def test_request_resources_from_inside_ray(scenario: Scenario) -> None:
         lambda: scenario.pods.live("request-group") == [pod], 2 * IDLE + 2, "the requested worker was removed"
     )
 
+    # Idle for longer than the timeout already: it goes as soon as the request is withdrawn.
+    withdrawn = time.monotonic()
     await scenario.ray_call("request_resources", num_cpus=0)
-    await scenario.scale_down(time.monotonic(), IDLE, 0, "request-group", before=[pod])
+    await scenario.scale_down(
+        withdrawn, 0, 0, "request-group", before=[pod], step="request withdrawn -> pod deleted"
+    )
     await scenario.wait_desired(0)
 
 
