@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from kubernetes_asyncio import client, config, watch
+from kubernetes_asyncio.client import ApiException
 
 from bench.docs import add_output_options, paragraphs, replace_section
 from bench.operator_scale import (
@@ -149,14 +150,24 @@ class Board:
         self.update()
 
     async def follow(self, kind: str, list_fn: Callable[..., Any], *args: Any) -> None:
+        """Keep `kinds[kind]` current. A refused watch (429 while a fresh CRD's storage initialises,
+        410, a server error) starts over: the new watch replays every object as ADDED."""
         objects = self.kinds[kind]
-        async for event in watch.Watch().stream(list_fn, *args, allow_watch_bookmarks=True):
-            obj = event["raw_object"]
-            if event["type"] == "DELETED":
-                objects.pop(obj["metadata"]["name"], None)
-            elif event["type"] in ("ADDED", "MODIFIED"):
-                objects[obj["metadata"]["name"]] = obj
-            self.update()
+        while True:
+            try:
+                async for event in watch.Watch().stream(list_fn, *args, allow_watch_bookmarks=True):
+                    obj = event["raw_object"]
+                    if event["type"] == "DELETED":
+                        objects.pop(obj["metadata"]["name"], None)
+                    elif event["type"] in ("ADDED", "MODIFIED"):
+                        objects[obj["metadata"]["name"]] = obj
+                    self.update()
+                return
+            except ApiException as exc:
+                if exc.status not in (410, 429, 500, 503):
+                    raise
+            await asyncio.sleep(0.5)
+            objects.clear()
 
     async def wait(self, names: list[str], deadline: float) -> None:
         """Until every named milestone is reached; TimeoutError at `deadline` (monotonic)."""

@@ -42,10 +42,10 @@ def register(subparsers: Any) -> None:
                    help="namespace of the Lease (default: $POD_NAMESPACE or 'default')")  # fmt: skip
     p.add_argument("--leader-election-id", default="rayscale",
                    help="name of the Lease (default: %(default)s)")  # fmt: skip
-    p.add_argument("--kube-api-qps", type=float, default=50.0,
+    p.add_argument("--kube-api-qps", type=float, default=100.0,
                    help="sustained requests per second rayscale sends to the API server, 0 for no "
                    "limit (default: %(default)s)")  # fmt: skip
-    p.add_argument("--kube-api-burst", type=int, default=100,
+    p.add_argument("--kube-api-burst", type=int, default=200,
                    help="requests allowed in a burst above --kube-api-qps "
                    "(default: %(default)s)")  # fmt: skip
     p.add_argument(

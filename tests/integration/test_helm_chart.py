@@ -106,7 +106,7 @@ def test_rendered_manifests_pass_server_side_dry_run(helm: str, cluster: Cluster
 def check_default(docs: list[dict[str, Any]], args: list[str]) -> None:
     assert "--all-namespaces" in args
     assert {"--metrics-port=8080", "--leader-elect", "--leader-election-namespace=$(POD_NAMESPACE)",
-            "--leader-election-id=rs-rayscale", "--kube-api-qps=50", "--kube-api-burst=100",
+            "--leader-election-id=rs-rayscale", "--kube-api-qps=100", "--kube-api-burst=200",
             "--autoscaler-interval=5", "--max-node-provision-seconds=900"} <= set(args)  # fmt: skip
     deployment = of_kind(docs, "Deployment")[0]
     assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"  # a new pod waits as a standby
