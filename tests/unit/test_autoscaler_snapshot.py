@@ -20,7 +20,12 @@ from rayscale.autoscaler.scheduling.model import (
     Snapshot,
     Strategy,
 )
-from rayscale.autoscaler.snapshot import MAX_NODE_PROVISION_ANNOTATION, build_snapshot, is_unborn
+from rayscale.autoscaler.snapshot import (
+    MAX_NODE_PROVISION_ANNOTATION,
+    build_snapshot,
+    is_unborn,
+    short_groups,
+)
 from rayscale.ray import model as ray
 
 NOW = datetime(2026, 1, 1, 1, 0, 0, tzinfo=UTC)  # the factory's pods were created an hour earlier
@@ -170,6 +175,26 @@ def test_replicas_without_pods_yet_are_unborn_pending_nodes() -> None:
     decision = schedule(snap)
     assert decision.groups["small"].replicas == 3  # nothing launched twice, nothing removed
     assert decision.groups["small"].launch == 0
+
+
+def test_replicas_whose_pods_are_never_created_fail_to_launch() -> None:
+    """A quota or an admission webhook refuses the pods: the group has been short since `short_since`."""
+    body = rc(a=group(replicas=3), b=group("fallback", replicas=0))
+    pods = [pod("w1")]
+    state = gcs(ray_node("w1"))
+    assert short_groups(build(body, pods, state)) == {"small"}
+
+    fresh = build_snapshot(body, pods, state, [], (), NOW, short_since={"small": NOW})
+    assert {n.pending_seconds for n in fresh.nodes if is_unborn(n.name)} == {0.0}
+    assert schedule(fresh).terminate == ()
+
+    since = datetime(2026, 1, 1, 0, 44, 0, tzinfo=UTC)  # 16 minutes: past the default 900 s
+    old = build_snapshot(body, pods, state, [], (), NOW, short_since={"small": since})
+    assert {n.pending_seconds for n in old.nodes if is_unborn(n.name)} == {960.0}
+    decision = schedule(old)
+    assert [(r.group, r.reason) for r in decision.terminate] == [("small", RemovalCause.LAUNCH_FAILED)] * 2
+    assert all(is_unborn(r.name) for r in decision.terminate)
+    assert decision.groups["small"].replicas == 1  # the running pod stays
 
 
 def test_unborn_follows_min_and_max() -> None:

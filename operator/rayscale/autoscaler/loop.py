@@ -34,7 +34,7 @@ from rayscale.autoscaler.patch import JsonPatch, build_patch
 from rayscale.autoscaler.requests import decision_status, pending_status, status_patch
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import Decision, RemovalCause, Snapshot
-from rayscale.autoscaler.snapshot import build_snapshot
+from rayscale.autoscaler.snapshot import build_snapshot, is_unborn, short_groups
 from rayscale.autoscaler.status import (
     REFRESH_SECONDS,
     GcsHealth,
@@ -105,6 +105,8 @@ class Autoscaler:
             self.step, concurrency=config.concurrency, observer=self.metrics.queue("autoscaler")
         )
         self._backoff: dict[ClusterKey, Backoff] = {}
+        # group -> since when it has had replicas without pods (the provisioning clock of unborn replicas)
+        self._short_since: dict[ClusterKey, dict[str, datetime]] = {}
         self._backoff_until: dict[ClusterKey, dict[str, datetime]] = {}  # wall clock, for status
         self._gcs: dict[ClusterKey, tuple[str, str | None, GcsClient]] = {}  # address, token, client
         self._gcs_health: dict[ClusterKey, GcsHealth] = {}
@@ -165,6 +167,8 @@ class Autoscaler:
         """The decision once applied (or a no-op), None when the resourceVersion test failed."""
         pods = list(self.source.pods(key))
         backoff = self._backoff.setdefault(key, Backoff(self.clock))
+        short_since = self._short_since.setdefault(key, {})
+        now = datetime.now(UTC)
         started = time.perf_counter()
         snapshot = build_snapshot(
             cluster,
@@ -172,9 +176,16 @@ class Autoscaler:
             state,
             requests,
             backoff.active(),
-            datetime.now(UTC),
+            now,
             max_node_provision_seconds=self.config.max_node_provision_seconds,
+            short_since=short_since,
         )
+        short = short_groups(snapshot)
+        for group in list(short_since):
+            if group not in short:
+                del short_since[group]
+        for group in short:
+            short_since.setdefault(group, now)
         decision = schedule(snapshot)
         self.metrics.decision_duration.observe(time.perf_counter() - started)
         targets = drain_targets(decision, state)
@@ -219,8 +230,10 @@ class Autoscaler:
                         cluster, "Normal", "ScaledDown", f"group {group}: {old} -> {new} replicas{why}"
                     )
                     self.metrics.scaled(key, group, down=causes)
-        failed = Counter(
-            r.group for r in decision.terminate if r.reason is RemovalCause.LAUNCH_FAILED and r.name in named
+        failed = Counter(  # pods named in workersToDelete, and replicas whose pods never existed
+            r.group
+            for r in decision.terminate
+            if r.reason is RemovalCause.LAUNCH_FAILED and (r.name in named or is_unborn(r.name))
         )
         for group, nodes in sorted(failed.items()):
             self.metrics.launches_failed(key, group, nodes)
@@ -316,6 +329,7 @@ class Autoscaler:
         self._warned.discard(key)
         self._gcs_health.pop(key, None)
         self._unmet.pop(key, None)
+        self._short_since.pop(key, None)
         if not keep_backoff:
             self._backoff.pop(key, None)
             self._backoff_until.pop(key, None)

@@ -58,6 +58,7 @@ __all__ = [
     "build_snapshot",
     "is_unborn",
     "request_constraints",
+    "short_groups",
 ]
 
 Obj = Mapping[str, Any]
@@ -80,8 +81,13 @@ def build_snapshot(
     now: datetime,
     *,
     max_node_provision_seconds: float = 900.0,
+    short_since: Mapping[str, datetime] | None = None,
 ) -> Snapshot:
     """The Snapshot of `cluster`; `pods` are its pods, `requests` the RayResourceRequests in its namespace.
+
+    `short_since`: group -> since when it has had fewer pods than its replicas ask for (see
+    `short_groups`); its missing replicas are pending that long, so replicas whose pods are never
+    created (a quota or an admission webhook refuses them) fail to launch like unscheduled pods.
 
     Raises ScenarioError or pydantic's ValidationError when the spec cannot be read.
     """
@@ -93,7 +99,7 @@ def build_snapshot(
     constraints = _gcs_constraints(state) + request_constraints(cluster, requests)
     return Snapshot(
         groups=groups,
-        nodes=_nodes(cluster, groups, pods, state, now),
+        nodes=_nodes(cluster, groups, pods, state, now, short_since or {}),
         demands=_demands(state),
         gangs=_gangs(state),
         constraints=constraints,
@@ -158,7 +164,12 @@ def _node(pod: Obj, group: Group, listed: set[str], state: ray.ClusterState | No
     )
 
 
-def _unborn(group: Group, count: int) -> list[Node]:
+def short_groups(snapshot: Snapshot) -> frozenset[str]:
+    """The groups with replicas that no pod holds yet (unborn nodes in the snapshot)."""
+    return frozenset(n.group for n in snapshot.nodes if is_unborn(n.name))
+
+
+def _unborn(group: Group, count: int, pending_seconds: float) -> list[Node]:
     """`count` replicas of `group` that the spec asks for and no pod holds yet."""
     out = []
     for r in range(count):
@@ -171,13 +182,19 @@ def _unborn(group: Group, count: int) -> list[Node]:
                     group=group.name,
                     state=NodeState.PENDING,
                     replica=replica if group.num_of_hosts > 1 else None,
+                    pending_seconds=pending_seconds,
                 )
             )
     return out
 
 
 def _nodes(
-    cluster: Obj, groups: Sequence[Group], pods: Sequence[Obj], state: ray.ClusterState | None, now: datetime
+    cluster: Obj,
+    groups: Sequence[Group],
+    pods: Sequence[Obj],
+    state: ray.ClusterState | None,
+    now: datetime,
+    short_since: Mapping[str, datetime],
 ) -> tuple[Node, ...]:
     by_name = {g.name: g for g in groups}
     listed = _listed(cluster)
@@ -193,7 +210,9 @@ def _nodes(
             for n in nodes
             if n.group == group.name and n.state is not NodeState.TERMINATING
         }
-        nodes += _unborn(group, wanted.get(group.name, 0) - len(live))
+        since = short_since.get(group.name)
+        short_for = 0.0 if since is None else max((now - since).total_seconds(), 0.0)
+        nodes += _unborn(group, wanted.get(group.name, 0) - len(live), short_for)
     return tuple(nodes)
 
 

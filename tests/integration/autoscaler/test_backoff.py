@@ -151,3 +151,38 @@ async def _gone(kube: Kube, group: str) -> bool:
 
 async def _is(kube: Kube, phase: str) -> bool:
     return await _phase(kube) == phase
+
+
+async def test_pods_refused_at_creation_back_off_like_unscheduled_ones(
+    kube: Kube,
+    autoscaling_operator: Operator,
+) -> None:
+    """``gpu-bad``'s pods name a PriorityClass that does not exist, so the API server refuses to create
+    them (as a ResourceQuota or an admission webhook would): its replicas never get pods, fail to
+    launch after the provisioning timeout, and the demand moves to ``gpu-good``."""
+    body = two_gpu_groups()
+    bad = body["spec"]["workerGroupSpecs"][0]
+    del bad["template"]["spec"]["nodeSelector"]
+    bad["template"]["spec"]["priorityClassName"] = "rayscale-test-no-such-priority-class"
+    async with versions(kube, NAME) as seen:
+        await kube.create(body)
+        await kube.objects.create_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], request(2))
+        await eventually(
+            lambda: any(v[BAD].get("replicas") == 2 for v in _groups(seen)), timeout=60, message=f"{BAD} -> 2"
+        )
+        await eventually(
+            lambda: _backing_off(kube), timeout=60, message=f"a Warning BackingOff Event naming {BAD}"
+        )
+        history = _groups(seen)
+        removal = next(v for v in history if v[BAD].get("replicas") == 0 and v[GOOD].get("replicas"))
+        assert removal[GOOD]["replicas"] == 2  # the same patch moved the demand
+        assert not removal[BAD].get("scaleStrategy", {}).get("workersToDelete"), "no pod to name"
+        assert f"group {BAD}: 2 -> 0 replicas (LAUNCH_FAILED)" in [
+            e.message for e in await kube.events("ScaledDown")
+        ]
+        assert await kube.workers(NAME, group=BAD) == [], f"a {BAD} pod was created"
+        await eventually(
+            lambda: kube.running_workers(NAME, 2, group=GOOD), timeout=60, message=f"2 {GOOD} pods Running"
+        )
+        await eventually(lambda: _is(kube, "Satisfied"), timeout=60, message="the request Satisfied")
+        assert await _replicas(kube) == {BAD: 0, GOOD: 2}
