@@ -121,8 +121,12 @@ class Autoscaler:
         try:
             await self.queue.run()
         finally:
-            for key in list(self._gcs):
-                await self._close_gcs(key)
+            await self.close()
+
+    async def close(self) -> None:
+        """Close every cached GCS channel (`run` does so when it ends)."""
+        for key in list(self._gcs):
+            await self._close_gcs(key)
 
     # ---- one round ----
 

@@ -227,7 +227,7 @@ async def race_one_round(api: client.ApiClient, namespace: str, race: Race) -> R
     try:
         after = await autoscaler.step((namespace, NAME))
     finally:
-        await autoscaler._forget((namespace, NAME), keep_backoff=False)  # closes the GCS channel
+        await autoscaler.close()  # the GCS channel
     specs = (await kube.get(NAME))["spec"]["workerGroupSpecs"]
     groups = {g["groupName"]: g for g in specs}
     return Round(stale["metadata"]["resourceVersion"], after, groups)
