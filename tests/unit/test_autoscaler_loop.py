@@ -138,10 +138,10 @@ async def test_request_scales_only_the_gpu_group_and_is_pending_while_it_launche
             {"op": "replace", "path": "/spec/workerGroupSpecs/1/replicas", "value": 3},
         ]
     ]
+    waiting = "scaling up: 3 bundle(s) wait for workers that launch or start"
     assert api.statuses == [
-        ("reserve", {"phase": "Pending", "reason": None, "message": "scaling up: 3 worker(s) launching",
-                     "observedGeneration": 1}),
-    ]  # fmt: skip
+        ("reserve", {"phase": "Pending", "reason": None, "message": waiting, "observedGeneration": 1}),
+    ]
     assert events.posted == [("Normal", "ScaledUp", "group gpu: 0 -> 3 replicas")]
 
 

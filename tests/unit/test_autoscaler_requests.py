@@ -9,7 +9,7 @@ from raycluster_factory import cluster, group, pod
 
 from rayscale.autoscaler.requests import decision_status, pending_status, status_patch
 from rayscale.autoscaler.scheduler import schedule
-from rayscale.autoscaler.scheduling.model import Decision, GroupDecision, Unmet, UnmetReason
+from rayscale.autoscaler.scheduling.model import Decision, Unmet, UnmetReason
 from rayscale.autoscaler.snapshot import build_snapshot
 
 REQUEST = {"metadata": {"name": "r", "namespace": "ns", "generation": 3}, "status": {}}
@@ -43,20 +43,9 @@ def test_written_only_when_changed() -> None:
     assert status_patch({**REQUEST, "status": new}, new) is None
 
 
-def test_satisfied_only_once_the_capacity_runs() -> None:
-    launching = Decision(groups={"gpu": GroupDecision(current=0, replicas=3, launch=3, terminate=0)},
-                         terminate=(), unmet=(), placements=())  # fmt: skip
-    assert decision_status(REQUEST, launching)["phase"] == "Pending"
-    assert "3 worker(s) launching" in decision_status(REQUEST, launching)["message"]
-    settled = Decision(groups={"gpu": GroupDecision(current=3, replicas=3, launch=0, terminate=0)},
-                       terminate=(), unmet=(), placements=())  # fmt: skip
-    assert decision_status(REQUEST, settled, starting=2)["phase"] == "Pending"
-    assert decision_status(REQUEST, settled)["phase"] == "Satisfied"
-
-
-def _round(replicas: int, pods: list[dict[str, Any]], bundles: int) -> Decision:
+def _round(replicas: int, pods: list[dict[str, Any]], bundles: int, *other: dict[str, Any]) -> Decision:
     """The decision of a round on a cluster of 1-CPU workers with `replicas` in its spec."""
-    body = cluster(group("cpu", replicas=replicas), autoscaling=True)
+    body = cluster(group("cpu", replicas=replicas), *other, autoscaling=True)
     spec = {"clusterName": "rc", "bundles": [{"resources": {"CPU": 1}, "count": bundles}]}
     request = {"metadata": {"name": "r", "namespace": "ns"}, "spec": spec}
     snapshot = build_snapshot(body, pods, None, [request], (), datetime(2026, 1, 1, tzinfo=UTC))
@@ -74,3 +63,24 @@ def test_pending_while_patched_replicas_have_no_pods_yet() -> None:
     assert status["phase"] == "Satisfied"
     # Bundles that running workers hold are satisfied even while an extra replica is unborn.
     assert decision_status(REQUEST, _round(4, all_running, 3))["phase"] == "Satisfied"
+
+
+def test_pending_while_new_workers_launch() -> None:
+    decision = _round(0, [], 3)
+    assert decision.groups["cpu"].launch == 3
+    status = decision_status(REQUEST, decision)
+    assert status["phase"] == "Pending"
+    assert status["message"] == "scaling up: 3 bundle(s) wait for workers that launch or start"
+
+
+def test_pending_while_its_workers_start() -> None:
+    starting = [pod(f"cpu-{n}", "cpu", phase="Pending") for n in "abc"]
+    assert decision_status(REQUEST, _round(3, starting, 3))["phase"] == "Pending"
+
+
+def test_other_groups_starting_workers_do_not_hold_it_back() -> None:
+    # The request's bundles run on the CPU group; a GPU worker still starting (other demand)
+    # and a GPU replica without a pod yet are not its business.
+    gpu = group("gpu", replicas=2)
+    pods = [pod(f"cpu-{n}", "cpu") for n in "abc"] + [pod("gpu-a", "gpu", phase="Pending")]
+    assert decision_status(REQUEST, _round(3, pods, 3, gpu))["phase"] == "Satisfied"

@@ -153,8 +153,7 @@ class Autoscaler:
                 return None
             if planned is not None:
                 snapshot, decision = planned
-                starting = _starting_workers(self.source.pods(key))
-                status = functools.partial(decision_status, decision=decision, starting=starting)
+                status = functools.partial(decision_status, decision=decision)
                 await self._write_statuses(requests, status)
                 await self._report(key, cluster, snapshot, decision)
                 return self.config.interval
@@ -390,14 +389,3 @@ def _autoscaler_status(cluster: Obj) -> Obj | None:
 
 def _head_running(pods: Sequence[Obj]) -> bool:
     return any(is_head(p) and phase(p) == "Running" for p in pods)
-
-
-def _starting_workers(pods: Sequence[Obj]) -> int:
-    """Worker pods that exist, are not being deleted, and do not run yet."""
-    return sum(
-        1
-        for pod in pods
-        if (pod.get("metadata") or {}).get("labels", {}).get("ray.io/node-type") == "worker"
-        and not (pod.get("metadata") or {}).get("deletionTimestamp")
-        and (pod.get("status") or {}).get("phase") != "Running"
-    )

@@ -1,10 +1,11 @@
 """RayResourceRequest status from one decision (pure).
 
 All requests bound to a cluster join one all-or-nothing constraint set, so they share a verdict:
-``Satisfied`` when the decision left no constraint unmet, every bundle is placed on a worker that
-runs and no worker is still launching (``Pending`` while they launch or start, also between the
-scale-up patch and the controller creating the pods), else ``Unsatisfiable`` with the scheduler's
-reason. A request whose cluster does not exist (or does not autoscale) is ``Pending``.
+``Satisfied`` when the decision left no constraint unmet and every bundle is placed on a worker
+that runs (``Pending`` while the workers that hold the bundles launch or start, also between the
+scale-up patch and the controller creating their pods; workers that other demand brings up do not
+hold a request back), else ``Unsatisfiable`` with the scheduler's reason. A request whose cluster
+does not exist (or does not autoscale) is ``Pending``.
 """
 
 from __future__ import annotations
@@ -29,22 +30,18 @@ def _describe(unmet: Unmet) -> str:
     return f"{unmet.count} x {_shape(unmet.resources)} ({unmet.reason})"
 
 
-def decision_status(request: Obj, decision: Decision, *, starting: int = 0) -> dict[str, Any]:
+def decision_status(request: Obj, decision: Decision) -> dict[str, Any]:
     """The status of `request` after `decision` on its cluster.
 
-    `starting` counts the cluster's worker pods that exist but do not run yet. The request is
-    Satisfied only once the capacity exists: nothing left to launch, no worker still starting, and
-    no bundle placed on a host that does not run (a pod not running, or a replica the spec asks
-    for whose pod does not exist yet).
+    The request is Satisfied only once the capacity exists: no bundle placed on a host that does
+    not run (a new replica, a pod not running or without a live Ray node, or a replica the spec
+    asks for whose pod does not exist yet).
     """
     unmet = [u for u in decision.unmet if u.kind == "constraint"]
     if not unmet:
-        launching = sum(g.launch for g in decision.groups.values()) + starting
         waiting = _waiting_bundles(decision)
-        if launching:
-            return _status(request, "Pending", None, f"scaling up: {launching} worker(s) launching")
         if waiting:
-            message = f"scaling up: {waiting} bundle(s) wait for workers that do not run yet"
+            message = f"scaling up: {waiting} bundle(s) wait for workers that launch or start"
             return _status(request, "Pending", None, message)
         return _status(request, "Satisfied", None, "the cluster can hold every bundle")
     parts = "; ".join(_describe(u) for u in unmet)
