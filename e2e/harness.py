@@ -27,7 +27,7 @@ from tests.integration.polling import eventually
 from rayscale.ray.client import GcsClient
 from rayscale.ray.model import ClusterState, NodeState
 
-__all__ = ["NAME", "RESULTS", "RRR", "PodClock", "Scenario", "Timing", "group", "raycluster"]
+__all__ = ["NAME", "RAY_JOIN", "RESULTS", "RRR", "SCALE_UP", "PodClock", "Scenario", "Timing", "group", "raycluster"]
 
 NAME = "ray-cluster"
 RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")
@@ -53,11 +53,13 @@ def group(
     idle_timeout: int | None = None,
     hosts: int = 1,
     labels: Mapping[str, str] | None = None,
+    init_sleep: int | None = None,
 ) -> dict[str, Any]:
     """A worker group as KubeRay's e2e suite writes them: `num-cpus` in rayStartParams, 1 CPU/1Gi pods.
 
     GPUs are container limits (``nvidia.com/gpu``): the kube-scheduler puts such pods on the kwok
-    GPU nodes, and rayscale's generated command says ``--num-gpus``.
+    GPU nodes, and rayscale's generated command says ``--num-gpus``. `init_sleep` adds KubeRay's
+    ``init-sleep`` init container (``sleep N``): the bridge starts the Ray node that much later.
     """
     params: dict[str, str] = {}
     if num_cpus is not None:
@@ -91,6 +93,9 @@ def group(
         spec["numOfHosts"] = hosts
     if labels:
         spec["labels"] = dict(labels)
+    if init_sleep is not None:
+        init = {"name": "init-sleep", "image": "rayproject/ray:2.60.0", "command": ["sleep", str(init_sleep)]}
+        spec["template"]["spec"]["initContainers"] = [init]
     return spec
 
 

@@ -1,5 +1,5 @@
-"""Demand that is not a task or an actor: `request_resources()` from inside Ray, a
-RayResourceRequest from outside it, and Conservative upscaling (KubeRay #11, #15)."""
+"""Demand beyond one actor: many tasks at once, `request_resources()` from inside Ray, a
+RayResourceRequest from outside it, and Conservative upscaling (KubeRay #5, #11, #15)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,34 @@ from tests.integration.polling import eventually
 pytestmark = pytest.mark.timeout(600)
 
 IDLE = 5
+
+
+async def test_many_tasks_scale_to_max_and_stay(scenario: Scenario) -> None:
+    """#5 TestRayClusterAutoscalerWithDesiredState: more tasks than workers -> exactly max workers.
+
+    KubeRay runs 30 tasks of 5-10 s on a group of at most 3 with a 1 h idle timeout; 15 tasks of
+    3 s keep every worker busy here too. Once they are done, exactly 3 worker pods exist: the
+    group went to its max and no further, and nothing was removed or replaced along the way.
+    """
+    custom = group("custom-resource-group", max_replicas=3, resources={"CustomResource": 1})
+    await scenario.create([custom], idle_timeout=3600)
+
+    demand = time.monotonic()
+    await scenario.ray_call("burst", name="burst", count=15, seconds=3, num_cpus=1)
+    pods = await scenario.scale_up(demand, 3, "custom-resource-group")
+
+    ran_on: list[str] = await eventually(
+        lambda: scenario.ray_call("burst_done", name="burst"),
+        timeout=180,
+        interval=0.5,
+        message="15 tasks done",
+    )
+    assert len(ran_on) == 15
+    assert {await scenario.pod_of(node) for node in set(ran_on)} == set(pods)
+    assert scenario.pods.live("custom-resource-group") == pods
+    assert sorted(scenario.pods.pods) == pods, "a worker pod was removed or replaced"
+    assert await scenario.replicas() == {"custom-resource-group": 3}
+    await scenario.wait_desired(3)
 
 
 async def test_request_resources_from_inside_ray(scenario: Scenario) -> None:

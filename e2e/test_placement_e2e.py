@@ -1,4 +1,5 @@
-"""Placement groups and pods deleted by hand (KubeRay #13 TestRayClusterAutoscalerPlacementGroup).
+"""Placement groups: pods deleted by hand (KubeRay #13 TestRayClusterAutoscalerPlacementGroup), and
+an idle worker a pending placement group needs is kept (#10).
 
 A placement group of two 1-CPU bundles scales `cpu-group` to as many workers as its strategy
 needs: packed onto one 2-CPU worker, or spread over two. Then the test deletes those pods by hand:
@@ -12,7 +13,7 @@ import asyncio
 import time
 
 import pytest
-from e2e.harness import Scenario, group
+from e2e.harness import RAY_JOIN, SCALE_UP, Scenario, group
 from tests.integration.polling import eventually
 
 pytestmark = pytest.mark.timeout(600)
@@ -53,3 +54,41 @@ async def test_placement_group(scenario: Scenario, strategy: str, num_cpus: int,
 
     await eventually(placed_on_new_nodes, timeout=120, message=f"{strategy} group placed on {second}")
     assert await scenario.replicas() == {"cpu-group": pods}
+
+
+async def test_idle_worker_needed_by_a_pending_placement_group_is_kept(scenario: Scenario) -> None:
+    """#10 TestRayClusterAutoscalerDoNotRemoveIdlesForPlacementGroup (do_not_remove_idles_for_pg.py).
+
+    Workers take 15 s to join (an init container sleeps), the idle timeout is 6 s. PG1 (one
+    bundle, STRICT_SPREAD) brings up a worker; PG1 is removed and PG2 (two bundles, STRICT_SPREAD)
+    asked at once. The first worker is idle for the whole 15 s the second takes to join, well past
+    its idle timeout, yet PG2 needs it: it must stay, and PG2 lands on both.
+    """
+    slow = group("short-idle-group", max_replicas=2, init_sleep=15)
+    await scenario.create([slow], idle_timeout=6)
+
+    demand = time.monotonic()
+    await scenario.ray_call("pg", name="pg1", bundles=[{"CPU": 1}], strategy="STRICT_SPREAD")
+    [first] = await scenario.scale_up(demand, 1, "short-idle-group")
+    assert set((await scenario.pg_nodes("pg1")).values()) == {first}
+    before = {n.node_id for n in (await scenario.state()).nodes if n.alive}
+    assert len(before) == 2  # the head and the worker
+
+    await scenario.ray_call("remove_pg", name="pg1")
+    demand = time.monotonic()
+    await scenario.ray_call("pg", name="pg2", bundles=[{"CPU": 1}, {"CPU": 1}], strategy="STRICT_SPREAD")
+
+    async def pg2_placed() -> dict[str, str] | None:
+        if scenario.pods.pods[first].deleting is not None:
+            raise RuntimeError(f"the idle worker {first} that the pending PG2 needs was removed")
+        nodes: dict[str, str] | None = await scenario.ray_call("pg_nodes", name="pg2")
+        return nodes
+
+    await eventually(pg2_placed, timeout=SCALE_UP + RAY_JOIN, interval=0.5, message="PG2 ready")
+    pods = await scenario.scale_up(demand, 2, "short-idle-group", before=[first])
+    assert first in pods
+    assert set((await scenario.pg_nodes("pg2")).values()) == set(pods)
+    after = {n.node_id for n in (await scenario.state()).nodes if n.alive}
+    assert before <= after
+    assert len(after) == 3
+    assert first not in {e.pod for e in scenario.bridge.history("stopped")}

@@ -63,7 +63,7 @@ START_TIMEOUT = 120.0
 class BridgeEvent:
     """Something the bridge did, with `time.monotonic()` and wall-clock `wall` times."""
 
-    kind: str  # "started" | "stopped" | "exited" | "error"
+    kind: str  # "init" | "started" | "stopped" | "exited" | "error"
     pod: str
     at: float
     wall: float
@@ -128,6 +128,7 @@ class RayBridge:
         self._wanted: set[str] = set()  # pods that should have a worker now
         self._queued: set[str] = set()  # pods whose worker is waiting to start or starting
         self._closing = threading.Event()
+        self._delays: list[threading.Timer] = []  # starts waiting for the pod's init containers
 
     # ---- lifecycle ----
 
@@ -158,6 +159,10 @@ class RayBridge:
             self._thread.join(timeout=30)
             self._thread = None
         self._closing.set()
+        with self._lock:
+            delays, self._delays = self._delays, []
+        for timer in delays:
+            timer.cancel()
         self._starter.shutdown(wait=True, cancel_futures=True)  # a start under way ends first
         with self._lock:
             workers = list(self._workers.values())
@@ -293,7 +298,22 @@ class RayBridge:
         for node in stopping:
             self._stopper.submit(self._stop, node)
         for spec in new:
+            if spec.start_delay > 0:  # its init containers sleep first, as the kubelet would run them
+                self._record("init", spec.pod, f"sleeps {spec.start_delay:g}s before ray start")
+                timer = threading.Timer(spec.start_delay, self._submit_start, (spec,))
+                timer.daemon = True
+                with self._lock:
+                    self._delays = [t for t in self._delays if t.is_alive()] + [timer]
+                timer.start()
+            else:
+                self._submit_start(spec)
+
+    def _submit_start(self, spec: podspec.WorkerSpec) -> None:
+        try:
             self._starter.submit(self._start_in_turn, spec)
+        except RuntimeError:  # closing: the starter takes no more work
+            with self._lock:
+                self._queued.discard(spec.pod)
 
     def _still_wanted(self, pod: str) -> bool:
         with self._lock:

@@ -15,6 +15,8 @@ Every command returns at once: work is submitted, and "is it done" questions use
 - ``request_resources`` num_cpus, bundles: ``ray.autoscaler.sdk.request_resources``
 - ``task`` name, num_cpus, resources, marker: a task that writes its node id to ``marker.started``
   and returns once ``marker`` exists; ``task_result`` name: its return value or null while running
+- ``burst`` name, count, num_cpus, seconds: `count` tasks that each sleep `seconds`;
+  ``burst_done`` name: the node ids they ran on once all are done, else null
 - ``nodes``: ``ray.nodes()``, reduced to id, alive, resources, labels
 """
 
@@ -49,12 +51,19 @@ def wait_for(marker: str) -> str:
     return node if os.path.exists(marker) else "gave up"
 
 
+@ray.remote
+def sleep_for(seconds: float) -> str:
+    time.sleep(seconds)
+    return str(ray.get_runtime_context().get_node_id())
+
+
 class Commands:
     def __init__(self) -> None:
         self.actors: dict[str, Any] = {}
         self.pings: dict[str, Any] = {}
         self.pgs: dict[str, Any] = {}
         self.tasks: dict[str, Any] = {}
+        self.batches: dict[str, list[Any]] = {}
 
     @staticmethod
     def _done(ref: Any) -> Any:
@@ -102,6 +111,16 @@ class Commands:
 
     def task_result(self, name: str) -> Any:
         return self._done(self.tasks[name])
+
+    def burst(self, name: str, count: int, seconds: float, num_cpus: float = 1) -> Any:
+        task = sleep_for.options(num_cpus=num_cpus)  # type: ignore[attr-defined]
+        self.batches[name] = [task.remote(seconds) for _ in range(count)]
+        return name
+
+    def burst_done(self, name: str) -> Any:
+        refs = self.batches[name]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        return ray.get(refs) if len(ready) == len(refs) else None
 
     def nodes(self) -> Any:
         return [

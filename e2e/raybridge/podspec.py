@@ -4,14 +4,17 @@ rayscale (like KubeRay) puts the whole ``ray start`` command of a pod in its Ray
 the container args and in the env var ``KUBERAY_GEN_RAY_START_CMD``. The bridge starts a local
 Ray node with the same logical resources (``--num-cpus``, ``--num-gpus``, ``--resources``,
 ``--memory``) and labels, under the pod's name (``RAY_CLOUD_INSTANCE_ID``) and group
-(``RAY_NODE_TYPE_NAME``). Everything about the machine (addresses, ports, object store, dashboard)
-is the bridge's own choice and is not taken from the pod.
+(``RAY_NODE_TYPE_NAME``). Init containers that only sleep (``sleep 15``, as KubeRay's e2e suite
+uses to make a node slow to join) delay the worker's start by as long. Everything about the
+machine (addresses, ports, object store, dashboard) is the bridge's own choice and is not taken
+from the pod.
 
 Standard library only (no kubernetes client objects: pods are plain JSON mappings).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 from collections.abc import Iterable, Mapping
@@ -26,6 +29,7 @@ __all__ = [
     "parse_labels",
     "parse_ray_start",
     "parse_resources",
+    "sleep_seconds",
     "start_command",
     "wanted_workers",
     "worker_spec",
@@ -52,6 +56,7 @@ class WorkerSpec:
     memory: int | None = None  # bytes (Ray's logical `memory` resource)
     resources: Mapping[str, float] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
+    start_delay: float = 0.0  # seconds its init containers sleep before Ray starts
 
 
 def parse_ray_start(command: str) -> dict[str, str]:
@@ -148,6 +153,25 @@ def start_command(pod: Mapping[str, Any]) -> str:
     raise PodSpecError("the Ray container has no generated `ray start` command")
 
 
+def sleep_seconds(pod: Mapping[str, Any]) -> float:
+    """How long the pod's init containers sleep: ``sleep N`` as command and args, or in ``sh -c``."""
+    total = 0.0
+    for init in ((pod.get("spec") or {}).get("initContainers")) or []:
+        words = [str(w) for w in [*(init.get("command") or []), *(init.get("args") or [])]]
+        if words and words[0].rsplit("/", 1)[-1] in _SHELLS and "-c" in words[:-1]:
+            try:
+                words = shlex.split(words[words.index("-c") + 1])
+            except ValueError:
+                continue
+        if len(words) == 2 and words[0].rsplit("/", 1)[-1] == "sleep":
+            with contextlib.suppress(ValueError):
+                total += float(words[1])
+    return total
+
+
+_SHELLS = frozenset({"sh", "bash"})
+
+
 def worker_spec(pod: Mapping[str, Any]) -> WorkerSpec:
     """The Ray worker node of a worker pod."""
     meta = pod.get("metadata") or {}
@@ -167,6 +191,7 @@ def worker_spec(pod: Mapping[str, Any]) -> WorkerSpec:
         memory=None if memory is None else int(memory),
         resources=parse_resources(params["resources"]) if "resources" in params else {},
         labels=parse_labels(params["labels"]) if "labels" in params else {},
+        start_delay=sleep_seconds(pod),
     )
 
 

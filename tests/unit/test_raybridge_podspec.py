@@ -125,3 +125,26 @@ def test_head_params_from_the_head_group() -> None:
         "resources": '{"h": 1}',
     }
     assert head_params(body) == {"num_cpus": 2.0, "num_gpus": 1.0, "resources": {"h": 1.0}}
+
+
+@pytest.mark.parametrize(
+    ("init", "seconds"),
+    [
+        pytest.param([{"name": "init-sleep", "command": ["sleep", "15"]}], 15, id="command"),
+        pytest.param([{"name": "i", "command": ["sleep"], "args": ["2.5"]}], 2.5, id="args"),
+        pytest.param([{"name": "i", "command": ["/bin/sh", "-c", "sleep 3"]}], 3, id="shell"),
+        pytest.param(
+            [{"name": "a", "command": ["sleep", "1"]}, {"name": "b", "args": ["sleep", "2"]}], 3, id="two"
+        ),
+        pytest.param(
+            [{"name": "i", "command": ["sh", "-c", "until nslookup x; do sleep 2; done"]}],
+            0,
+            id="not-just-a-sleep",
+        ),
+        pytest.param([], 0, id="none"),
+    ],
+)
+def test_init_containers_that_sleep_delay_the_start(init: list[dict[str, Any]], seconds: float) -> None:
+    pod = _generated(cluster(group("g")))
+    pod["spec"]["initContainers"] = init
+    assert podspec.worker_spec(pod).start_delay == seconds
