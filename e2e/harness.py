@@ -27,7 +27,18 @@ from tests.integration.polling import eventually
 from rayscale.ray.client import GcsClient
 from rayscale.ray.model import ClusterState, NodeState
 
-__all__ = ["NAME", "RAY_JOIN", "RESULTS", "RRR", "SCALE_UP", "PodClock", "Scenario", "Timing", "group", "raycluster"]
+__all__ = [
+    "NAME",
+    "RAY_JOIN",
+    "RESULTS",
+    "RRR",
+    "SCALE_UP",
+    "PodClock",
+    "Scenario",
+    "Timing",
+    "group",
+    "raycluster",
+]
 
 NAME = "ray-cluster"
 RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")
@@ -348,7 +359,13 @@ class Scenario:
         return found
 
     async def scale_up(
-        self, demand_at: float, count: int, group_name: str | None = None, *, before: Sequence[str] = ()
+        self,
+        demand_at: float,
+        count: int,
+        group_name: str | None = None,
+        *,
+        before: Sequence[str] = (),
+        detail: str = "",
     ) -> list[str]:
         """Wait for `count` live workers (of the group), their Ray nodes; record both steps."""
         names = await self.wait_workers(count, group_name)
@@ -358,7 +375,7 @@ class Scenario:
         if new:
             created = [self.pods.pods[n].created for n in new]
             self.record("demand -> pods created", max(created) - demand_at, len(new))
-            self.record("pods -> Ray nodes alive", alive_at - min(created), len(new))
+            self.record("pods -> Ray nodes alive", alive_at - min(created), len(new), detail)
         return names
 
     async def scale_down(

@@ -69,7 +69,8 @@ async def test_idle_worker_needed_by_a_pending_placement_group_is_kept(scenario:
 
     demand = time.monotonic()
     await scenario.ray_call("pg", name="pg1", bundles=[{"CPU": 1}], strategy="STRICT_SPREAD")
-    [first] = await scenario.scale_up(demand, 1, "short-idle-group")
+    slow_join = "with a 15s init-sleep"
+    [first] = await scenario.scale_up(demand, 1, "short-idle-group", detail=slow_join)
     assert set((await scenario.pg_nodes("pg1")).values()) == {first}
     before = {n.node_id for n in (await scenario.state()).nodes if n.alive}
     assert len(before) == 2  # the head and the worker
@@ -85,7 +86,7 @@ async def test_idle_worker_needed_by_a_pending_placement_group_is_kept(scenario:
         return nodes
 
     await eventually(pg2_placed, timeout=SCALE_UP + RAY_JOIN, interval=0.5, message="PG2 ready")
-    pods = await scenario.scale_up(demand, 2, "short-idle-group", before=[first])
+    pods = await scenario.scale_up(demand, 2, "short-idle-group", before=[first], detail=slow_join)
     assert first in pods
     assert set((await scenario.pg_nodes("pg2")).values()) == set(pods)
     after = {n.node_id for n in (await scenario.state()).nodes if n.alive}
