@@ -83,6 +83,10 @@ bench: install ## scheduler vs Ray 2.60 (installs Ray into its own venv on first
 bench-operator: install cluster-build ## the controller on the local control plane: 0 -> 100 workers, 50 clusters at once
 	$(PY) -m bench.operator_scale --write-docs
 
+.PHONY: bench-fleet
+bench-fleet: install cluster-build ## one operator, 1,000 RayClusters / 10,000 pods on the local control plane: times and RSS (takes minutes)
+	$(PY) -m bench.operator_fleet --write-docs
+
 .PHONY: bench-autoscaler
 bench-autoscaler: install cluster-build ## the autoscaler on the local control plane: RayResourceRequest -> patched replicas -> Running pods
 	$(PY) -m bench.autoscaler_reaction --write-docs

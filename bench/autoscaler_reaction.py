@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import contextlib
 import hashlib
-import json
 import statistics
 import sys
 import textwrap
@@ -39,7 +38,7 @@ from typing import Any
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client import ApiException
 
-from bench.docs import add_output_options, paragraphs, replace_section
+from bench.docs import add_output_options, finish, paragraphs, replace_section
 from bench.operator_scale import (
     GROUP,
     PLURAL,
@@ -399,19 +398,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300, help="deadline per repetition, seconds")
     add_output_options(parser)
     args = parser.parse_args(argv)
-    if args.docs_from:
-        replace_section(DOCS, TITLE, render(json.loads(args.docs_from.read_text())))
-        return 0
-
-    results = measure(lambda cluster: run(cluster, args), args.note)
-    print(json.dumps({k: v for k, v in results.items() if k != "rows"} | {"rows": [
-        {k: v for k, v in r.items() if k != "samples"} for r in results["rows"]
-    ]}, indent=2))  # fmt: skip
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
-    if args.write_docs:
-        replace_section(DOCS, TITLE, render(results))
-    return 0
+    return finish(
+        args,
+        lambda: measure(lambda cluster: run(cluster, args), args.note),
+        lambda results: replace_section(DOCS, TITLE, render(results)),
+        lambda results: (
+            {k: v for k, v in results.items() if k != "rows"}
+            | {"rows": [{k: v for k, v in r.items() if k != "samples"} for r in results["rows"]]}
+        ),
+    )
 
 
 if __name__ == "__main__":

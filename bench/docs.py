@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +118,27 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, help="also write the results as JSON here")
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--docs-from", type=Path, help="only rewrite the docs from a JSON of --out")
+
+
+def finish(
+    args: argparse.Namespace,
+    measure: Callable[[], dict[str, Any]],
+    write: Callable[[dict[str, Any]], None],
+    shown: Callable[[dict[str, Any]], Any] = lambda results: results,
+) -> int:
+    """What a benchmark's main does after parsing add_output_options' flags.
+
+    --docs-from: only `write` the saved results (with --note, when given). Else `measure`, print
+    (what `shown` keeps of) the results, save them with --out and `write` them with --write-docs.
+    """
+    if args.docs_from:
+        saved = json.loads(args.docs_from.read_text())
+        write(saved | ({"note": args.note} if args.note else {}))
+        return 0
+    results = measure()
+    print(json.dumps(shown(results), indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    if args.write_docs:
+        write(results)
+    return 0

@@ -10,7 +10,8 @@ Two cases, each in a fresh namespace with its own `rayscale run --namespace NS` 
 2. many clusters: 50 RayClusters of a head and 10 workers created in parallel: seconds until
    every create call returned, until all 550 pods exist, and until all are Running.
 
-Every pod asks for 100m CPU and 128Mi, so all fit the fake nodes of e2e/nodes.yaml. Pods are
+Every pod's Ray container asks for 100m CPU and 128Mi (200m CPU with its injected init container),
+so all fit the fake nodes of e2e/nodes.yaml. Pods are
 followed by one watch per namespace (raw JSON events, resumed on expiry, re-listed on 410);
 each milestone is the first moment the watch shows it. Nothing sleeps a fixed time: every
 wait has a deadline. The operator is started before the clock runs and is known to be
@@ -46,7 +47,7 @@ from typing import Any
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bench.docs import add_output_options, paragraphs, replace_section
+from bench.docs import add_output_options, finish, paragraphs, replace_section
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "e2e" / "localk8s"))
@@ -218,7 +219,7 @@ def _die_with_parent() -> None:
 
 
 @contextlib.contextmanager
-def operator(cluster: testcluster.ClusterHandle, namespace: str) -> Iterator[Path]:
+def operator(cluster: testcluster.ClusterHandle, namespace: str) -> Iterator[subprocess.Popen[bytes]]:
     """`rayscale run --namespace NS` as a subprocess, stopped on the way out (and if we die)."""
     log = Path(tempfile.mkstemp(prefix=f"rayscale-bench-{namespace}-", suffix=".log")[1])
     env = {**cluster.env, "PYTHONPATH": str(ROOT / "operator")}
@@ -236,7 +237,7 @@ def operator(cluster: testcluster.ClusterHandle, namespace: str) -> Iterator[Pat
         )
     failed = True
     try:
-        yield log
+        yield proc
         failed = False
     finally:
         if proc.poll() is None:
@@ -412,7 +413,8 @@ def render(r: dict[str, Any]) -> str:
         " in parallel) on the local control plane (`e2e/localk8s`: etcd, kube-apiserver, kube-scheduler,"
         f" kube-controller-manager and kwok, Kubernetes {r['kubernetes']}) with the fake nodes of"
         " `e2e/nodes.yaml` (four 16-CPU, two 32-CPU and four 240-CPU nodes)."
-        " Every pod asks for 100m CPU and 128Mi."
+        " Every pod's Ray container asks for 100m CPU and 128Mi (the kube-scheduler counts 200m CPU:"
+        " the injected wait-gcs-ready init container asks for that)."
         " Each case runs in a fresh namespace with its own operator, which is known to be watching"
         " before the clock starts (a head-only warm-up RayCluster, not counted, has its head Running)."
         " Times come from one watch on the namespace's pods: the first moment it shows the milestone."
@@ -506,17 +508,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900, help="deadline per case, seconds")
     add_output_options(parser)
     args = parser.parse_args(argv)
-    if args.docs_from:
-        write_section(DOCS, json.loads(args.docs_from.read_text()))
-        return 0
-
-    results = measure(lambda cluster: run(cluster, args), args.note)
-    print(json.dumps(results, indent=2))
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
-    if args.write_docs:
-        write_section(DOCS, results)
-    return 0
+    return finish(
+        args,
+        lambda: measure(lambda cluster: run(cluster, args), args.note),
+        lambda results: write_section(DOCS, results),
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,309 @@
+"""One operator for a fleet: many RayClusters at once on the local control plane (kwok fake nodes).
+
+    python -m bench.operator_fleet [--clusters 1000] [--workers 9] [--write-docs] [--note TEXT]
+
+DESIGN.md's scale target: 1,000 RayClusters / 10,000 pods on one operator, no cluster waiting
+behind another, RSS < 300 MB. One `rayscale run --namespace NS` (default settings) in a fresh
+namespace; the bench adds enough fake kwok nodes for every pod (32 CPU, 110 pods each, removed at
+the end), creates the RayClusters (a head and `--workers` workers, 100m CPU / 128Mi pods) in
+parallel, and follows the pods with one watch. It reports the seconds until all pods exist and
+until all are Running; per cluster, the seconds from the start until its own pods all exist and
+all run (median, p90, max: a cluster that waits behind others shows in the tail); and the
+operator's resident memory (VmRSS once all pods run, VmHWM peak) from /proc.
+
+The cluster is $KUBECONFIG's, else `make cluster-up`'s, else a fresh local control plane that is
+stopped at the end. --write-docs rewrites the "Operator at fleet scale" section of
+docs/benchmarks.md, keeping every other section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from bench.docs import add_output_options, finish, paragraphs, replace_section
+from bench.operator_scale import (
+    DOCS,
+    GROUP,
+    PLURAL,
+    VERSION,
+    PodWatch,
+    create_namespace,
+    delete_namespace,
+    measure,
+    operator,
+    raycluster,
+    testcluster,
+    warm_up,
+)
+
+TITLE = "## Operator at fleet scale"
+COMMAND = ".venv/bin/python -m bench.operator_fleet --write-docs"
+NODE_POOL = "bench-fleet"
+PODS_PER_NODE = 110
+CREATE_CONCURRENCY = 50  # RayCluster create calls in flight
+
+
+class FleetWatch(PodWatch):
+    """PodWatch that keeps per-cluster tallies, so each event costs O(1) however many pods exist."""
+
+    def __init__(self, core: Any, namespace: str, clusters: set[str], per_cluster: int) -> None:
+        super().__init__(core, namespace)
+        self.clusters = clusters
+        self.per_cluster = per_cluster
+        self.created: dict[str, set[str]] = {c: set() for c in clusters}
+        self.running: dict[str, set[str]] = {c: set() for c in clusters}
+        self.all_created: dict[str, float] = {}  # cluster -> when its pods all existed
+        self.all_running: dict[str, float] = {}
+
+    def _set(self, pod: dict[str, Any]) -> None:
+        super()._set(pod)
+        meta = pod["metadata"]
+        cluster = (meta.get("labels") or {}).get("ray.io/cluster")
+        if cluster not in self.clusters or meta.get("deletionTimestamp"):
+            return
+        now = time.monotonic()
+        self.created[cluster].add(meta["name"])
+        if len(self.created[cluster]) >= self.per_cluster:
+            self.all_created.setdefault(cluster, now)
+        if (pod.get("status") or {}).get("phase") == "Running":
+            self.running[cluster].add(meta["name"])
+            if len(self.running[cluster]) >= self.per_cluster:
+                self.all_running.setdefault(cluster, now)
+
+    def _update(self) -> None:
+        now = time.monotonic()
+        if len(self.all_created) == len(self.clusters):
+            self.reached.setdefault("created", now)
+        if len(self.all_running) == len(self.clusters):
+            self.reached.setdefault("running", now)
+        super()._update()  # the registered milestones (the warm-up); each is checked until reached
+
+
+def fake_nodes(count: int) -> list[dict[str, Any]]:
+    """`count` kwok nodes of 32 CPU / 64Gi / 110 pods, labelled as the bench's own pool.
+
+    A pod takes 200m CPU to the scheduler (its 100m container, but the injected wait-gcs-ready
+    init container asks for 200m), so 110 pods fit in 22 CPU.
+    """
+    names = [f"kwok-{NODE_POOL}-{i}" for i in range(count)]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "kubernetes.io/hostname": name,
+                    "type": "kwok",
+                    "rayscale.io/node-pool": NODE_POOL,
+                },
+                "annotations": {"kwok.x-k8s.io/node": "fake"},
+            },
+            "spec": {"providerID": f"kwok://{name}"},
+            "status": {
+                "capacity": {"cpu": "32", "memory": "64Gi", "pods": str(PODS_PER_NODE)},
+                "allocatable": {"cpu": "32", "memory": "64Gi", "pods": str(PODS_PER_NODE)},
+            },
+        }
+        for name in names
+    ]
+
+
+@contextlib.asynccontextmanager
+async def extra_nodes(core: Any, count: int) -> Any:
+    """Create the bench's fake nodes (and wait until kwok has them Ready); delete them afterwards."""
+    selector = f"rayscale.io/node-pool={NODE_POOL}"
+    try:
+        for body in fake_nodes(count):
+            with contextlib.suppress(ApiException):  # left over from an interrupted run
+                await core.create_node(body)
+        deadline = time.monotonic() + 120
+        while True:
+            nodes = (await core.list_node(label_selector=selector)).items
+            ready = [
+                n
+                for n in nodes
+                if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+            ]
+            if len(ready) >= count:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(ready)} of {count} fake nodes Ready after 120s")
+            await asyncio.sleep(0.5)
+        yield
+    finally:
+        with contextlib.suppress(ApiException):
+            await core.delete_collection_node(label_selector=selector)
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM of a process, in KiB."""
+    found: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            found[key] = int(value.split()[0])
+    return found
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)]
+    return {"median": statistics.median(ordered), "p90": p90, "max": ordered[-1]}
+
+
+async def fleet(
+    cluster: testcluster.ClusterHandle, core: Any, objects: Any, clusters: int, workers: int, limit: float
+) -> dict[str, Any]:
+    names = [f"rc-{i:04d}" for i in range(clusters)]
+    per_cluster = 1 + workers
+    pods = clusters * per_cluster
+    ns = await create_namespace(core, "bench-fleet")
+    try:
+        async with extra_nodes(core, math.ceil(pods / 100)):
+            with operator(cluster, ns) as proc:
+                watch = FleetWatch(core, ns, set(names), per_cluster)
+                task = asyncio.create_task(watch.run())
+                try:
+                    await asyncio.wait_for(watch.synced.wait(), timeout=60)
+                    await warm_up(objects, watch, task, ns)
+                    baseline = memory_kib(proc.pid)
+                    gate = asyncio.Semaphore(CREATE_CONCURRENCY)
+
+                    async def create(name: str) -> None:
+                        async with gate:
+                            body = raycluster(name, workers)
+                            await objects.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+
+                    start = time.monotonic()
+                    await asyncio.gather(*(create(n) for n in names))
+                    crs = time.monotonic() - start
+                    print(f"{clusters} RayClusters created in {crs:.1f}s", flush=True)
+                    await watch.wait(["created"], start + limit, task)
+                    print(f"{pods} pods created in {watch.reached['created'] - start:.1f}s", flush=True)
+                    await watch.wait(["running"], start + limit, task)
+                    print(f"{pods} pods Running in {watch.reached['running'] - start:.1f}s", flush=True)
+                    settled = memory_kib(proc.pid)
+                finally:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+                await delete_namespace(core, objects, ns, limit=900)
+    finally:
+        with contextlib.suppress(Exception):
+            await core.delete_namespace(ns)
+    return {
+        "clusters": clusters,
+        "workers": workers,
+        "pods": pods,
+        "crs_seconds": crs,
+        "created_seconds": watch.reached["created"] - start,
+        "running_seconds": watch.reached["running"] - start,
+        "cluster_created": spread([t - start for t in watch.all_created.values()]),
+        "cluster_running": spread([t - start for t in watch.all_running.values()]),
+        "rss_idle_mib": baseline["VmRSS"] / 1024,
+        "rss_mib": settled["VmRSS"] / 1024,
+        "rss_peak_mib": settled["VmHWM"] / 1024,
+    }
+
+
+# --------------------------------------------------------------------------- docs
+
+
+def render(r: dict[str, Any]) -> str:
+    f = r["fleet"]
+    note = f" {r['note'].strip().rstrip('.')}." if r.get("note") else ""
+    about = (
+        f"One `rayscale run --namespace NS` (default settings: 16 clusters reconciled in parallel,"
+        f" client rate limit 100 requests/s, burst 200) on the local control plane (Kubernetes"
+        f" {r['kubernetes']}, kwok fake nodes) is handed {f['clusters']:,} RayClusters of a head and"
+        f" {f['workers']} workers ({f['pods']:,} pods; 100m CPU / 128Mi containers, 200m CPU with the"
+        " injected wait-gcs-ready init container), created 50 at a time."
+        " The bench adds fake nodes of 32 CPU / 110 pods for them. Times run from the first create call"
+        " and come from one watch on the namespace's pods. Per cluster: from the start until that"
+        " cluster's own pods all exist / all run; a cluster kept waiting behind the others would show"
+        " as a long tail. Memory is the operator process's resident set from /proc. One run."
+    )
+    measured = (
+        f"Measured on {r['machine']}, {r['date']}; load average {r['load']:.2f} at the start.{note}"
+        " Reproduce with `make bench-fleet` (or `" + COMMAND + "`)."
+    )
+    cc, cr = f["cluster_created"], f["cluster_running"]
+    peak_mb = f["rss_peak_mib"] * 1.048576
+    lines = [
+        *paragraphs(TITLE, about, measured),
+        "| what | seconds or MiB |",
+        "|---|---:|",
+        f"| {f['clusters']:,} RayClusters created (API calls returned) | {f['crs_seconds']:.1f} s |",
+        f"| all {f['pods']:,} pods created | {f['created_seconds']:.1f} s |",
+        f"| all {f['pods']:,} pods Running | {f['running_seconds']:.1f} s |",
+        f"| per cluster, its pods created: median / p90 / max | {cc['median']:.1f} / {cc['p90']:.1f} /"
+        f" {cc['max']:.1f} s |",
+        f"| per cluster, its pods Running: median / p90 / max | {cr['median']:.1f} / {cr['p90']:.1f} /"
+        f" {cr['max']:.1f} s |",
+        f"| operator RSS before the clusters (one warm-up cluster) | {f['rss_idle_mib']:.0f} MiB |",
+        f"| operator RSS with every pod Running / peak | {f['rss_mib']:.0f} / {f['rss_peak_mib']:.0f} MiB |",
+        "",
+        *paragraphs(
+            "",
+            f"That is {f['pods'] / f['created_seconds']:.0f} pods/s created across the fleet. The"
+            " per-cluster spread is the API throughput: every pod costs a create and an Event under"
+            " the client's rate limit, and clusters are reconciled 16 at a time in the order they"
+            " came, so a cluster created later gets its pods later.",
+            f"RSS with {f['pods']:,} pods: {peak_mb:.0f} MB at its peak; DESIGN.md's target is"
+            f" < 300 MB: {'met' if peak_mb < 300 else 'not met'}.",
+        )[2:],
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- main
+
+
+async def run(cluster: testcluster.ClusterHandle, args: argparse.Namespace) -> dict[str, Any]:
+    cluster.kubectl_run(
+        "apply", "--server-side", "--force-conflicts", "-f", str(Path(__file__).parent.parent / "crds")
+    )
+    cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd/rayclusters.ray.io")
+    cfg = client.Configuration()
+    await config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
+    async with client.ApiClient(configuration=cfg) as api:
+        core, objects = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        return {"fleet": await fleet(cluster, core, objects, args.clusters, args.workers, args.timeout)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--clusters", type=int, default=1000, help="RayClusters")
+    parser.add_argument("--workers", type=int, default=9, help="workers per RayCluster")
+    parser.add_argument("--timeout", type=float, default=1800, help="deadline, seconds")
+    add_output_options(parser)
+    args = parser.parse_args(argv)
+    return finish(
+        args,
+        lambda: measure(lambda cluster: run(cluster, args), args.note),
+        lambda results: replace_section(DOCS, TITLE, render(results)),
+    )
+    results = measure(lambda cluster: run(cluster, args), args.note)
+    print(json.dumps(results, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    if args.write_docs:
+        replace_section(DOCS, TITLE, render(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
