@@ -107,6 +107,32 @@ def _slim(body: Mapping[str, Any], spec_keys: tuple[str, ...]) -> dict[str, Any]
     }  # fmt: skip
 
 
+def slim_pod_status(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod status fields rayscale reads: phase, IP, the Ready condition, the containers' states.
+
+    A kwok or kubelet pod status was two thirds of an indexed pod's memory (6.6 of 10 KB); this
+    keeps about a fifth of it.
+    """
+    out: dict[str, Any] = {k: status[k] for k in ("phase", "podIP", "reason", "message") if status.get(k)}
+    out["conditions"] = [
+        {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+        for c in status.get("conditions") or []
+        if c.get("type") == "Ready"
+    ]
+    out["containerStatuses"] = [
+        {
+            "name": cs.get("name"),
+            "state": {
+                kind: {k: v[k] for k in ("reason", "exitCode") if k in v}
+                for kind, v in (cs.get("state") or {}).items()
+                if isinstance(v, Mapping)
+            },
+        }
+        for cs in status.get("containerStatuses") or []
+    ]
+    return out
+
+
 @kopf.on.startup(registry=registry)
 async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     runtime: Runtime = memo.runtime
@@ -183,6 +209,7 @@ async def ray_pods_by_group(
 ) -> dict[Any, Any]:
     pod = _slim(body, ("restartPolicy", "containers"))
     pod["spec"]["containers"] = [{"name": c.get("name")} for c in pod["spec"].get("containers", [])[:1]]
+    pod["status"] = slim_pod_status(pod["status"])
     cluster, ns = labels[L.RAY_CLUSTER], namespace or ""
     return {(ns, cluster, labels.get(L.GROUP, "")): pod, (ns, cluster, ALL): pod}
 

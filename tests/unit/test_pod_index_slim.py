@@ -1,0 +1,67 @@
+"""The pod index keeps only the status fields rayscale reads, and they still answer the same."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from raycluster_factory import pod
+
+from rayscale.controller import snapshot
+from rayscale.handlers import slim_pod_status
+
+KUBELET_STATUS: dict[str, Any] = {
+    "phase": "Running",
+    "podIP": "10.244.0.3",
+    "podIPs": [{"ip": "10.244.0.3"}],
+    "hostIP": "10.0.0.9",
+    "qosClass": "Guaranteed",
+    "startTime": "2026-01-01T00:00:00Z",
+    "conditions": [
+        {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        {
+            "type": "Ready",
+            "status": "False",
+            "reason": "ContainersNotReady",
+            "message": "not ready",
+            "lastTransitionTime": "2026-01-01T00:00:01Z",
+        },
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+    ],
+    "containerStatuses": [
+        {
+            "name": "ray",
+            "image": "rayproject/ray:2.60.0",
+            "imageID": "sha256:abc",
+            "containerID": "containerd://abc",
+            "ready": False,
+            "restartCount": 0,
+            "state": {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": "x", "finishedAt": "y"}},
+        }
+    ],
+}
+
+
+def test_keeps_what_is_read_and_drops_the_rest() -> None:
+    slim = slim_pod_status(KUBELET_STATUS)
+    assert slim == {
+        "phase": "Running",
+        "podIP": "10.244.0.3",
+        "conditions": [
+            {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": "not ready"}
+        ],
+        "containerStatuses": [{"name": "ray", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}],
+    }
+
+
+def test_the_slim_pod_answers_like_the_full_one() -> None:
+    full = pod("w", restart_policy="Never")
+    full["status"] = copy.deepcopy(KUBELET_STATUS)
+    slim = copy.deepcopy(full)
+    slim["status"] = slim_pod_status(full["status"])
+    for check in (snapshot.is_running_and_ready, snapshot.is_running_ready_if_present, snapshot.is_unhealthy):
+        assert check(slim) == check(full)
+    assert snapshot.is_unhealthy(slim)  # a dead Ray container with restartPolicy Never
+    ready = snapshot.condition(slim, "Ready")
+    assert ready is not None
+    assert (ready["reason"], ready["message"]) == ("ContainersNotReady", "not ready")  # the head's status
