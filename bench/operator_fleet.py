@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -158,6 +159,12 @@ def memory_kib(pid: int) -> dict[str, int]:
     return found
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def spread(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     p90 = ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)]
@@ -180,6 +187,7 @@ async def fleet(
                     await asyncio.wait_for(watch.synced.wait(), timeout=60)
                     await warm_up(objects, watch, task, ns)
                     baseline = memory_kib(proc.pid)
+                    cpu_before = cpu_seconds(proc.pid)
                     gate = asyncio.Semaphore(CREATE_CONCURRENCY)
 
                     async def create(name: str) -> None:
@@ -196,6 +204,7 @@ async def fleet(
                     await watch.wait(["running"], start + limit, task)
                     print(f"{pods} pods Running in {watch.reached['running'] - start:.1f}s", flush=True)
                     settled = memory_kib(proc.pid)
+                    cpu = cpu_seconds(proc.pid) - cpu_before
                 finally:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -213,6 +222,7 @@ async def fleet(
         "running_seconds": watch.reached["running"] - start,
         "cluster_created": spread([t - start for t in watch.all_created.values()]),
         "cluster_running": spread([t - start for t in watch.all_running.values()]),
+        "operator_cpu_seconds": cpu,
         "rss_idle_mib": baseline["VmRSS"] / 1024,
         "rss_mib": settled["VmRSS"] / 1024,
         "rss_peak_mib": settled["VmHWM"] / 1024,
@@ -253,6 +263,11 @@ def render(r: dict[str, Any]) -> str:
         f" {cc['max']:.1f} s |",
         f"| per cluster, its pods Running: median / p90 / max | {cr['median']:.1f} / {cr['p90']:.1f} /"
         f" {cr['max']:.1f} s |",
+        *(
+            [f"| operator CPU time until every pod ran | {f['operator_cpu_seconds']:.0f} s |"]
+            if "operator_cpu_seconds" in f
+            else []
+        ),
         f"| operator RSS before the clusters (one warm-up cluster) | {f['rss_idle_mib']:.0f} MiB |",
         f"| operator RSS with every pod Running / peak | {f['rss_mib']:.0f} / {f['rss_peak_mib']:.0f} MiB |",
         "",
