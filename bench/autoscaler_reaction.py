@@ -35,7 +35,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from kubernetes_asyncio import client, config, watch
+from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import ApiException
 
 from bench.docs import add_output_options, finish, paragraphs, replace_section
@@ -45,6 +45,7 @@ from bench.operator_scale import (
     ROOT,
     VERSION,
     bench_namespace,
+    kube_apis,
     measure,
     raycluster,
     testcluster,
@@ -287,14 +288,8 @@ def summarize(samples: list[float]) -> dict[str, float]:
 
 
 async def run(cluster: testcluster.ClusterHandle, args: argparse.Namespace) -> dict[str, Any]:
-    cluster.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-    for crd in ("rayclusters.ray.io", "rayresourcerequests.rayscale.io"):
-        cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd}")
-    cfg = client.Configuration()
-    await config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
     async with contextlib.AsyncExitStack() as stack:
-        api = await stack.enter_async_context(client.ApiClient(configuration=cfg))
-        core, objects = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        core, objects = await stack.enter_async_context(kube_apis(cluster))
         ns = await stack.enter_async_context(bench_namespace(cluster, core, objects, "bench-react"))
         b = await stack.enter_async_context(board(core, objects, ns))
         addresses = {

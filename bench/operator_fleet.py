@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import math
 import os
 import statistics
@@ -30,7 +29,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from bench.docs import add_output_options, finish, paragraphs, replace_section
@@ -42,6 +40,7 @@ from bench.operator_scale import (
     PodWatch,
     create_namespace,
     delete_namespace,
+    kube_apis,
     measure,
     operator,
     raycluster,
@@ -127,9 +126,12 @@ async def extra_nodes(core: Any, count: int) -> Any:
     """Create the bench's fake nodes (and wait until kwok has them Ready); delete them afterwards."""
     selector = f"rayscale.io/node-pool={NODE_POOL}"
     try:
-        for body in fake_nodes(count):
+
+        async def create(body: dict[str, Any]) -> None:
             with contextlib.suppress(ApiException):  # left over from an interrupted run
                 await core.create_node(body)
+
+        await asyncio.gather(*(create(body) for body in fake_nodes(count)))
         deadline = time.monotonic() + 120
         while True:
             nodes = (await core.list_node(label_selector=selector)).items
@@ -288,14 +290,7 @@ def render(r: dict[str, Any]) -> str:
 
 
 async def run(cluster: testcluster.ClusterHandle, args: argparse.Namespace) -> dict[str, Any]:
-    cluster.kubectl_run(
-        "apply", "--server-side", "--force-conflicts", "-f", str(Path(__file__).parent.parent / "crds")
-    )
-    cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd/rayclusters.ray.io")
-    cfg = client.Configuration()
-    await config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
-    async with client.ApiClient(configuration=cfg) as api:
-        core, objects = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    async with kube_apis(cluster) as (core, objects):
         return {"fleet": await fleet(cluster, core, objects, args.clusters, args.workers, args.timeout)}
 
 
@@ -311,13 +306,6 @@ def main(argv: list[str] | None = None) -> int:
         lambda: measure(lambda cluster: run(cluster, args), args.note),
         lambda results: replace_section(DOCS, TITLE, render(results)),
     )
-    results = measure(lambda cluster: run(cluster, args), args.note)
-    print(json.dumps(results, indent=2))
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
-    if args.write_docs:
-        replace_section(DOCS, TITLE, render(results))
-    return 0
 
 
 if __name__ == "__main__":

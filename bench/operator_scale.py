@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -448,13 +448,23 @@ def write_section(path: Path, results: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- main
 
 
-async def run(cluster: testcluster.ClusterHandle, args: argparse.Namespace) -> dict[str, Any]:
+CRDS = ("rayclusters.ray.io", "rayresourcerequests.rayscale.io")
+
+
+@contextlib.asynccontextmanager
+async def kube_apis(cluster: testcluster.ClusterHandle) -> AsyncIterator[tuple[Any, Any]]:
+    """rayscale's CRDs applied and Established, then (CoreV1Api, CustomObjectsApi) on the cluster."""
     cluster.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-    cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd/rayclusters.ray.io")
+    for crd in CRDS:
+        cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd}")
     cfg = client.Configuration()
     await config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
     async with client.ApiClient(configuration=cfg) as api:
-        core, objects = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        yield client.CoreV1Api(api), client.CustomObjectsApi(api)
+
+
+async def run(cluster: testcluster.ClusterHandle, args: argparse.Namespace) -> dict[str, Any]:
+    async with kube_apis(cluster) as (core, objects):
         s = await scale_up(cluster, core, objects, args.replicas, args.timeout)
         print(
             f"scale-up 0 -> {s['replicas']}: created {s['created_seconds']:.2f}s,"

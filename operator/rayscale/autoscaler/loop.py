@@ -170,7 +170,7 @@ class Autoscaler:
         """The decision once applied (or a no-op), None when the resourceVersion test failed."""
         pods = list(self.source.pods(key))
         backoff = self._backoff.setdefault(key, Backoff(self.clock))
-        short_since = self._short_since.setdefault(key, {})
+        short_since = self._short_since.get(key, {})
         now = datetime.now(UTC)
         started = time.perf_counter()
         snapshot = build_snapshot(
@@ -183,12 +183,7 @@ class Autoscaler:
             max_node_provision_seconds=self.config.max_node_provision_seconds,
             short_since=short_since,
         )
-        short = short_groups(snapshot)
-        for group in list(short_since):
-            if group not in short:
-                del short_since[group]
-        for group in short:
-            short_since.setdefault(group, now)
+        self._short_since[key] = {g: short_since.get(g, now) for g in short_groups(snapshot)}
         decision = schedule(snapshot)
         self.metrics.decision_duration.observe(time.perf_counter() - started)
         targets = drain_targets(decision, state)
