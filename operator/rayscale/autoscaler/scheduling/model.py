@@ -16,9 +16,11 @@ UNLIMITED = 2**31 - 1
 
 
 class NodeState(StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
-    TERMINATING = "terminating"
+    PENDING = "pending"  # no Ray node yet: being scheduled, booting, or registering
+    RUNNING = "running"  # its Ray node is alive
+    TERMINATING = "terminating"  # already going (deleted, listed in workersToDelete, failed)
+    DRAINING = "draining"  # its Ray node accepted a drain: takes no work and always goes (DRAINED)
+    DEAD = "dead"  # the pod runs but its Ray node died: it goes (NODE_DEAD), no backoff
 
 
 class UpscalingMode(StrEnum):
@@ -54,6 +56,8 @@ class RemovalCause(StrEnum):
     MAX_REPLICAS = "MAX_REPLICAS"
     MAX_WORKERS = "MAX_WORKERS"
     LAUNCH_FAILED = "LAUNCH_FAILED"
+    DRAINED = "DRAINED"  # its Ray node accepted a drain (rayscale's or anyone's); the pod must go
+    NODE_DEAD = "NODE_DEAD"  # its Ray node died while the pod runs; replaced without backoff
 
 
 class Target(StrEnum):
@@ -75,6 +79,9 @@ class LabelConstraint:
         if self.op is LabelOp.IN:
             return value is not None and value in self.values
         return value is None or value not in self.values
+
+
+Selector = tuple[LabelConstraint, ...]  # all constraints must hold
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,15 +110,41 @@ class Node:
     available: Mapping[str, float] | None = None  # free resources; None: all free
     idle_seconds: float = 0.0
     pending_seconds: float = 0.0
+    # A pending host whose pod is scheduled (pulling images, starting, registering with Ray): the
+    # longer ``maxNodeBootSeconds`` applies instead of ``maxNodeProvisionSeconds``.
+    booting: bool = False
+    # Ray node labels of a running host; None: the group's labels.
+    labels: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """The head node: its capacity holds work and request_resources bundles; it never goes."""
+
+    resources: Mapping[str, float]
+    available: Mapping[str, float] | None = None  # free resources; None: all free
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Demand:
-    """``count`` pending tasks or actors of one shape."""
+    """``count`` pending tasks or actors of one shape.
+
+    ``label_selector`` is the preferred selector; ``fallbacks`` are tried in order when no host
+    (existing or new) can satisfy an earlier one (Ray's ``fallback_strategy``).
+    """
 
     resources: Mapping[str, float]
     count: int = 1
-    label_selector: tuple[LabelConstraint, ...] = ()
+    label_selector: Selector = ()
+    fallbacks: tuple[Selector, ...] = ()
+
+    @property
+    def selectors(self) -> tuple[Selector, ...]:
+        """Every selector in preference order; () when the demand may go anywhere."""
+        if not self.label_selector and not self.fallbacks:
+            return ()
+        return (self.label_selector, *self.fallbacks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,14 +154,25 @@ class Gang:
     strategy: Strategy
     bundles: tuple[Mapping[str, float], ...]
     count: int = 1
+    # One label selector per bundle (same order as ``bundles``); () when no bundle has one.
+    bundle_selectors: tuple[Selector, ...] = ()
+
+
+RAY_REQUEST_UNIT = ""  # the all-or-nothing unit of Ray's own request_resources
 
 
 @dataclass(frozen=True, slots=True)
 class Constraint:
-    """``count`` bundles of a request_resources call (or RayResourceRequest)."""
+    """``count`` bundles of a request_resources call (or RayResourceRequest).
+
+    Constraints with the same ``unit`` are one all-or-nothing set: Ray's ``request_resources`` is
+    the unit ``RAY_REQUEST_UNIT``; each RayResourceRequest is its own unit (``<namespace>/<name>``).
+    """
 
     resources: Mapping[str, float]
     count: int = 1
+    label_selector: Selector = ()
+    unit: str = RAY_REQUEST_UNIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +180,8 @@ class Options:
     idle_timeout_seconds: float | None = 60.0
     upscaling_mode: UpscalingMode = UpscalingMode.DEFAULT
     max_workers: int | None = None
-    max_node_provision_seconds: float = 900.0
+    max_node_provision_seconds: float = 900.0  # a pod not scheduled this long failed to launch
+    max_node_boot_seconds: float = 3600.0  # a scheduled pod without a Ray node this long failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +192,7 @@ class Snapshot:
     gangs: tuple[Gang, ...] = ()
     constraints: tuple[Constraint, ...] = ()
     options: Options = field(default_factory=Options)
+    head: Head | None = None
 
 
 # ----------------------------------------------------------------------------- decision
