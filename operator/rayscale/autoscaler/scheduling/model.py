@@ -236,6 +236,7 @@ class Placement:
     label_selector: tuple[LabelConstraint, ...]
     count: int
     targets: tuple[PlacementTarget, ...]
+    unit: str | None = None  # constraints: the all-or-nothing unit (Constraint.unit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +248,7 @@ class Unmet:
     label_selector: tuple[LabelConstraint, ...]
     count: int
     reason: UnmetReason
+    unit: str | None = None  # constraints: the all-or-nothing unit (Constraint.unit)
 
 
 @dataclass(frozen=True, slots=True)
