@@ -9,7 +9,15 @@ from raycluster_factory import cluster, group, pod
 
 from rayscale.autoscaler.requests import decision_status, pending_status, status_patch
 from rayscale.autoscaler.scheduler import schedule
-from rayscale.autoscaler.scheduling.model import Decision, Unmet, UnmetReason
+from rayscale.autoscaler.scheduling.model import (
+    RAY_REQUEST_UNIT,
+    Decision,
+    Placement,
+    PlacementTarget,
+    Target,
+    Unmet,
+    UnmetReason,
+)
 from rayscale.autoscaler.snapshot import build_snapshot
 
 REQUEST = {"metadata": {"name": "r", "namespace": "ns", "generation": 3}, "status": {}}
@@ -84,3 +92,65 @@ def test_other_groups_starting_workers_do_not_hold_it_back() -> None:
     gpu = group("gpu", replicas=2)
     pods = [pod(f"cpu-{n}", "cpu") for n in "abc"] + [pod("gpu-a", "gpu", phase="Pending")]
     assert decision_status(REQUEST, _round(3, pods, 3, gpu))["phase"] == "Satisfied"
+
+
+# ---- each request is its own unit: only its own placements and unmet bundles count ----
+
+OTHER = {"metadata": {"name": "big", "namespace": "ns", "generation": 1}, "spec": {}}
+
+
+def unit_unmet(unit: str, reason: UnmetReason = UnmetReason.MAX_REPLICAS) -> Unmet:
+    return Unmet("constraint", {"GPU": 8.0}, None, None, (), 1, reason, unit=unit)
+
+
+def unit_placed(unit: str, on: Target, count: int = 2) -> Placement:
+    target = PlacementTarget("gpu", on, count)
+    return Placement("constraint", {"GPU": 1.0}, None, None, (), count, (target,), unit=unit)
+
+
+def test_another_requests_unmet_bundles_do_not_make_it_unsatisfiable() -> None:
+    decision = Decision(
+        groups={},
+        terminate=(),
+        unmet=(unit_unmet("ns/big"), unit_unmet(RAY_REQUEST_UNIT)),
+        placements=(unit_placed("ns/r", Target.RUNNING),),
+    )
+    assert decision_status(REQUEST, decision)["phase"] == "Satisfied"
+    status = decision_status(OTHER, decision)
+    assert (status["phase"], status["reason"]) == ("Unsatisfiable", "MAX_REPLICAS")
+    assert status["message"].endswith(": 1 x {GPU: 8} (MAX_REPLICAS)")
+
+
+def test_only_its_own_bundles_on_starting_workers_keep_it_pending() -> None:
+    decision = Decision(
+        groups={},
+        terminate=(),
+        unmet=(),
+        placements=(
+            unit_placed("ns/r", Target.NEW, 2),
+            unit_placed("ns/r", Target.RUNNING, 1),
+            unit_placed("ns/big", Target.PENDING, 5),
+            unit_placed(RAY_REQUEST_UNIT, Target.NEW, 7),
+        ),
+    )
+    status = decision_status(REQUEST, decision)
+    assert (status["phase"], status["message"]) == (
+        "Pending",
+        "scaling up: 2 bundle(s) wait for workers that launch or start",
+    )
+    assert (
+        decision_status(OTHER | {"metadata": {"name": "idle", "namespace": "ns"}}, decision)["phase"]
+        == "Satisfied"
+    )
+
+
+def test_same_name_in_another_namespace_is_another_unit() -> None:
+    decision = Decision(groups={}, terminate=(), unmet=(unit_unmet("other/r"),), placements=())
+    assert decision_status(REQUEST, decision)["phase"] == "Satisfied"
+
+
+def test_a_bundle_that_cannot_be_read_is_unsatisfiable() -> None:
+    bad = REQUEST | {"spec": {"clusterName": "rc", "bundles": [{"resources": {"CPU": "lots"}}]}}
+    status = decision_status(bad, decided())
+    assert (status["phase"], status["reason"]) == ("Unsatisfiable", "InvalidBundles")
+    assert "lots" in status["message"]

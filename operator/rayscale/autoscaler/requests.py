@@ -1,11 +1,19 @@
 """RayResourceRequest status from one decision (pure).
 
-All requests bound to a cluster join one all-or-nothing constraint set, so they share a verdict:
-``Satisfied`` when the decision left no constraint unmet and every bundle is placed on a worker
-that runs (``Pending`` while the workers that hold the bundles launch or start, also between the
-scale-up patch and the controller creating their pods; workers that other demand brings up do not
-hold a request back), else ``Unsatisfiable`` with the scheduler's reason. A request whose cluster
-does not exist (or does not autoscale) is ``Pending``.
+Each request is an all-or-nothing unit of its own (``<namespace>/<name>``, see
+``rayscale.autoscaler.demand``), judged only by what the decision did with its own bundles:
+
+- ``Unsatisfiable`` with the scheduler's reason when any of its bundles is unmet (or a bundle
+  cannot be read); other requests, Ray's own ``request_resources`` and pending tasks do not count;
+- ``Pending`` while some of its bundles are placed on workers that do not run yet (a new replica,
+  a pod starting or without a live Ray node, a replica the spec asks for whose pod the controller
+  has not created yet); workers that other demand brings up do not hold it back;
+- ``Satisfied`` once every bundle is placed on a worker (or the head) that runs.
+
+A request whose cluster does not exist (or does not autoscale) is ``Pending``.
+
+A placement or unmet entry that names no unit (a scheduler that does not tell units apart)
+counts against every request, as if all of them were one set.
 """
 
 from __future__ import annotations
@@ -13,12 +21,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rayscale.autoscaler.demand import request_bundles, request_unit
+from rayscale.autoscaler.scenario import ScenarioError
 from rayscale.autoscaler.scheduling.model import Decision, Target, Unmet
 
-__all__ = ["decision_status", "pending_status", "status_patch"]
+__all__ = ["INVALID_BUNDLES", "decision_status", "pending_status", "status_patch"]
 
 Obj = Mapping[str, Any]
 FIELDS = ("phase", "reason", "message", "observedGeneration")
+INVALID_BUNDLES = "InvalidBundles"  # the reason of a request with a bundle that cannot be read
 
 
 def _shape(resources: Mapping[str, float] | None) -> str:
@@ -30,31 +41,40 @@ def _describe(unmet: Unmet) -> str:
     return f"{unmet.count} x {_shape(unmet.resources)} ({unmet.reason})"
 
 
+def _mine(unit: str | None, own: str) -> bool:
+    return unit is None or unit == own
+
+
 def decision_status(request: Obj, decision: Decision) -> dict[str, Any]:
-    """The status of `request` after `decision` on its cluster.
+    """The status of `request` after `decision` on its cluster, from its own bundles only.
 
-    The request is Satisfied only once the capacity exists: no bundle placed on a host that does
-    not run (a new replica, a pod not running or without a live Ray node, or a replica the spec
-    asks for whose pod does not exist yet).
+    The request is Satisfied only once the capacity exists: none of its bundles placed on a host
+    that does not run (a new replica, a pod not running or without a live Ray node, or a replica
+    the spec asks for whose pod does not exist yet).
     """
-    unmet = [u for u in decision.unmet if u.kind == "constraint"]
-    if not unmet:
-        waiting = _waiting_bundles(decision)
-        if waiting:
-            message = f"scaling up: {waiting} bundle(s) wait for workers that launch or start"
-            return _status(request, "Pending", None, message)
-        return _status(request, "Satisfied", None, "the cluster can hold every bundle")
-    parts = "; ".join(_describe(u) for u in unmet)
-    message = f"the cluster cannot hold the requested bundles (all or nothing): {parts}"
-    return _status(request, "Unsatisfiable", str(unmet[0].reason), message)
+    try:
+        request_bundles(request)
+    except (ScenarioError, TypeError, ValueError, AttributeError) as exc:
+        return _status(request, "Unsatisfiable", INVALID_BUNDLES, f"a bundle cannot be read: {exc}")
+    own = request_unit(request)
+    unmet = [u for u in decision.unmet if u.kind == "constraint" and _mine(u.unit, own)]
+    if unmet:
+        parts = "; ".join(_describe(u) for u in unmet)
+        message = f"the cluster cannot hold all of this request's bundles (all or nothing): {parts}"
+        return _status(request, "Unsatisfiable", str(unmet[0].reason), message)
+    waiting = _waiting_bundles(decision, own)
+    if waiting:
+        message = f"scaling up: {waiting} bundle(s) wait for workers that launch or start"
+        return _status(request, "Pending", None, message)
+    return _status(request, "Satisfied", None, "the cluster can hold every bundle")
 
 
-def _waiting_bundles(decision: Decision) -> int:
-    """Constraint bundles the decision placed on hosts that do not run yet (pending or new)."""
+def _waiting_bundles(decision: Decision, own: str) -> int:
+    """The unit's bundles that the decision placed on hosts that do not run yet (pending or new)."""
     return sum(
         t.count
         for p in decision.placements
-        if p.kind == "constraint"
+        if p.kind == "constraint" and _mine(p.unit, own)
         for t in p.targets
         if t.on is not Target.RUNNING
     )
