@@ -19,7 +19,15 @@ import pytest
 
 from rayscale.ray import debug
 from rayscale.ray.client import GcsCallError, GcsClient, GcsUnavailable
-from rayscale.ray.model import DrainReason, DrainResult, NodeStatus, ResourceDemand, ResourceRequest
+from rayscale.ray.model import (
+    AutoscalingState,
+    DrainReason,
+    DrainResult,
+    NodeStatus,
+    PendingInstanceRequest,
+    ResourceDemand,
+    ResourceRequest,
+)
 from rayscale.ray.wire import SERVICE, method_path
 from rayscale.ray.wire import autoscaler_pb2 as pb
 
@@ -62,6 +70,12 @@ class FakeGcs:
         await self._enter("DrainNode", request, context)
         return self.drain_reply
 
+    async def report(
+        self, request: pb.ReportAutoscalingStateRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ReportAutoscalingStateReply:
+        await self._enter("ReportAutoscalingState", request, context)
+        return pb.ReportAutoscalingStateReply()
+
     async def constrain(
         self, request: pb.RequestClusterResourceConstraintRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.RequestClusterResourceConstraintReply:
@@ -84,6 +98,9 @@ async def gcs() -> AsyncIterator[FakeGcs]:
             fake.get_state, pb.GetClusterResourceStateRequest, pb.GetClusterResourceStateReply
         ),
         "DrainNode": _handler(fake.drain, pb.DrainNodeRequest, pb.DrainNodeReply),
+        "ReportAutoscalingState": _handler(
+            fake.report, pb.ReportAutoscalingStateRequest, pb.ReportAutoscalingStateReply
+        ),
         "RequestClusterResourceConstraint": _handler(
             fake.constrain,
             pb.RequestClusterResourceConstraintRequest,
@@ -112,8 +129,12 @@ def test_method_paths() -> None:
         method_path("GetClusterResourceState")
         == "/ray.rpc.autoscaler.AutoscalerStateService/GetClusterResourceState"
     )
-    with pytest.raises(KeyError):
+    assert (
         method_path("ReportAutoscalingState")
+        == "/ray.rpc.autoscaler.AutoscalerStateService/ReportAutoscalingState"
+    )
+    with pytest.raises(KeyError):
+        method_path("GetClusterStatus")  # Ray has it; rayscale does not declare it
 
 
 async def test_get_cluster_resource_state(gcs: FakeGcs) -> None:
@@ -157,6 +178,32 @@ async def test_bad_node_id_fails_before_any_call(gcs: FakeGcs) -> None:
         with pytest.raises(ValueError, match="not a Ray node id"):
             await client.drain_node("pod-a")
     assert gcs.calls == []
+
+
+async def test_report_autoscaling_state(gcs: FakeGcs) -> None:
+    state = AutoscalingState(
+        last_seen_cluster_resource_state_version=5,
+        autoscaler_state_version=9,
+        pending_instance_requests=(PendingInstanceRequest("gpu-group", 1, 1_700_000_000),),
+        infeasible_resource_requests=(ResourceRequest({"GPU": 1.0}),),
+    )
+    async with _client(gcs) as client:
+        await client.report_autoscaling_state(state)
+    [(method, request, _)] = gcs.calls
+    assert method == "ReportAutoscalingState"
+    sent = request.autoscaling_state
+    assert (sent.last_seen_cluster_resource_state_version, sent.autoscaler_state_version) == (5, 9)
+    assert [r.ray_node_type_name for r in sent.pending_instance_requests] == ["gpu-group"]
+    assert [dict(r.resources_bundle) for r in sent.infeasible_resource_requests] == [{"GPU": 1.0}]
+
+
+async def test_a_method_ray_does_not_have_is_a_call_error(gcs: FakeGcs) -> None:
+    gcs.failures["ReportAutoscalingState"] = [grpc.StatusCode.UNIMPLEMENTED]
+    async with _client(gcs) as client:
+        with pytest.raises(GcsCallError) as caught:
+            await client.report_autoscaling_state(AutoscalingState(0, 1))
+    assert caught.value.code == "UNIMPLEMENTED"
+    assert gcs.count("ReportAutoscalingState") == 1
 
 
 async def test_request_cluster_resource_constraint(gcs: FakeGcs) -> None:

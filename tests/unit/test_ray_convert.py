@@ -6,14 +6,20 @@ import pytest
 
 from rayscale.ray import convert
 from rayscale.ray.model import (
+    AutoscalingState,
     ClusterState,
     DrainReason,
+    FailedInstanceRequest,
+    GangRequest,
+    GangSelector,
     LabelConstraint,
     LabelOperator,
     LabelSelector,
     Locality,
     NodeState,
     NodeStatus,
+    PendingInstance,
+    PendingInstanceRequest,
     PlacementConstraint,
     ResourceDemand,
     ResourceRequest,
@@ -228,6 +234,7 @@ def test_parse_gang_details(details: str, expected: tuple[str, str, str]) -> Non
 def test_cluster_state() -> None:
     msg = pb.ClusterResourceState(
         cluster_resource_state_version=42,
+        last_seen_autoscaler_state_version=7,
         cluster_session_name="session_x",
         node_states=[
             pb.NodeState(node_id=NODE_A, instance_id="pod-a", status=pb.DEAD),
@@ -250,6 +257,7 @@ def test_cluster_state() -> None:
     )
     state = convert.cluster_state(msg)
     assert state.version == 42
+    assert state.last_seen_autoscaler_state_version == 7
     assert state.session_name == "session_x"
     assert [n.node_id for n in state.nodes] == [NODE_A.hex(), NODE_B.hex()]
     assert state.pending_requests == (ResourceDemand(ResourceRequest({"GPU": 1.0}), 3),)
@@ -339,3 +347,96 @@ def test_empty_constraint_request_clears() -> None:
 def test_constraint_request_rejects_negative_values(demand: ResourceDemand) -> None:
     with pytest.raises(ValueError, match="negative"):
         convert.constraint_request([demand])
+
+
+# ---- ReportAutoscalingState ----
+
+UNSCHEDULABLE = "pod pending: unschedulable"
+ZONE_A = LabelSelector((LabelConstraint("zone", LabelOperator.IN, ("a",)),))
+
+
+def _gcs_gang() -> pb.GangResourceRequest:
+    """A pending STRICT_SPREAD placement group as the GCS sends it: legacy list and a bundle selector."""
+    bundle = _spread_bundle({"GPU": 1.0})
+    bundle.label_selectors.append(_selector(("zone", common_pb.LABEL_OPERATOR_IN, ["a"])))
+    return pb.GangResourceRequest(
+        requests=[bundle, bundle],
+        details=f"{PG}:STRICT_SPREAD|PENDING",
+        bundle_selectors=[
+            pb.BundleSelector(
+                resource_requests=[bundle, bundle],
+                locality_requirement=pb.LocalityRequirement(
+                    locality_constraint=pb.LocalityConstraint(
+                        label_name="slice", placement_strategy=common_pb.STRICT_SPREAD
+                    )
+                ),
+            )
+        ],
+    )
+
+
+def test_autoscaling_state_request_carries_every_field() -> None:
+    gang = convert.gang_request(_gcs_gang())
+    constraint = (ResourceDemand(ResourceRequest({"CPU": 64.0}), 2),)
+    state = AutoscalingState(
+        last_seen_cluster_resource_state_version=41,
+        autoscaler_state_version=1_700_000_000_123,
+        pending_instance_requests=(PendingInstanceRequest("gpu-group", 1, 1_700_000_000),),
+        pending_instances=(PendingInstance("rc-gpu-x1", "gpu-group", UNSCHEDULABLE, "10.0.0.9"),),
+        failed_instance_requests=(FailedInstanceRequest("gpu-group", 1, "not scheduled in 900s", 10, 910),),
+        infeasible_resource_requests=(ResourceRequest({"GPU": 1.0}, label_selectors=(ZONE_A,)),),
+        infeasible_gang_resource_requests=(gang,),
+        infeasible_cluster_resource_constraints=(constraint,),
+    )
+    msg = convert.autoscaling_state_request(state).autoscaling_state
+    assert (msg.last_seen_cluster_resource_state_version, msg.autoscaler_state_version) == (
+        41,
+        1_700_000_000_123,
+    )
+    [pending] = msg.pending_instance_requests
+    assert (pending.ray_node_type_name, pending.count, pending.request_ts) == ("gpu-group", 1, 1_700_000_000)
+    [instance] = msg.pending_instances
+    assert (instance.instance_id, instance.ray_node_type_name, instance.details, instance.ip_address) == (
+        "rc-gpu-x1",
+        "gpu-group",
+        UNSCHEDULABLE,
+        "10.0.0.9",
+    )
+    [failed] = msg.failed_instance_requests
+    assert (failed.ray_node_type_name, failed.count, failed.reason, failed.start_ts, failed.failed_ts) == (
+        "gpu-group",
+        1,
+        "not scheduled in 900s",
+        10,
+        910,
+    )
+    [request] = msg.infeasible_resource_requests
+    assert convert.resource_request(request) == state.infeasible_resource_requests[0]
+    [constraints] = msg.infeasible_cluster_resource_constraints
+    assert tuple(convert.resource_demand(r) for r in constraints.resource_requests) == constraint
+
+
+def test_an_infeasible_gang_goes_back_as_the_gcs_sent_it() -> None:
+    sent = _gcs_gang()
+    state = AutoscalingState(0, 1, infeasible_gang_resource_requests=(convert.gang_request(sent),))
+    [echoed] = convert.autoscaling_state_request(state).autoscaling_state.infeasible_gang_resource_requests
+    assert echoed == sent
+
+
+def test_a_gang_without_locality_or_details_round_trips() -> None:
+    gang = GangRequest(
+        bundles=(ResourceRequest({"CPU": 1.0}),),
+        selectors=(GangSelector((ResourceRequest({"CPU": 1.0}),)),),
+    )
+    state = AutoscalingState(0, 1, infeasible_gang_resource_requests=(gang,))
+    [msg] = convert.autoscaling_state_request(state).autoscaling_state.infeasible_gang_resource_requests
+    assert not msg.bundle_selectors[0].HasField("locality_requirement")
+    assert convert.gang_request(msg) == GangRequest(
+        bundles=gang.bundles, selectors=gang.selectors, strategy=""
+    )
+
+
+def test_autoscaling_state_request_rejects_counts_out_of_range() -> None:
+    state = AutoscalingState(0, 1, pending_instance_requests=(PendingInstanceRequest("g", 2**31, 0),))
+    with pytest.raises(ValueError, match="count"):
+        convert.autoscaling_state_request(state)

@@ -2,13 +2,15 @@
 
     async with GcsClient("head-svc.ns.svc.cluster.local:6379", token=token) as gcs:
         state = await gcs.get_cluster_resource_state()
+        await gcs.report_autoscaling_state(autoscaling_state)
         result = await gcs.drain_node(node.node_id)
 
 Every call has a per-attempt timeout and is retried, with exponential backoff and jitter, when
-the GCS is unreachable or slow (``UNAVAILABLE``, ``DEADLINE_EXCEEDED``); all three methods are
-safe to repeat (Ray documents DrainNode as idempotent). When the retries are used up the call
-raises ``GcsUnavailable``: the caller must treat the cluster's state as unknown (report it, and
-never scale down on it). Any other failure (a bad token, a method this Ray does not have) raises
+the GCS is unreachable or slow (``UNAVAILABLE``, ``DEADLINE_EXCEEDED``); every method is
+safe to repeat (Ray documents DrainNode as idempotent; the GCS drops a report it already holds
+a newer version of). When the retries are used up the call raises ``GcsUnavailable``: the
+caller must treat the cluster's state as unknown (report it, and never scale down on it). Any
+other failure (a bad token, a method this Ray does not have: ``UNIMPLEMENTED``) raises
 ``GcsCallError`` at once. Both derive from ``GcsError``.
 
 Token authentication (Ray >= 2.52, ``RAY_AUTH_MODE=token``): Ray's own clients send the token as
@@ -125,6 +127,19 @@ class GcsClient:
             "GetClusterResourceState", pb.GetClusterResourceStateRequest(), pb.GetClusterResourceStateReply
         )
         return convert.cluster_state(reply.cluster_resource_state)
+
+    async def report_autoscaling_state(self, state: model.AutoscalingState) -> None:
+        """Tell the GCS what the autoscaler is doing: pending and failed launches, pods without a
+        Ray node, and the demand no scaling can place (``ray status`` and the dashboard show it).
+
+        The GCS keeps the report with the highest ``autoscaler_state_version`` and silently drops
+        older ones.
+        """
+        await self._call(
+            "ReportAutoscalingState",
+            convert.autoscaling_state_request(state),
+            pb.ReportAutoscalingStateReply,
+        )
 
     async def drain_node(
         self,

@@ -14,6 +14,7 @@ from rayscale.ray.wire import common_pb2 as common_pb
 
 __all__ = [
     "NODE_ID_BYTES",
+    "autoscaling_state_request",
     "cluster_state",
     "constraint_request",
     "drain_request",
@@ -46,6 +47,7 @@ _STRATEGY = {
     common_pb.STRICT_PACK: "STRICT_PACK",
     common_pb.STRICT_SPREAD: "STRICT_SPREAD",
 }
+_STRATEGY_PB = {v: k for k, v in _STRATEGY.items()}
 _DRAIN_REASON = {
     model.DrainReason.UNSPECIFIED: pb.DRAIN_NODE_REASON_UNSPECIFIED,
     model.DrainReason.IDLE_TERMINATION: pb.DRAIN_NODE_REASON_IDLE_TERMINATION,
@@ -172,6 +174,7 @@ def cluster_state(msg: pb.ClusterResourceState) -> model.ClusterState:
     return model.ClusterState(
         version=int(msg.cluster_resource_state_version),
         session_name=msg.cluster_session_name,
+        last_seen_autoscaler_state_version=int(msg.last_seen_autoscaler_state_version),
         nodes=tuple(node_state(n) for n in msg.node_states),
         pending_requests=tuple(resource_demand(r) for r in msg.pending_resource_requests),
         pending_gangs=tuple(gang_request(g) for g in msg.pending_gang_resource_requests),
@@ -263,3 +266,83 @@ def constraint_request(
     return pb.RequestClusterResourceConstraintRequest(
         cluster_resource_constraint=pb.ClusterResourceConstraint(resource_requests=requests)
     )
+
+
+def _locality_pb(locality: model.Locality) -> pb.LocalityRequirement:
+    out = pb.LocalityRequirement()
+    if locality.label_name or locality.strategy:
+        out.locality_constraint.label_name = locality.label_name
+        out.locality_constraint.placement_strategy = _STRATEGY_PB.get(locality.strategy, common_pb.PACK)
+    if locality.label_selector is not None:
+        out.label_selector.CopyFrom(_label_selector_pb(locality.label_selector))
+    return out
+
+
+def _gang_request_pb(gang: model.GangRequest) -> pb.GangResourceRequest:
+    out = pb.GangResourceRequest(
+        requests=[_resource_request_pb(b) for b in gang.bundles], details=gang.details
+    )
+    for selector in gang.selectors:
+        entry = out.bundle_selectors.add()
+        entry.resource_requests.extend(_resource_request_pb(b) for b in selector.bundles)
+        if selector.locality is not None:
+            entry.locality_requirement.CopyFrom(_locality_pb(selector.locality))
+    return out
+
+
+def _count(value: int) -> int:
+    if not 0 <= value <= 2**31 - 1:
+        raise ValueError(f"count out of range: {value}")
+    return value
+
+
+def autoscaling_state_request(state: model.AutoscalingState) -> pb.ReportAutoscalingStateRequest:
+    """A ``ReportAutoscalingState`` call carrying `state`."""
+    msg = pb.AutoscalingState(
+        last_seen_cluster_resource_state_version=state.last_seen_cluster_resource_state_version,
+        autoscaler_state_version=state.autoscaler_state_version,
+        pending_instance_requests=[
+            pb.PendingInstanceRequest(
+                instance_type_name=r.instance_type_name,
+                ray_node_type_name=r.ray_node_type_name,
+                count=_count(r.count),
+                request_ts=r.request_ts,
+            )
+            for r in state.pending_instance_requests
+        ],
+        infeasible_resource_requests=[_resource_request_pb(r) for r in state.infeasible_resource_requests],
+        infeasible_gang_resource_requests=[
+            _gang_request_pb(g) for g in state.infeasible_gang_resource_requests
+        ],
+        infeasible_cluster_resource_constraints=[
+            pb.ClusterResourceConstraint(
+                resource_requests=[
+                    pb.ResourceRequestByCount(request=_resource_request_pb(d.request), count=d.count)
+                    for d in constraint
+                ]
+            )
+            for constraint in state.infeasible_cluster_resource_constraints
+        ],
+        pending_instances=[
+            pb.PendingInstance(
+                instance_type_name=p.instance_type_name,
+                ray_node_type_name=p.ray_node_type_name,
+                instance_id=p.instance_id,
+                ip_address=p.ip_address,
+                details=p.details,
+            )
+            for p in state.pending_instances
+        ],
+        failed_instance_requests=[
+            pb.FailedInstanceRequest(
+                instance_type_name=f.instance_type_name,
+                ray_node_type_name=f.ray_node_type_name,
+                count=_count(f.count),
+                reason=f.reason,
+                start_ts=f.start_ts,
+                failed_ts=f.failed_ts,
+            )
+            for f in state.failed_instance_requests
+        ],
+    )
+    return pb.ReportAutoscalingStateRequest(autoscaling_state=msg)

@@ -1,4 +1,4 @@
-"""What rayscale reads from Ray's GCS, as plain typed values (no protobuf).
+"""What rayscale reads from Ray's GCS and reports back to it, as plain typed values (no protobuf).
 
 These mirror ``ray.rpc.autoscaler.ClusterResourceState`` (reference: ray-autoscaler-v2.md §11)
 closely enough that nothing the scheduler needs is lost, with Ray's encodings undone: node ids
@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "AutoscalingState",
     "ClusterState",
     "DrainReason",
     "DrainResult",
+    "FailedInstanceRequest",
     "GangRequest",
     "GangSelector",
     "LabelConstraint",
@@ -26,6 +28,8 @@ __all__ = [
     "Locality",
     "NodeState",
     "NodeStatus",
+    "PendingInstance",
+    "PendingInstanceRequest",
     "PlacementConstraint",
     "ResourceDemand",
     "ResourceRequest",
@@ -174,6 +178,9 @@ class ClusterState:
     pending_gangs: tuple[GangRequest, ...] = ()  # placement groups
     # request_resources; Ray keeps at most one (a new call replaces the old). Each is all or nothing.
     constraints: tuple[tuple[ResourceDemand, ...], ...] = ()
+    # The autoscaler_state_version of the latest AutoscalingState the GCS holds, as the GCS says
+    # (Ray 2.60 always says 0: it never records it).
+    last_seen_autoscaler_state_version: int = 0
 
     def node_by_instance(self, instance_id: str) -> NodeState | None:
         """The live node for a pod name, else the latest dead one, else None."""
@@ -193,3 +200,59 @@ class DrainResult:
 
     accepted: bool
     rejection_reason: str = ""
+
+
+# ---- what the autoscaler reports (ReportAutoscalingState) ----
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInstanceRequest:
+    """`count` instances of a node type asked for that do not exist yet (replicas without pods)."""
+
+    ray_node_type_name: str
+    count: int
+    request_ts: int  # Unix seconds
+    instance_type_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInstance:
+    """An instance (pod) that exists without a Ray node yet; `details` says what it waits for."""
+
+    instance_id: str  # the pod name
+    ray_node_type_name: str
+    details: str = ""
+    ip_address: str = ""
+    instance_type_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FailedInstanceRequest:
+    """`count` instances of a node type that were asked for and never came up."""
+
+    ray_node_type_name: str
+    count: int
+    reason: str
+    start_ts: int  # Unix seconds: when they were asked for
+    failed_ts: int  # Unix seconds: when they were given up
+    instance_type_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscalingState:
+    """``ReportAutoscalingState``: the autoscaler's view, shown by ``ray status`` and the dashboard.
+
+    The infeasible requests echo the GCS's own requests (``ClusterState``): the GCS matches them
+    against its queued tasks by resource shape to fail those early when
+    ``RAY_enable_infeasible_task_early_exit`` is set.
+    """
+
+    last_seen_cluster_resource_state_version: int
+    autoscaler_state_version: int
+    pending_instance_requests: tuple[PendingInstanceRequest, ...] = ()
+    pending_instances: tuple[PendingInstance, ...] = ()
+    failed_instance_requests: tuple[FailedInstanceRequest, ...] = ()
+    infeasible_resource_requests: tuple[ResourceRequest, ...] = ()
+    infeasible_gang_resource_requests: tuple[GangRequest, ...] = ()
+    # Each entry is one whole request_resources constraint (all of its bundles).
+    infeasible_cluster_resource_constraints: tuple[tuple[ResourceDemand, ...], ...] = ()
