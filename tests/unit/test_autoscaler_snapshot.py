@@ -244,7 +244,14 @@ def test_demand_gangs_and_gcs_constraints() -> None:
         constraints=((ray.ResourceDemand(ray.ResourceRequest({"CPU": 4.0}), 2),),),
     )
     snap = build(body, [], state)
-    assert snap.demands == (Demand({"CPU": 1.0}, 5, (LabelConstraint("zone", LabelOp.IN, ("a", "b")),)),)
+    assert snap.demands == (
+        Demand(
+            {"CPU": 1.0},
+            5,
+            (LabelConstraint("zone", LabelOp.IN, ("a", "b")),),
+            ((LabelConstraint("zone", LabelOp.NOT_IN, ("c",)),),),
+        ),
+    )
     assert snap.gangs == (
         Gang(Strategy.STRICT_SPREAD, ({"GPU": 1.0}, {"GPU": 1.0}), 2),
         Gang(Strategy.STRICT_PACK, ({"CPU": 1.0},), 1),
@@ -281,14 +288,14 @@ def test_resource_requests_join_gcs_constraints() -> None:
     snap = build(body, [], state, [*requests, bad])
     assert snap.constraints == (
         Constraint({"CPU": 4.0}, 2),
-        Constraint({"CPU": 0.5}, 1),
-        Constraint({"GPU": 1.0, "memory": 2.0**30}, 3),
+        Constraint({"CPU": 0.5}, 1, unit="ns/a-reserve"),
+        Constraint({"GPU": 1.0, "memory": 2.0**30}, 3, unit="ns/b-reserve"),
     )
 
 
 def test_resource_requests_without_gcs() -> None:
     snap = build(rc(a=group(replicas=0)), [], None, [request("r")])
-    assert snap.constraints == (Constraint({"GPU": 1.0, "memory": 2.0**30}, 3),)
+    assert snap.constraints == (Constraint({"GPU": 1.0, "memory": 2.0**30}, 3, unit="ns/r"),)
 
 
 def test_pods_of_unknown_or_suspended_groups_are_left_out() -> None:
