@@ -1,20 +1,29 @@
-"""Groups and demand shapes of one snapshot, indexed once.
+"""Groups, host label sets and demand shapes of one snapshot, indexed once.
 
-A *shape* is one distinct resource vector with its label selector; every demand unit, gang
-bundle and constraint bundle is a count of some shape. For each shape the catalog knows the
-groups whose hosts could ever hold it (resources and labels) and which of them it prefers:
-groups without accelerators the shape does not ask for (GPU avoidance).
+A *shape* is one distinct resource vector with its label selectors (the preferred one, then
+fallbacks); every demand unit, gang bundle and constraint bundle is a count of some shape. For
+each shape the catalog knows the groups whose hosts could ever hold it (resources and labels),
+which selector each group matches first (earlier selectors are preferred), and which groups it
+prefers: groups without accelerators the shape does not ask for (GPU avoidance).
+
+Hosts whose labels differ from their group's (a running node's own Ray labels, the head) get a
+*label set* id; only label keys some selector mentions are kept, so hosts that differ in
+irrelevant labels (node ids, IPs) share one set and one pool class.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from rayscale.autoscaler.scheduling.model import Group, LabelConstraint
+from rayscale.autoscaler.scheduling.model import Group, LabelConstraint, Selector
 from rayscale.autoscaler.scheduling.space import Space, Vec, fits, nonzero
 
 HEAD_SUFFIX = "-head"
+HEAD_GROUP = -1  # the group index pools use for the head node
+GROUP_LABELS = -1  # label set id: the host carries its group's labels
+
+Selectors = tuple[Selector, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +48,12 @@ class Shape:
     index: int
     vec: Vec
     idx: tuple[int, ...]  # non-zero resources
-    selector: tuple[LabelConstraint, ...]
+    selectors: Selectors  # () when it may go anywhere
     weight: float  # dominant scaled share: the work one unit represents
     eligible: tuple[int, ...]  # groups whose hosts could hold it
     preferred: tuple[int, ...]  # eligible groups without accelerators it does not use
+    ranks: Mapping[int, int]  # eligible group -> index of the first selector its labels match
+    uses: frozenset[int]  # accelerator resource indexes it asks for
 
     def avoids(self, group: int) -> bool:
         return group not in self.preferred
@@ -59,10 +70,30 @@ def host_capacities(space: Space, group: Group) -> tuple[Vec, ...]:
     return (first,) + (rest,) * (group.num_of_hosts - 1)
 
 
-class Catalog:
-    """The space, group infos and interned shapes of one scheduling pass."""
+def labels_match(selector: tuple[LabelConstraint, ...], labels: Mapping[str, str]) -> bool:
+    return all(c.matches(labels) for c in selector)
 
-    def __init__(self, space: Space, groups: tuple[Group, ...]) -> None:
+
+def selector_rank(selectors: Selectors, labels: Mapping[str, str]) -> int | None:
+    """Index of the first selector ``labels`` satisfy; 0 without selectors; None if none does."""
+    if not selectors:
+        return 0
+    for i, selector in enumerate(selectors):
+        if labels_match(selector, labels):
+            return i
+    return None
+
+
+class Catalog:
+    """The space, group infos, label sets and interned shapes of one scheduling pass."""
+
+    def __init__(
+        self,
+        space: Space,
+        groups: tuple[Group, ...],
+        label_keys: Iterable[str] = (),
+        head_accelerators: frozenset[int] = frozenset(),
+    ) -> None:
         self.space = space
         infos = []
         for i, g in enumerate(groups):
@@ -72,30 +103,83 @@ class Catalog:
         self.groups: tuple[GroupInfo, ...] = tuple(infos)
         self.by_name = {g.name: g for g in self.groups}
         self.shapes: list[Shape] = []
-        self._interned: dict[tuple[Vec, tuple[LabelConstraint, ...]], Shape] = {}
+        self._interned: dict[tuple[Vec, Selectors], Shape] = {}
+        self._keys = frozenset(label_keys)
+        self._label_sets: list[Mapping[str, str]] = []
+        self._label_ids: dict[tuple[tuple[str, str], ...], int] = {}
+        self._ranks: dict[tuple[int, int], int | None] = {}  # (shape, label set) -> rank
+        self._head_accelerators = head_accelerators
 
-    def shape(self, amounts: Mapping[str, float], selector: tuple[LabelConstraint, ...] = ()) -> Shape:
+    def group_name(self, group: int) -> str:
+        return "" if group == HEAD_GROUP else self.groups[group].name
+
+    # -- label sets ------------------------------------------------------------------
+    def _relevant(self, labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((k, v) for k, v in labels.items() if k in self._keys))
+
+    def label_set(self, labels: Mapping[str, str] | None, group: int = HEAD_GROUP) -> int:
+        """The label set id of a host: GROUP_LABELS when its labels match its group's on every
+        key a selector mentions."""
+        if labels is None:
+            return GROUP_LABELS
+        relevant = self._relevant(labels)
+        if group != HEAD_GROUP and relevant == self._relevant(self.groups[group].spec.labels):
+            return GROUP_LABELS
+        found = self._label_ids.get(relevant)
+        if found is None:
+            found = len(self._label_sets)
+            self._label_sets.append(dict(relevant))
+            self._label_ids[relevant] = found
+        return found
+
+    def rank(self, shape: Shape, group: int, label_set: int) -> int | None:
+        """Which selector of ``shape`` a host of ``group`` with ``label_set`` matches first.
+
+        None when it matches none (or, for group labels, when no host of the group can ever
+        hold the shape). Resources are not checked for hosts with their own label set.
+        """
+        if label_set == GROUP_LABELS:
+            return shape.ranks.get(group)
+        key = (shape.index, label_set)
+        if key not in self._ranks:
+            self._ranks[key] = selector_rank(shape.selectors, self._label_sets[label_set])
+        return self._ranks[key]
+
+    def avoids(self, shape: Shape, group: int) -> bool:
+        """Whether ``shape`` should stay off hosts of ``group`` while others can take it."""
+        if group == HEAD_GROUP:
+            return not self._head_accelerators <= shape.uses
+        return shape.avoids(group)
+
+    # -- shapes ----------------------------------------------------------------------
+    def shape(self, amounts: Mapping[str, float], selectors: Selectors = ()) -> Shape:
         vec = self.space.vec(amounts)
-        key = (vec, selector)
+        return self.shape_of(vec, selectors)
+
+    def shape_of(self, vec: Vec, selectors: Selectors = ()) -> Shape:
+        key = (vec, selectors)
         found = self._interned.get(key)
         if found is not None:
             return found
-        eligible = tuple(g.index for g in self.groups if _can_hold(g, vec, selector))
-        used = {i for i in self.space.accelerators if vec[i] > 0}
+        ranks: dict[int, int] = {}
+        for g in self.groups:
+            rank = selector_rank(selectors, g.spec.labels)
+            if rank is not None and any(fits(host, vec) for host in g.hosts):
+                ranks[g.index] = rank
+        eligible = tuple(ranks)
+        used = frozenset(i for i in self.space.accelerators if vec[i] > 0)
         preferred = tuple(i for i in eligible if self.groups[i].accelerators <= used)
         shape = Shape(
-            len(self.shapes), vec, nonzero(vec), selector, self.space.dominant(vec), eligible, preferred
+            len(self.shapes),
+            vec,
+            nonzero(vec),
+            selectors,
+            self.space.dominant(vec),
+            eligible,
+            preferred,
+            ranks,
+            used,
         )
         self.shapes.append(shape)
         self._interned[key] = shape
         return shape
-
-
-def labels_match(selector: tuple[LabelConstraint, ...], labels: Mapping[str, str]) -> bool:
-    return all(c.matches(labels) for c in selector)
-
-
-def _can_hold(group: GroupInfo, vec: Vec, selector: tuple[LabelConstraint, ...]) -> bool:
-    if not labels_match(selector, group.spec.labels):
-        return False
-    return any(fits(host, vec) for host in group.hosts)

@@ -9,13 +9,14 @@ from rayscale.autoscaler.scheduling.model import (
     LabelConstraint,
     Placement,
     PlacementTarget,
+    Selector,
     Strategy,
     Target,
     Unmet,
     UnmetReason,
 )
 
-TARGETS = (Target.RUNNING, Target.PENDING, Target.NEW)  # indexed by pool rank
+TARGETS = (Target.HEAD, Target.RUNNING, Target.PENDING, Target.NEW)  # indexed by pool rank
 
 
 @dataclass(slots=True)
@@ -25,6 +26,9 @@ class _Entry:
     bundles: tuple[Mapping[str, float], ...] | None
     strategy: Strategy | None
     selector: tuple[LabelConstraint, ...]
+    fallbacks: tuple[Selector, ...]
+    bundle_selectors: tuple[Selector, ...]
+    unit: str | None
     placed: int = 0
     targets: dict[tuple[str, int], tuple[int, list[str]]] = field(default_factory=dict)
     unmet: dict[UnmetReason, int] = field(default_factory=dict)
@@ -44,6 +48,9 @@ class Explainer:
         bundles: tuple[Mapping[str, float], ...] | None = None,
         strategy: Strategy | None = None,
         selector: tuple[LabelConstraint, ...] = (),
+        fallbacks: tuple[Selector, ...] = (),
+        bundle_selectors: tuple[Selector, ...] = (),
+        unit: str | None = None,
     ) -> tuple[object, ...]:
         """Register what was asked for (idempotent) and return its key."""
         key: tuple[object, ...] = (
@@ -52,9 +59,14 @@ class Explainer:
             tuple(tuple(sorted(b.items())) for b in bundles) if bundles is not None else None,
             strategy,
             selector,
+            fallbacks,
+            bundle_selectors,
+            unit,
         )
         if key not in self._entries:
-            self._entries[key] = _Entry(kind, resources, bundles, strategy, selector)
+            self._entries[key] = _Entry(
+                kind, resources, bundles, strategy, selector, fallbacks, bundle_selectors, unit
+            )
         return key
 
     def placed(self, key: tuple[object, ...], group: str, rank: int, units: int, names: list[str]) -> None:
@@ -81,12 +93,36 @@ class Explainer:
                 PlacementTarget(group, TARGETS[rank], count, tuple(sorted(set(names))))
                 for (group, rank), (count, names) in sorted(e.targets.items())
             )
-            out.append(Placement(e.kind, e.resources, e.bundles, e.strategy, e.selector, e.placed, targets))
+            out.append(
+                Placement(
+                    e.kind,
+                    e.resources,
+                    e.bundles,
+                    e.strategy,
+                    e.selector,
+                    e.placed,
+                    targets,
+                    unit=e.unit,
+                    fallbacks=e.fallbacks,
+                    bundle_selectors=e.bundle_selectors,
+                )
+            )
         return tuple(out)
 
     def unmet_list(self) -> tuple[Unmet, ...]:
         return tuple(
-            Unmet(e.kind, e.resources, e.bundles, e.strategy, e.selector, count, reason)
+            Unmet(
+                e.kind,
+                e.resources,
+                e.bundles,
+                e.strategy,
+                e.selector,
+                count,
+                reason,
+                unit=e.unit,
+                fallbacks=e.fallbacks,
+                bundle_selectors=e.bundle_selectors,
+            )
             for e in self._entries.values()
             for reason, count in sorted(e.unmet.items())
         )

@@ -1,6 +1,8 @@
 """The worker hosts of one pass, grouped into replicas, and the room each group has to grow.
 
 A replica is ``numOfHosts`` hosts counted, launched, idle-checked and removed as one unit.
+The head node is a host too (so that pools can hold it) but belongs to no replica and is
+never counted, launched or removed.
 Room for a launch is limited by the group's ``maxReplicas``, the cluster-wide worker cap,
 backoff and, in Conservative mode, the number of hosts already in flight.
 """
@@ -9,9 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rayscale.autoscaler.scheduling.catalog import Catalog
-from rayscale.autoscaler.scheduling.model import Options, UnmetReason, UpscalingMode
-from rayscale.autoscaler.scheduling.pool import NEW, PENDING, RUNNING
+from rayscale.autoscaler.scheduling.catalog import HEAD_GROUP, Catalog
+from rayscale.autoscaler.scheduling.model import Options, RemovalCause, UnmetReason, UpscalingMode
+from rayscale.autoscaler.scheduling.pool import HEAD, NEW, PENDING, RUNNING
+
+NO_REPLICA = -1  # the head's replica
 
 CONSERVATIVE_MIN_IN_FLIGHT = 5
 
@@ -20,11 +24,13 @@ CONSERVATIVE_MIN_IN_FLIGHT = 5
 class Host:
     name: str | None  # None for hosts this pass launches
     group: int
-    rank: int  # RUNNING, PENDING or NEW
+    rank: int  # HEAD, RUNNING, PENDING or NEW
     replica: int
     idle_seconds: float = 0.0
     pending_seconds: float = 0.0
     used_share: float = 0.0  # mean used/capacity, for the termination order
+    booting: bool = False  # pending and scheduled: the boot limit applies, not the provisioning one
+    lost: RemovalCause | None = None  # DRAINED or NODE_DEAD: its Ray node is going or gone
 
 
 @dataclass(slots=True)
@@ -46,7 +52,7 @@ class Fleet:
     removed: list[int] = field(default_factory=list)  # per group: replicas removed this pass
     launched: list[int] = field(default_factory=list)  # per group: replicas launched this pass
     backoff: list[bool] = field(default_factory=list)
-    live_hosts: list[int] = field(default_factory=lambda: [0, 0, 0])  # by rank, removals excluded
+    live_hosts: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # by rank, removals excluded
     _saved: tuple[int, int, list[int], list[int]] | None = None
 
     def __post_init__(self) -> None:
@@ -100,6 +106,17 @@ class Fleet:
         return max(room, 0)
 
     # -- changes -----------------------------------------------------------------
+    def add_head(self) -> int:
+        """The head as a host of no replica; returns its host id."""
+        self.hosts.append(Host("", HEAD_GROUP, HEAD, NO_REPLICA))
+        return len(self.hosts) - 1
+
+    def mark_worked(self, host: int) -> None:
+        """The host got work, a gang bundle or a constraint bundle: its replica is not idle."""
+        rid = self.hosts[host].replica
+        if rid != NO_REPLICA:
+            self.replicas[rid].worked = True
+
     def add_existing(self, group: int, hosts: list[Host], name: str | None) -> int:
         rid = len(self.replicas)
         ids = []

@@ -66,6 +66,7 @@ class Target(StrEnum):
     RUNNING = "running"
     PENDING = "pending"
     NEW = "new"
+    HEAD = "head"  # the head node's free resources (or, for constraints, its capacity)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +238,8 @@ class Placement:
     count: int
     targets: tuple[PlacementTarget, ...]
     unit: str | None = None  # constraints: the all-or-nothing unit (Constraint.unit)
+    fallbacks: tuple[Selector, ...] = ()  # demands: Demand.fallbacks
+    bundle_selectors: tuple[Selector, ...] = ()  # gangs: Gang.bundle_selectors
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +252,8 @@ class Unmet:
     count: int
     reason: UnmetReason
     unit: str | None = None  # constraints: the all-or-nothing unit (Constraint.unit)
+    fallbacks: tuple[Selector, ...] = ()  # demands: Demand.fallbacks
+    bundle_selectors: tuple[Selector, ...] = ()  # gangs: Gang.bundle_selectors
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,38 +295,44 @@ def _removal_dict(r: Removal) -> dict[str, Any]:
     return out
 
 
-def _what(
-    kind: str,
-    resources: Mapping[str, float] | None,
-    bundles: tuple[Mapping[str, float], ...] | None,
-    strategy: Strategy | None,
-    selector: tuple[LabelConstraint, ...],
-) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": kind}
-    if strategy is not None:
-        out["strategy"] = str(strategy)
-    if bundles is not None:
-        out["bundles"] = [_amounts(b) for b in bundles]
-    if resources is not None:
-        out["resources"] = _amounts(resources)
-    if selector:
-        out["labelSelector"] = [{"key": c.key, "op": str(c.op), "values": list(c.values)} for c in selector]
+def _selector_list(selector: Selector) -> list[dict[str, Any]]:
+    return [{"key": c.key, "op": str(c.op), "values": list(c.values)} for c in selector]
+
+
+def _what(u: Unmet | Placement) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": u.kind}
+    if u.unit is not None:
+        out["unit"] = u.unit
+    if u.strategy is not None:
+        out["strategy"] = str(u.strategy)
+    if u.bundles is not None:
+        out["bundles"] = [_amounts(b) for b in u.bundles]
+    if any(u.bundle_selectors):
+        out["bundleSelectors"] = [_selector_list(s) if s else None for s in u.bundle_selectors]
+    if u.resources is not None:
+        out["resources"] = _amounts(u.resources)
+    if u.label_selector:
+        out["labelSelector"] = _selector_list(u.label_selector)
+    if u.fallbacks:
+        out["fallbacks"] = [_selector_list(s) for s in u.fallbacks]
     return out
 
 
 def _unmet_dict(u: Unmet) -> dict[str, Any]:
-    out = _what(u.kind, u.resources, u.bundles, u.strategy, u.label_selector)
+    out = _what(u)
     out["count"] = u.count
     out["reason"] = str(u.reason)
     return out
 
 
 def _placement_dict(p: Placement) -> dict[str, Any]:
-    out = _what(p.kind, p.resources, p.bundles, p.strategy, p.label_selector)
+    out = _what(p)
     out["count"] = p.count
     targets = []
     for t in p.targets:
         entry: dict[str, Any] = {"group": t.group, "on": str(t.on), "count": t.count}
+        if t.on is Target.HEAD:
+            del entry["group"]
         if t.nodes:
             entry["nodes"] = list(t.nodes)
         targets.append(entry)

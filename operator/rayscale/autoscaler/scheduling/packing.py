@@ -1,7 +1,9 @@
 """Choosing new replicas for demand that existing hosts cannot take.
 
 Shape-grouped greedy packing. The most constrained remaining shape (accelerators first, then
-fewest groups, then biggest) anchors the next launch. For each group that may host it, one
+fewest groups, then biggest) anchors the next launch. The groups that may host it and can
+launch are narrowed to those matching its earliest selector (its preferred label selector,
+then its fallbacks), then to those without accelerators it does not use. For each of them one
 replica is filled: first with the shapes the group is meant for, in proportion to what is left
 of each (so CPU-heavy and memory-heavy shapes share a host instead of stranding one resource),
 then topped up largest first; shapes that avoid the group (CPU work on a GPU group) only fill
@@ -134,6 +136,14 @@ def _work(catalog: Catalog, fills: list[HostFill]) -> float:
     return sum(catalog.shapes[s].weight * n for fill in fills for s, n in fill.items())
 
 
+def _best_tier(shape: Shape, groups: list[int]) -> list[int]:
+    """The groups matching the shape's earliest selector, and among them those it does not avoid."""
+    if not groups:
+        return groups
+    tier = min((shape.ranks[g], shape.avoids(g)) for g in groups)
+    return [g for g in groups if (shape.ranks[g], shape.avoids(g)) == tier]
+
+
 def pack_new(
     catalog: Catalog,
     fleet: Fleet,
@@ -156,9 +166,7 @@ def pack_new(
     )
     while pending:
         anchor = pending[0]
-        groups = [g for g in anchor.preferred if fleet.room(g, 1)] or [
-            g for g in anchor.eligible if fleet.room(g, 1)
-        ]
+        groups = _best_tier(anchor, [g for g in anchor.eligible if fleet.room(g, 1)])
         if not groups:
             unmet[anchor.index] = blocked_reason(fleet, anchor.eligible)
             pending.pop(0)

@@ -1,22 +1,22 @@
 """Free capacity of the hosts that can take work, grouped into equivalence classes.
 
-Hosts with the same group, the same kind (running, pending, new) and the same free vector
-form one class; placing n units of a shape on a class moves whole runs of hosts to the class
-of their new free vector, so the work of a placement grows with the number of classes, not
-with the number of hosts or units. A checkpoint/rollback log makes gang placement atomic.
+Hosts with the same group, the same kind (head, running, pending, new), the same free vector
+and the same label set form one class; placing n units of a shape on a class moves whole runs
+of hosts to the class of their new free vector, so the work of a placement grows with the
+number of classes, not with the number of hosts or units. A checkpoint/rollback log makes gang
+placement atomic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from rayscale.autoscaler.scheduling.catalog import Shape
-from rayscale.autoscaler.scheduling.space import Space, Vec, fit_count, sub
+from rayscale.autoscaler.scheduling.catalog import GROUP_LABELS, Catalog, Shape
+from rayscale.autoscaler.scheduling.space import Vec, fit_count, sub
 
-Key = tuple[int, int, Vec]  # (kind rank, group index, free vector)
+Key = tuple[int, int, Vec, int]  # (kind rank, group index, free vector, label set)
 
-RUNNING, PENDING, NEW = 0, 1, 2
+HEAD, RUNNING, PENDING, NEW = 0, 1, 2, 3
 
 
 @dataclass(slots=True)
@@ -36,17 +36,17 @@ class Move:
 class Pool:
     """One free-resource ledger (pending demand, or request_resources constraints)."""
 
-    __slots__ = ("_classes", "_key", "_log", "space")
+    __slots__ = ("_classes", "_key", "_log", "catalog")
 
-    def __init__(self, space: Space) -> None:
-        self.space = space
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
         self._classes: dict[Key, list[int]] = {}
         self._key: dict[int, Key] = {}
         self._log: list[tuple[int, Key | None]] | None = None
 
     # -- membership ------------------------------------------------------------------
-    def add(self, host: int, group: int, rank: int, free: Vec) -> None:
-        key = (rank, group, free)
+    def add(self, host: int, group: int, rank: int, free: Vec, label_set: int = GROUP_LABELS) -> None:
+        key = (rank, group, free, label_set)
         self._classes.setdefault(key, []).append(host)
         self._key[host] = key
         if self._log is not None:
@@ -70,7 +70,7 @@ class Pool:
     def _move(self, host: int, new_free: Vec) -> None:
         old = self._key[host]
         self._drop(old, host)
-        key = (old[0], old[1], new_free)
+        key = (old[0], old[1], new_free, old[3])
         self._classes.setdefault(key, []).append(host)
         self._key[host] = key
         if self._log is not None:
@@ -84,7 +84,7 @@ class Pool:
             self._classes[key] = rest
         else:
             del self._classes[key]
-        new_key = (key[0], key[1], new_free)
+        new_key = (key[0], key[1], new_free, key[3])
         self._classes.setdefault(new_key, []).extend(hosts)
         for h in hosts:
             self._key[h] = new_key
@@ -109,23 +109,24 @@ class Pool:
                 self._key[host] = old
 
     # -- placement -------------------------------------------------------------------
-    def candidates(self, shape: Shape, allowed: Callable[[int, int], bool] | None = None) -> list[Key]:
+    def candidates(self, shape: Shape) -> list[Key]:
         """Classes that can take at least one unit, best first.
 
-        Order: groups the shape does not avoid (GPU avoidance), running before pending before
-        new hosts, fullest first (best fit, scaled so no unit dominates), then the key itself.
+        Order: hosts matching an earlier selector of the shape first (its preferred selector,
+        then its fallbacks), then hosts the shape does not avoid (GPU avoidance), the head before
+        running before pending before new hosts, fullest first (best fit, scaled so no unit
+        dominates), then the key itself.
         """
-        eligible = set(shape.eligible)
+        catalog = self.catalog
         found = []
         for key in self._classes:
-            rank, group, free = key
-            if group not in eligible or fit_count(free, shape.vec, shape.idx) == 0:
+            kind, group, free, label_set = key
+            order = catalog.rank(shape, group, label_set)
+            if order is None or fit_count(free, shape.vec, shape.idx) == 0:
                 continue
-            if allowed is not None and not allowed(rank, group):
-                continue
-            found.append((shape.avoids(group), rank, self.space.size(free), key))
+            found.append((order, catalog.avoids(shape, group), kind, catalog.space.size(free), key))
         found.sort()
-        return [item[3] for item in found]
+        return [item[4] for item in found]
 
     def place_bulk(self, shape: Shape, units: int) -> tuple[list[Move], int]:
         """Put up to ``units`` units on the best classes; returns the moves and what is left."""
@@ -133,7 +134,7 @@ class Pool:
         for key in self.candidates(shape):
             if units <= 0:
                 break
-            rank, group, free = key
+            rank, group, free, _ = key
             members = self._classes[key]
             per_host = fit_count(free, shape.vec, shape.idx)
             take = min(units, per_host * len(members))

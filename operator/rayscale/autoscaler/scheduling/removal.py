@@ -1,4 +1,4 @@
-"""Which existing replicas go: failed launches, caps, and idle ones.
+"""Which existing replicas go: failed launches, lost Ray nodes, caps, and idle ones.
 
 Order of removal when a cap forces a choice (as Ray's): replicas without Ray (a host still
 pending) first, then the longest idle, then the least used, then by name.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rayscale.autoscaler.scheduling.fleet import Fleet, Replica
+from rayscale.autoscaler.scheduling.fleet import Fleet, Host, Replica
 from rayscale.autoscaler.scheduling.model import RemovalCause
 from rayscale.autoscaler.scheduling.pool import PENDING, RUNNING
 
@@ -30,17 +30,34 @@ def _existing(fleet: Fleet, group: int | None = None) -> Iterator[int]:
             yield rid
 
 
+def _timed_out(fleet: Fleet, host: Host) -> bool:
+    """A pending host past its limit: the boot limit once its pod is scheduled, else provisioning."""
+    if host.rank != PENDING:
+        return False
+    options = fleet.options
+    limit = options.max_node_boot_seconds if host.booting else options.max_node_provision_seconds
+    return host.pending_seconds > limit
+
+
 def launch_failures(fleet: Fleet, removed: Removed) -> None:
-    """Replicas with a host pending longer than the provisioning timeout; their group backs off."""
-    limit = fleet.options.max_node_provision_seconds
+    """Replicas with a host pending past its limit go (LAUNCH_FAILED); their group backs off."""
     for rid in list(_existing(fleet)):
         replica = fleet.replicas[rid]
-        if any(
-            fleet.hosts[h].rank == PENDING and fleet.hosts[h].pending_seconds > limit for h in replica.hosts
-        ):
+        if any(_timed_out(fleet, fleet.hosts[h]) for h in replica.hosts):
             fleet.remove(rid)
             fleet.backoff[replica.group] = True
             removed[rid] = RemovalCause.LAUNCH_FAILED
+
+
+def lost_nodes(fleet: Fleet, removed: Removed) -> None:
+    """Whole replicas with a draining host (DRAINED) or else a dead one (NODE_DEAD); no backoff."""
+    for rid in list(_existing(fleet)):
+        causes = {fleet.hosts[h].lost for h in fleet.replicas[rid].hosts}
+        for cause in (RemovalCause.DRAINED, RemovalCause.NODE_DEAD):
+            if cause in causes:
+                fleet.remove(rid)
+                removed[rid] = cause
+                break
 
 
 def over_caps(fleet: Fleet, removed: Removed) -> None:
