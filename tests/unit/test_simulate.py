@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from rayscale.autoscaler.scenario import ScenarioError, parse_scenario
+from rayscale.autoscaler.scheduling.model import Head, LabelConstraint, LabelOp, NodeState
 from rayscale.cli import main
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples" / "scenarios").glob("*.yaml"))
@@ -82,6 +83,34 @@ def test_simulate_reads_json_from_stdin(
         ),
         ({"surprise": 1}, "surprise"),
         ([1, 2], "scenario"),
+        ({"demands": [{"fallbacks": "zone=a"}]}, "demands[0].fallbacks"),
+        ({"demands": [{"fallbacks": [{"zone": "a"}, "zone=b"]}]}, "demands[0].fallbacks[1]"),
+        (
+            {"demands": [{"fallbacks": [[{"key": "z", "op": "near", "values": ["a"]}]]}]},
+            "demands[0].fallbacks[0][0].op",
+        ),
+        ({"demands": [{"labelSelector": "zone=a"}]}, "demands[0].labelSelector"),
+        (
+            {"gangs": [{"bundles": [{"CPU": 1}, {"CPU": 1}], "bundleSelectors": [{"zone": "a"}]}]},
+            "gangs[0].bundleSelectors",
+        ),
+        ({"gangs": [{"bundles": [{"CPU": 1}], "bundleSelectors": [7]}]}, "gangs[0].bundleSelectors[0]"),
+        ({"constraints": [{"resources": {"CPU": 1}, "unit": 3}]}, "constraints[0].unit"),
+        ({"constraints": [{"labelSelector": [{"op": "in"}]}]}, "constraints[0].labelSelector[0].key"),
+        ({"head": [1]}, "head"),
+        ({"head": {"cpus": 1}}, "head.cpus"),
+        ({"head": {"resources": {"CPU": "x"}}}, "head.resources.CPU"),
+        ({"head": {"available": {"CPU": -1}}}, "head.available.CPU"),
+        ({"head": {"labels": {"zone": ["a"]}}}, "head.labels.zone"),
+        (
+            {"groups": [{"name": "a"}], "nodes": [{"name": "n", "group": "a", "booting": "yes"}]},
+            "nodes[0].booting",
+        ),
+        (
+            {"groups": [{"name": "a"}], "nodes": [{"name": "n", "group": "a", "labels": "x"}]},
+            "nodes[0].labels",
+        ),
+        ({"options": {"maxNodeBootSeconds": -1}}, "options.maxNodeBootSeconds"),
     ],
 )
 def test_bad_scenario_names_the_field(
@@ -139,12 +168,61 @@ def test_cluster_manifest_derives_groups_and_options() -> None:
     assert snapshot.options.max_workers == 3
 
 
+def test_new_fields_reach_the_snapshot() -> None:
+    snapshot = parse_scenario(
+        {
+            "head": {"resources": {"CPU": 4}, "available": {"CPU": 1}, "labels": {"kind": "head"}},
+            "groups": [{"name": "a"}],
+            "nodes": [
+                {"name": "d", "group": "a", "state": "draining", "labels": {"zone": "b"}},
+                {"name": "x", "group": "a", "state": "dead"},
+                {"name": "p", "group": "a", "state": "pending", "booting": True},
+            ],
+            "demands": [{"labelSelector": {"zone": "a"}, "fallbacks": [{"zone": "b"}, None]}],
+            "gangs": [{"bundles": [{"CPU": 1}, {"CPU": 1}], "bundleSelectors": [None, {"zone": "a"}]}],
+            "constraints": [{"resources": {"CPU": 1}, "labelSelector": {"zone": "a"}, "unit": "ns/r"}],
+            "options": {"maxNodeBootSeconds": 60},
+        }
+    )
+    a, b = ((LabelConstraint("zone", LabelOp.IN, (v,)),) for v in "ab")
+    assert snapshot.head == Head({"CPU": 4.0}, {"CPU": 1.0}, {"kind": "head"})
+    assert [n.state for n in snapshot.nodes] == [NodeState.DRAINING, NodeState.DEAD, NodeState.PENDING]
+    assert [n.booting for n in snapshot.nodes] == [False, False, True]
+    assert [n.labels for n in snapshot.nodes] == [{"zone": "b"}, None, None]
+    assert snapshot.demands[0].selectors == (a, b, ())
+    assert snapshot.gangs[0].bundle_selectors == ((), a)
+    assert (snapshot.constraints[0].label_selector, snapshot.constraints[0].unit) == (a, "ns/r")
+    assert snapshot.options.max_node_boot_seconds == 60
+    assert parse_scenario({}).head is None
+    assert parse_scenario({"constraints": [{"resources": {"CPU": 1}}]}).constraints[0].unit == ""
+
+
+# What some examples must show (launches per group, removals per host), beyond explaining every unit.
+EXPECTED: dict[str, tuple[dict[str, int], dict[str, str]]] = {
+    "fallback-selectors": ({"on-demand": 2}, {}),
+    "bundle-selectors": ({"zone-b-ssd": 1}, {}),
+    "constraint-units": ({"cpu": 2, "cpu-b": 1}, {}),
+    "head-node": ({"workers": 1}, {}),
+    "lost-nodes": (
+        {"cpu": 2},
+        {"cpu-a1": "DRAINED", "cpu-a2": "NODE_DEAD", "slice-r1-0": "DRAINED", "slice-r1-1": "DRAINED"},
+    ),
+    "slow-boot": ({}, {"gpu-unscheduled": "LAUNCH_FAILED"}),
+    "node-labels": ({}, {}),
+}
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_examples_run_and_explain_every_unit(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, str(path))
     assert code == 0
     doc = yaml.safe_load(path.read_text())
-    asked = sum(d.get("count", 1) for d in doc.get("demands", []))
-    answered = sum(p["count"] for p in out["placements"] if p["kind"] == "demand")
-    answered += sum(u["count"] for u in out["unmet"] if u["kind"] == "demand")
-    assert answered == asked
+    for kind, section in (("demand", "demands"), ("gang", "gangs"), ("constraint", "constraints")):
+        asked = sum(d.get("count", 1) for d in doc.get(section) or [])
+        answered = sum(p["count"] for p in out["placements"] if p["kind"] == kind)
+        answered += sum(u["count"] for u in out["unmet"] if u["kind"] == kind)
+        assert answered == asked, kind
+    if path.stem in EXPECTED:
+        launched = {name: g["launch"] for name, g in out["groups"].items() if g["launch"]}
+        removed = {t["name"]: t["reason"] for t in out["terminate"]}
+        assert (launched, removed) == EXPECTED[path.stem]

@@ -10,16 +10,19 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from rayscale.autoscaler.scheduling.model import (
+    RAY_REQUEST_UNIT,
     UNLIMITED,
     Constraint,
     Demand,
     Gang,
     Group,
+    Head,
     LabelConstraint,
     LabelOp,
     Node,
     NodeState,
     Options,
+    Selector,
     Snapshot,
     Strategy,
     UpscalingMode,
@@ -28,7 +31,7 @@ from rayscale.resources import QuantityError, host_labels, host_resources, quant
 
 T = TypeVar("T")
 
-TOP_LEVEL = {"cluster", "groups", "nodes", "demands", "gangs", "constraints", "options"}
+TOP_LEVEL = {"cluster", "groups", "nodes", "demands", "gangs", "constraints", "options", "head"}
 
 
 class ScenarioError(ValueError):
@@ -82,6 +85,25 @@ def _number(data: Mapping[str, Any], key: str, path: str, default: float | None)
     return float(value)
 
 
+def _bool(data: Mapping[str, Any], key: str, path: str) -> bool:
+    value = data.get(key, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise _fail(f"{path}.{key}", "must be true or false")
+    return value
+
+
+def _labels(value: Any, path: str) -> dict[str, str]:
+    """A label map: string keys, scalar values (kept as strings)."""
+    out: dict[str, str] = {}
+    for key, label in _map(value, path).items():
+        if isinstance(label, Mapping | list) or label is None:
+            raise _fail(f"{path}.{key}", "must be a string")
+        out[str(key)] = str(label)
+    return out
+
+
 def _enum(data: Mapping[str, Any], key: str, path: str, kind: Callable[[str], T], default: T) -> T:
     value = data.get(key)
     if value is None:
@@ -107,14 +129,16 @@ def resources(value: Any, path: str) -> dict[str, float]:
     return out
 
 
-def label_selector(value: Any, path: str) -> tuple[LabelConstraint, ...]:
+def label_selector(value: Any, path: str) -> Selector:
     """``{key: value}`` (shorthand for ``in``) or a list of ``{key, op, values}``."""
     if value is None:
         return ()
     if isinstance(value, Mapping):
         return tuple(LabelConstraint(str(k), LabelOp.IN, (str(v),)) for k, v in sorted(value.items()))
+    if not isinstance(value, list):
+        raise _fail(path, "must be a map {key: value} or a list of {key, op, values}")
     out = []
-    for i, item in enumerate(_list(value, path)):
+    for i, item in enumerate(value):
         where = f"{path}[{i}]"
         entry = _map(item, where)
         _only(entry, {"key", "op", "values"}, where)
@@ -142,25 +166,36 @@ def _group(item: Any, path: str) -> Group:
     high = _int(data, "maxReplicas", path, UNLIMITED)
     if low > high:
         raise _fail(f"{path}.minReplicas", f"must be <= maxReplicas ({high})")
-    backoff = data.get("backoff", False)
-    if not isinstance(backoff, bool):
-        raise _fail(f"{path}.backoff", "must be true or false")
     return Group(
         name=data["name"],
         resources=resources(data.get("resources"), f"{path}.resources"),
-        labels={str(k): str(v) for k, v in _map(data.get("labels"), f"{path}.labels").items()},
+        labels=_labels(data.get("labels"), f"{path}.labels"),
         min_replicas=low,
         max_replicas=high,
         num_of_hosts=_int(data, "numOfHosts", path, 1, minimum=1),
         idle_timeout_seconds=_number(data, "idleTimeoutSeconds", path, None),
         priority=_int(data, "priority", path, 0, minimum=-(2**31)),
-        backoff=backoff,
+        backoff=_bool(data, "backoff", path),
     )
 
 
 def _node(item: Any, path: str, groups: set[str]) -> Node:
     data = _map(item, path)
-    _only(data, {"name", "group", "state", "replica", "available", "idleSeconds", "pendingSeconds"}, path)
+    _only(
+        data,
+        {
+            "name",
+            "group",
+            "state",
+            "replica",
+            "available",
+            "idleSeconds",
+            "pendingSeconds",
+            "booting",
+            "labels",
+        },
+        path,
+    )
     for key in ("name", "group"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise _fail(f"{path}.{key}", "must be a non-empty string")
@@ -170,6 +205,7 @@ def _node(item: Any, path: str, groups: set[str]) -> Node:
     if replica is not None and not isinstance(replica, str):
         raise _fail(f"{path}.replica", "must be a string or null")
     available = data.get("available")
+    labels = data.get("labels")
     return Node(
         name=data["name"],
         group=data["group"],
@@ -178,40 +214,83 @@ def _node(item: Any, path: str, groups: set[str]) -> Node:
         available=None if available is None else resources(available, f"{path}.available"),
         idle_seconds=_number(data, "idleSeconds", path, 0.0) or 0.0,
         pending_seconds=_number(data, "pendingSeconds", path, 0.0) or 0.0,
+        booting=_bool(data, "booting", path),
+        labels=None if labels is None else _labels(labels, f"{path}.labels"),
     )
 
 
 def _demand(item: Any, path: str) -> Demand:
     data = _map(item, path)
-    _only(data, {"resources", "count", "labelSelector"}, path)
+    _only(data, {"resources", "count", "labelSelector", "fallbacks"}, path)
+    fallbacks = _list(data.get("fallbacks"), f"{path}.fallbacks")
     return Demand(
         resources(data.get("resources"), f"{path}.resources"),
         _int(data, "count", path, 1),
         label_selector(data.get("labelSelector"), f"{path}.labelSelector"),
+        tuple(label_selector(f, f"{path}.fallbacks[{i}]") for i, f in enumerate(fallbacks)),
     )
 
 
 def _gang(item: Any, path: str) -> Gang:
     data = _map(item, path)
-    _only(data, {"strategy", "bundles", "count"}, path)
+    _only(data, {"strategy", "bundles", "count", "bundleSelectors"}, path)
     bundles = _list(data.get("bundles"), f"{path}.bundles")
     if not bundles:
         raise _fail(f"{path}.bundles", "must list at least one bundle")
+    selectors = _list(data.get("bundleSelectors"), f"{path}.bundleSelectors")
+    if selectors and len(selectors) != len(bundles):
+        raise _fail(
+            f"{path}.bundleSelectors", f"must list one selector (or null) per bundle ({len(bundles)})"
+        )
     return Gang(
         _enum(data, "strategy", path, Strategy, Strategy.PACK),
         tuple(resources(b, f"{path}.bundles[{i}]") for i, b in enumerate(bundles)),
         _int(data, "count", path, 1),
+        tuple(label_selector(sel, f"{path}.bundleSelectors[{i}]") for i, sel in enumerate(selectors)),
     )
 
 
 def _constraint(item: Any, path: str) -> Constraint:
     data = _map(item, path)
-    _only(data, {"resources", "count"}, path)
-    return Constraint(resources(data.get("resources"), f"{path}.resources"), _int(data, "count", path, 1))
+    _only(data, {"resources", "count", "labelSelector", "unit"}, path)
+    unit = data.get("unit", RAY_REQUEST_UNIT)
+    if unit is None:
+        unit = RAY_REQUEST_UNIT
+    if not isinstance(unit, str):
+        raise _fail(f"{path}.unit", "must be a string")
+    return Constraint(
+        resources(data.get("resources"), f"{path}.resources"),
+        _int(data, "count", path, 1),
+        label_selector(data.get("labelSelector"), f"{path}.labelSelector"),
+        unit,
+    )
+
+
+def _head(item: Any) -> Head | None:
+    if item is None:
+        return None
+    data = _map(item, "head")
+    _only(data, {"resources", "available", "labels"}, "head")
+    available = data.get("available")
+    return Head(
+        resources(data.get("resources"), "head.resources"),
+        None if available is None else resources(available, "head.available"),
+        _labels(data.get("labels"), "head.labels"),
+    )
 
 
 def _options(data: Mapping[str, Any], base: Options) -> Options:
-    _only(data, {"idleTimeoutSeconds", "upscalingMode", "maxWorkers", "maxNodeProvisionSeconds"}, "options")
+    _only(
+        data,
+        {
+            "idleTimeoutSeconds",
+            "upscalingMode",
+            "maxWorkers",
+            "maxNodeProvisionSeconds",
+            "maxNodeBootSeconds",
+        },
+        "options",
+    )
     idle = base.idle_timeout_seconds
     if "idleTimeoutSeconds" in data:
         idle = _number(data, "idleTimeoutSeconds", "options", None)
@@ -219,11 +298,13 @@ def _options(data: Mapping[str, Any], base: Options) -> Options:
     if "maxWorkers" in data:
         max_workers = None if data["maxWorkers"] is None else _int(data, "maxWorkers", "options", 0)
     provision = _number(data, "maxNodeProvisionSeconds", "options", base.max_node_provision_seconds)
+    boot = _number(data, "maxNodeBootSeconds", "options", base.max_node_boot_seconds)
     return Options(
         idle_timeout_seconds=idle,
         upscaling_mode=_enum(data, "upscalingMode", "options", UpscalingMode, base.upscaling_mode),
         max_workers=max_workers,
         max_node_provision_seconds=base.max_node_provision_seconds if provision is None else provision,
+        max_node_boot_seconds=base.max_node_boot_seconds if boot is None else boot,
     )
 
 
@@ -300,4 +381,5 @@ def parse_scenario(data: Any) -> Snapshot:
             for i, c in enumerate(_list(top.get("constraints"), "constraints"))
         ),
         options=options,
+        head=_head(top.get("head")),
     )
