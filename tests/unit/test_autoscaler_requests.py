@@ -11,9 +11,13 @@ from rayscale.autoscaler.requests import decision_status, pending_status, status
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import (
     RAY_REQUEST_UNIT,
+    Constraint,
     Decision,
+    Group,
+    Head,
     Placement,
     PlacementTarget,
+    Snapshot,
     Target,
     Unmet,
     UnmetReason,
@@ -129,6 +133,7 @@ def test_only_its_own_bundles_on_starting_workers_keep_it_pending() -> None:
         placements=(
             unit_placed("ns/r", Target.NEW, 2),
             unit_placed("ns/r", Target.RUNNING, 1),
+            unit_placed("ns/r", Target.HEAD, 1),
             unit_placed("ns/big", Target.PENDING, 5),
             unit_placed(RAY_REQUEST_UNIT, Target.NEW, 7),
         ),
@@ -154,3 +159,28 @@ def test_a_bundle_that_cannot_be_read_is_unsatisfiable() -> None:
     status = decision_status(bad, decided())
     assert (status["phase"], status["reason"]) == ("Unsatisfiable", "InvalidBundles")
     assert "lots" in status["message"]
+
+
+def test_with_the_scheduler_an_unsatisfiable_request_leaves_the_other_scaling() -> None:
+    body = cluster(group("cpu", replicas=0), autoscaling=True)
+    small = {"metadata": {"name": "r", "namespace": "ns"}, "spec": {"clusterName": "rc", "bundles": [
+        {"resources": {"CPU": 1}, "count": 3}]}}  # fmt: skip
+    big = {"metadata": {"name": "big", "namespace": "ns"}, "spec": {"clusterName": "rc", "bundles": [
+        {"resources": {"CPU": 64}, "count": 1}]}}  # fmt: skip
+    snapshot = build_snapshot(body, [], None, [small, big], (), datetime(2026, 1, 1, tzinfo=UTC))
+    decision = schedule(snapshot)
+    assert decision.groups["cpu"].launch == 3
+    assert decision_status(small, decision)["phase"] == "Pending"
+    status = decision_status(big, decision)
+    assert (status["phase"], status["reason"]) == ("Unsatisfiable", "NO_MATCHING_GROUP")
+
+
+def test_bundles_the_head_holds_are_satisfied() -> None:
+    snapshot = Snapshot(
+        groups=(Group("cpu", {"CPU": 1.0}),),
+        constraints=(Constraint({"CPU": 2.0}, 1, unit="ns/r"),),
+        head=Head({"CPU": 4.0}, available={"CPU": 0.0}),
+    )
+    decision = schedule(snapshot)
+    assert decision.groups["cpu"].launch == 0
+    assert decision_status(REQUEST, decision)["phase"] == "Satisfied"

@@ -30,6 +30,7 @@ __all__ = ["INVALID_BUNDLES", "decision_status", "pending_status", "status_patch
 Obj = Mapping[str, Any]
 FIELDS = ("phase", "reason", "message", "observedGeneration")
 INVALID_BUNDLES = "InvalidBundles"  # the reason of a request with a bundle that cannot be read
+_RUNS = frozenset({Target.RUNNING, Target.HEAD})  # targets whose capacity exists now
 
 
 def _shape(resources: Mapping[str, float] | None) -> str:
@@ -76,7 +77,7 @@ def _waiting_bundles(decision: Decision, own: str) -> int:
         for p in decision.placements
         if p.kind == "constraint" and _mine(p.unit, own)
         for t in p.targets
-        if t.on is not Target.RUNNING
+        if t.on not in _RUNS
     )
 
 
