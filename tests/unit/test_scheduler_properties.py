@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -11,16 +13,30 @@ from rayscale.autoscaler.scheduling.model import (
     Demand,
     Gang,
     Group,
+    Head,
+    LabelConstraint,
+    LabelOp,
     Node,
     NodeState,
     Options,
+    Selector,
     Snapshot,
     Strategy,
+    Target,
     UpscalingMode,
 )
 
 SHAPES = [{"CPU": 1.0}, {"CPU": 2.0, "memory": 4e9}, {"CPU": 0.5}, {"GPU": 1.0}, {"TPU": 4.0}, {"CPU": 16.0}]
 HOSTS = [{"CPU": 8.0, "memory": 32e9}, {"CPU": 4.0, "GPU": 1.0}, {"CPU": 8.0, "TPU": 4.0}, {"CPU": 2.0}]
+LABELS: list[dict[str, str]] = [{}, {"zone": "a"}, {"zone": "b"}, {"zone": "a", "disk": "ssd"}]
+SELECTORS: list[Selector] = [
+    (),
+    (LabelConstraint("zone", LabelOp.IN, ("a",)),),
+    (LabelConstraint("zone", LabelOp.IN, ("b", "c")),),
+    (LabelConstraint("zone", LabelOp.NOT_IN, ("a",)),),
+    (LabelConstraint("disk", LabelOp.IN, ("ssd",)), LabelConstraint("zone", LabelOp.IN, ("a",))),
+]
+UNITS = ["", "ns/one", "ns/two"]
 
 
 @st.composite
@@ -32,6 +48,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
             Group(
                 name=f"g{i}",
                 resources=draw(st.sampled_from(HOSTS)),
+                labels=draw(st.sampled_from(LABELS)),
                 min_replicas=low,
                 max_replicas=draw(st.integers(low, 6)),
                 num_of_hosts=draw(st.sampled_from([1, 1, 2])),
@@ -53,30 +70,52 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
                     replica=f"r{j}" if group.num_of_hosts > 1 else None,
                     available=draw(st.sampled_from([None, {}, {"CPU": 1.0}])),
                     idle_seconds=draw(st.sampled_from([0.0, 5.0, 100.0])),
-                    pending_seconds=draw(st.sampled_from([0.0, 1000.0])),
+                    pending_seconds=draw(st.sampled_from([0.0, 1000.0, 4000.0])),
+                    booting=draw(st.booleans()),
+                    labels=draw(st.sampled_from([None, None, *LABELS])),
                 )
             )
+    selector = st.sampled_from(SELECTORS)
     demands = tuple(
-        Demand(draw(st.sampled_from(SHAPES)), draw(st.integers(1, 40)))
+        Demand(
+            draw(st.sampled_from(SHAPES)),
+            draw(st.integers(1, 40)),
+            draw(selector),
+            tuple(draw(st.lists(selector, max_size=2))),
+        )
         for _ in range(draw(st.integers(0, 4)))
     )
-    gangs = tuple(
-        Gang(
-            draw(st.sampled_from(list(Strategy))),
-            tuple(draw(st.lists(st.sampled_from(SHAPES), min_size=1, max_size=3))),
+    gangs = []
+    for _ in range(draw(st.integers(0, 2))):
+        bundles = tuple(draw(st.lists(st.sampled_from(SHAPES), min_size=1, max_size=3)))
+        with_selectors = draw(st.booleans())
+        gangs.append(
+            Gang(
+                draw(st.sampled_from(list(Strategy))),
+                bundles,
+                bundle_selectors=tuple(draw(selector) for _ in bundles) if with_selectors else (),
+            )
         )
-        for _ in range(draw(st.integers(0, 2)))
-    )
     constraints = tuple(
-        Constraint(draw(st.sampled_from(SHAPES)), draw(st.integers(1, 3)))
-        for _ in range(draw(st.integers(0, 1)))
+        Constraint(
+            draw(st.sampled_from(SHAPES)),
+            draw(st.integers(1, 3)),
+            draw(selector),
+            draw(st.sampled_from(UNITS)),
+        )
+        for _ in range(draw(st.integers(0, 3)))
+    )
+    head = draw(
+        st.sampled_from(
+            [None, Head({"CPU": 4.0}, None, {"zone": "a"}), Head({"CPU": 8.0, "GPU": 1.0}, {"CPU": 1.0})]
+        )
     )
     options = Options(
         idle_timeout_seconds=draw(st.sampled_from([None, 60.0, 1.0])),
         upscaling_mode=draw(st.sampled_from(list(UpscalingMode))),
         max_workers=draw(st.sampled_from([None, None, 4, 20])),
     )
-    return Snapshot(tuple(groups), tuple(nodes), demands, gangs, constraints, options)
+    return Snapshot(tuple(groups), tuple(nodes), demands, tuple(gangs), constraints, options, head)
 
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -129,3 +168,51 @@ def test_every_unit_is_placed_or_unmet_with_a_reason(snapshot: Snapshot) -> None
 @given(snapshots())
 def test_same_input_same_output(snapshot: Snapshot) -> None:
     assert schedule(snapshot).to_dict() == schedule(snapshot).to_dict()
+
+
+def _matches(selectors: tuple[Selector, ...], labels: Mapping[str, str]) -> bool:
+    return not selectors or any(all(c.matches(labels) for c in s) for s in selectors)
+
+
+@SETTINGS
+@given(snapshots())
+def test_demand_and_constraints_only_go_where_a_selector_matches(snapshot: Snapshot) -> None:
+    decision = schedule(snapshot)
+    group_labels = {g.name: g.labels for g in snapshot.groups}
+    node_labels = {
+        n.name: n.labels if n.labels is not None else group_labels[n.group] for n in snapshot.nodes
+    }
+    for p in decision.placements:
+        if p.kind == "gang":
+            continue
+        selectors = (p.label_selector, *p.fallbacks) if p.label_selector or p.fallbacks else ()
+        for t in p.targets:
+            if t.on is Target.HEAD:
+                assert snapshot.head is not None
+                assert _matches(selectors, snapshot.head.labels)
+            elif t.on is Target.NEW:
+                assert _matches(selectors, group_labels[t.group])
+            for name in t.nodes:
+                assert _matches(selectors, node_labels[name])
+
+
+@SETTINGS
+@given(snapshots())
+def test_draining_and_dead_nodes_go_and_take_no_work(snapshot: Snapshot) -> None:
+    decision = schedule(snapshot)
+    causes = {t.name: t.reason for t in decision.terminate}
+    used = {name for p in decision.placements for t in p.targets for name in t.nodes}
+    for node in snapshot.nodes:
+        if node.state in (NodeState.DRAINING, NodeState.DEAD):
+            assert node.name in causes
+            assert node.name not in used
+
+
+@SETTINGS
+@given(snapshots())
+def test_each_constraint_unit_is_placed_whole_or_not_at_all(snapshot: Snapshot) -> None:
+    decision = schedule(snapshot)
+    for unit in {c.unit for c in snapshot.constraints}:
+        asked = sum(c.count for c in snapshot.constraints if c.unit == unit)
+        placed = sum(p.count for p in decision.placements if p.kind == "constraint" and p.unit == unit)
+        assert placed in (0, asked)
