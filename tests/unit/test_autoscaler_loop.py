@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,6 +17,21 @@ from rayscale.ray.client import GcsUnavailable
 
 KEY = ("ns", "rc")
 IDLE_HOUR = 3_600_000
+HEAD = ray.NodeState(
+    "id-head", ray.NodeStatus.RUNNING, instance_id="rc-head",
+    total_resources={"CPU": 0.0, "node:__internal_head__": 1.0},
+)  # fmt: skip
+
+
+def gcs_state(*nodes: ray.NodeState, session: str = "s", head: bool = True) -> ray.ClusterState:
+    """Ray's state with the head's raylet running (unless `head` is False) and `nodes`."""
+    return ray.ClusterState(version=1, session_name=session, nodes=((HEAD,) if head else ()) + nodes)
+
+
+def idle(pod_name: str) -> ray.NodeState:
+    return ray.NodeState(
+        f"id-{pod_name}", ray.NodeStatus.IDLE, instance_id=pod_name, idle_duration_ms=IDLE_HOUR
+    )
 
 
 def gpu_group(replicas: int = 0) -> dict[str, Any]:
@@ -65,6 +81,7 @@ class Events:
 class FakeGcs:
     state: ray.ClusterState | None = None  # None: unreachable
     accept: bool = True
+    refuse: frozenset[str] = frozenset()  # node ids that refuse even when `accept`
     drained: list[str] = []
 
     def __init__(self, address: str, **_: Any) -> None:
@@ -77,7 +94,8 @@ class FakeGcs:
 
     async def drain_node(self, node_id: str, **_: Any) -> ray.DrainResult:
         FakeGcs.drained.append(node_id)
-        return ray.DrainResult(accepted=FakeGcs.accept, rejection_reason="" if FakeGcs.accept else "busy")
+        ok = FakeGcs.accept and node_id not in FakeGcs.refuse
+        return ray.DrainResult(accepted=ok, rejection_reason="" if ok else "busy")
 
     async def close(self) -> None:
         pass
@@ -118,11 +136,31 @@ class Api:
         monkeypatch.setattr(ops, "patch_rayresourcerequest_status", status)
         monkeypatch.setattr(ops, "patch_raycluster_status", cluster_status)
         monkeypatch.setattr(loop, "GcsClient", FakeGcs)
-        FakeGcs.state, FakeGcs.accept, FakeGcs.drained = None, True, []
+        FakeGcs.state, FakeGcs.accept, FakeGcs.refuse, FakeGcs.drained = None, True, frozenset(), []
 
 
-def autoscaler(source: Source, events: Events | None = None) -> Autoscaler:
-    return Autoscaler(None, source, events or Events(), AutoscalerConfig(interval=5))  # type: ignore[arg-type]
+class Clock:
+    """Virtual time: the monotonic clock (backoff, grace) and the wall clock (pod ages) move together."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+        self.wall = datetime(2026, 1, 1, 1, 0, 0, tzinfo=UTC)  # the factory's pods are an hour old
+
+    def mono(self) -> float:
+        return self.t
+
+    def now(self) -> datetime:
+        return self.wall
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+        self.wall += timedelta(seconds=seconds)
+
+
+def autoscaler(source: Source, events: Events | None = None, clock: Clock | None = None) -> Autoscaler:
+    clock = clock or Clock()
+    config = AutoscalerConfig(interval=5)
+    return Autoscaler(None, source, events or Events(), config, clock=clock.mono, wall_clock=clock.now)  # type: ignore[arg-type]
 
 
 async def test_request_scales_only_the_gpu_group_and_is_pending_while_it_launches(
@@ -191,11 +229,7 @@ def idle_setup(monkeypatch: pytest.MonkeyPatch) -> tuple[Api, Source]:
     api = Api(monkeypatch)
     body = rc(group("a", replicas=1))
     body["spec"]["autoscalerOptions"] = {"idleTimeoutSeconds": 60}
-    FakeGcs.state = ray.ClusterState(
-        version=1,
-        session_name="s",
-        nodes=(ray.NodeState("id-w", ray.NodeStatus.IDLE, instance_id="w", idle_duration_ms=IDLE_HOUR),),
-    )
+    FakeGcs.state = gcs_state(idle("w"))
     return api, Source(body, [pod("w", "a")])
 
 
@@ -265,3 +299,202 @@ async def test_a_failed_resourceversion_test_is_an_error_not_silence(monkeypatch
     assert failed.value.status == 422
     assert "rejected our request" in str(failed.value)
     assert resp.released
+
+
+# ---- Ray cannot be trusted: the head's raylet is down, or the GCS session just changed ----
+
+
+async def test_nothing_scales_while_the_head_raylet_is_not_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    api, source = idle_setup(monkeypatch)
+    source._requests = [rrr(1)]  # demand for a group with room: a launch, were the head running
+    source.body = rc(group("a", replicas=1), gpu_group())
+    source.body["spec"]["autoscalerOptions"] = {"idleTimeoutSeconds": 60}
+    FakeGcs.state = gcs_state(idle("w"), head=False)
+    scaler = autoscaler(source)
+    await scaler.step(KEY)
+    assert (FakeGcs.drained, api.patches) == ([], [])
+    FakeGcs.state = gcs_state(idle("w"))  # the head's raylet registered
+    await scaler.step(KEY)
+    assert FakeGcs.drained == ["id-w"]
+    (patch,) = api.patches
+    assert patch[1:] == [
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 0},
+        {"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": ["w"]}},
+        {"op": "replace", "path": "/spec/workerGroupSpecs/1/replicas", "value": 1},
+    ]
+
+
+async def test_after_a_head_restart_nothing_is_removed_for_the_grace_period(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api, source = idle_setup(monkeypatch)
+    source._requests = [rrr(1)]
+    source.body = rc(group("a", replicas=1), gpu_group())
+    source.body["spec"]["autoscalerOptions"] = {"idleTimeoutSeconds": 60}
+    busy = ray.NodeState("id-w", ray.NodeStatus.RUNNING, instance_id="w", available_resources={"CPU": 0.0})
+    FakeGcs.state = gcs_state(busy, session="s1")
+    clock = Clock()
+    scaler = autoscaler(source, clock=clock)
+    await scaler.step(KEY)
+    api.patches.clear()
+    # A new head without GCS fault tolerance: new session; the worker re-registered and looks idle.
+    FakeGcs.state = gcs_state(idle("w"), session="s2")
+    clock.advance(60)
+    await scaler.step(KEY)
+    assert FakeGcs.drained == []
+    (patch,) = api.patches  # launches still go ahead
+    assert patch[1:] == [{"op": "replace", "path": "/spec/workerGroupSpecs/1/replicas", "value": 1}]
+    clock.advance(119)
+    await scaler.step(KEY)
+    assert FakeGcs.drained == []
+    clock.advance(1)  # 120 s after the change
+    await scaler.step(KEY)
+    assert FakeGcs.drained == ["id-w"]
+    assert api.patches[-1][2] == {
+        "op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": ["w"]}
+    }  # fmt: skip
+
+
+def without_ray_node_setup(monkeypatch: pytest.MonkeyPatch) -> tuple[Api, Source, Events]:
+    """A worker pod Running for days whose Ray node the GCS does not list; provisioning limit 5 s."""
+    api = Api(monkeypatch)
+    body = rc(group("a", replicas=1), group("b", replicas=0))
+    body["metadata"]["annotations"] = {"rayscale.io/max-node-provision-seconds": "5"}
+    FakeGcs.state = gcs_state()
+    return api, Source(body, [pod("w", "a", created="2025-12-01T00:00:00Z")]), Events()
+
+
+async def test_a_running_worker_without_a_ray_node_boots_for_an_hour_before_it_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api, source, events = without_ray_node_setup(monkeypatch)
+    clock = Clock()
+    scaler = autoscaler(source, events, clock)
+    await scaler.step(KEY)
+    clock.advance(3599)
+    await scaler.step(KEY)
+    assert api.patches == []
+    assert scaler._backoff[KEY].active() == frozenset()
+    clock.advance(2)  # an hour since rayscale first saw it running without a Ray node
+    await scaler.step(KEY)
+    (patch,) = api.patches
+    assert patch[-1]["value"] == {"workersToDelete": ["w"]}
+    assert scaler._backoff[KEY].active() == {"a"}
+    assert ("Warning", "BackingOff") in {(t, r) for t, r, _ in events.posted}
+
+
+async def test_a_session_change_restarts_the_boot_clocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    api, source, _ = without_ray_node_setup(monkeypatch)
+    clock = Clock()
+    scaler = autoscaler(source, clock=clock)
+    await scaler.step(KEY)
+    clock.advance(3000)
+    FakeGcs.state = gcs_state(session="s2")  # the head restarted
+    await scaler.step(KEY)
+    clock.advance(1000)  # 4000 s missing in all, 1000 s in this session
+    await scaler.step(KEY)
+    assert api.patches == []
+    assert scaler._backoff[KEY].active() == frozenset()
+
+
+async def test_a_dead_ray_node_is_removed_without_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = Api(monkeypatch)
+    events = Events()
+    FakeGcs.state = gcs_state(ray.NodeState("id-w", ray.NodeStatus.DEAD, instance_id="w"))
+    source = Source(rc(group("a", replicas=1, min_replicas=1)), [pod("w", "a")])
+    scaler = autoscaler(source, events)
+    await scaler.step(KEY)
+    (patch,) = api.patches
+    assert patch[1:] == [
+        {"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": ["w"]}}
+    ]  # replicas stay 1: the controller replaces the pod
+    assert scaler._backoff[KEY].active() == frozenset()
+    reasons = [(t, r) for t, r, _ in events.posted]
+    assert ("Warning", "BackingOff") not in reasons
+    (died,) = [m for t, r, m in events.posted if (t, r) == ("Normal", "RayNodeDied")]
+    assert "pod w" in died
+
+
+# ---- drain only what the patch writes; a drained node never stays in replicas ----
+
+
+async def test_a_group_waiting_for_its_last_removals_drains_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = Api(monkeypatch)
+    body = rc(group("a", replicas=2, scaleStrategy={"workersToDelete": ["w-old"]}))
+    body["spec"]["autoscalerOptions"] = {"idleTimeoutSeconds": 60}
+    FakeGcs.state = gcs_state(idle("w"))
+    pods = [pod("w", "a"), pod("w-old", "a", deleting="2026-01-01T00:59:00Z")]
+    await autoscaler(Source(body, pods)).step(KEY)
+    assert (FakeGcs.drained, api.patches) == ([], [])
+
+
+async def test_an_accepted_drain_is_removed_after_conflicts_and_never_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api, source = idle_setup(monkeypatch)
+    assert source.body is not None
+    api.conflicts = loop.CONFLICT_ATTEMPTS  # every patch of this round is refused
+    api.fresh = source.body
+    events = Events()
+    scaler = autoscaler(source, events)
+    assert await scaler.step(KEY) == loop.CONFLICT_DELAY
+    assert FakeGcs.drained == ["id-w"]  # the re-plans remove it as DRAINED, without asking again
+    assert all(p[-1]["value"] == {"workersToDelete": ["w"]} for p in api.patches)
+    FakeGcs.accept = False  # it would refuse now; it already accepted and must go
+    await scaler.step(KEY)
+    assert FakeGcs.drained == ["id-w"]
+    assert api.patches[-1][1:] == [
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 0},
+        {"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": ["w"]}},
+    ]
+    assert ("Normal", "ScaledDown", "group a: 1 -> 0 replicas (DRAINED)") in events.posted
+    assert scaler._draining[KEY] == {"w"}
+    source.body["spec"]["workerGroupSpecs"][0]["scaleStrategy"] = {"workersToDelete": ["w"]}
+    await scaler.step(KEY)
+    assert scaler._draining[KEY] == frozenset()  # listed: forgotten
+
+
+def tpu_setup(monkeypatch: pytest.MonkeyPatch) -> tuple[Api, Source]:
+    api = Api(monkeypatch)
+    body = rc(group("tpu", replicas=1, hosts=3))
+    body["spec"]["autoscalerOptions"] = {"idleTimeoutSeconds": 60}
+    FakeGcs.state = gcs_state(*(idle(f"t-{h}") for h in range(3)))
+    pods = [pod(f"t-{h}", "tpu", replica="r1", host=h) for h in range(3)]
+    return api, Source(body, pods)
+
+
+async def test_a_multi_host_replica_drains_host_by_host_and_goes_only_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api, source = tpu_setup(monkeypatch)
+    FakeGcs.refuse = frozenset({"id-t-1"})
+    scaler = autoscaler(source)
+    await scaler.step(KEY)
+    assert FakeGcs.drained == ["id-t-0", "id-t-1"]  # in order; t-2 is not asked after the refusal
+    assert api.patches == []
+    # t-0 accepted: the replica must go now (DRAINED); later rounds ask only the hosts left
+    await scaler.step(KEY)
+    assert FakeGcs.drained[2:] == ["id-t-1"]
+    assert api.patches == []
+    FakeGcs.refuse = frozenset()
+    await scaler.step(KEY)
+    assert FakeGcs.drained[3:] == ["id-t-1", "id-t-2"]
+    (patch,) = api.patches
+    assert patch[1:] == [
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 0},
+        {
+            "op": "add",
+            "path": "/spec/workerGroupSpecs/0/scaleStrategy",
+            "value": {"workersToDelete": ["t-0", "t-1", "t-2"]},
+        },
+    ]
+
+
+async def test_without_the_gcs_a_half_drained_replica_stays(monkeypatch: pytest.MonkeyPatch) -> None:
+    api, source = tpu_setup(monkeypatch)
+    FakeGcs.refuse = frozenset({"id-t-1"})
+    scaler = autoscaler(source)
+    await scaler.step(KEY)
+    FakeGcs.state = None  # its other hosts cannot be asked: nothing of it is deleted
+    await scaler.step(KEY)
+    assert (FakeGcs.drained, api.patches) == (["id-t-0", "id-t-1"], [])

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from raycluster_factory import cluster, group, pod
 
-from rayscale.autoscaler.patch import build_patch
+from rayscale.autoscaler.patch import build_patch, writable
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import Decision, GroupDecision, Removal, RemovalCause
 from rayscale.autoscaler.snapshot import UNBORN_PREFIX, build_snapshot
@@ -88,6 +88,26 @@ def test_blocked_group_may_still_grow() -> None:
     )
     patch = build_patch(body, decision, {"a-old", "a-1", "a-2"})
     assert patch == [TEST, {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 4}]
+
+
+def test_writable_keeps_only_the_removals_the_patch_writes() -> None:
+    """The loop drains only these: a drain accepted for a removal the patch drops would leave a
+    drained Ray node in `replicas`."""
+    body = rc(
+        group("a", replicas=2, scaleStrategy={"workersToDelete": ["a-old"]}),
+        group("b", replicas=2, scaleStrategy={"workersToDelete": ["b-old"]}),
+    )
+    decision = decide({"a": (1, 1), "b": (1, 1), "gone": (0, 1)}, ("a-1", "a"), ("b-1", "b"), ("g-1", "gone"))
+    pods = {"a-old", "a-1", "a-2", "b-1", "b-2", "g-1"}  # b's listed pod is gone, a's is not
+    kept = writable(body, decision, pods)
+    assert [r.name for r in kept.terminate] == ["b-1"]
+    assert kept.groups["a"] == GroupDecision(current=1, replicas=2, launch=0, terminate=0)
+    assert kept.groups["b"] == GroupDecision(current=1, replicas=1, launch=0, terminate=1)
+    # the patch of what is kept is the patch of the whole decision: nothing else is dropped
+    assert build_patch(body, kept, pods) == build_patch(body, decision, pods)
+    assert writable(rc(group("a", replicas=2)), decide({"a": (1, 1)}, ("a-1", "a")), pods).terminate == (
+        Removal("a-1", "a", RemovalCause.IDLE),
+    )
 
 
 def test_list_cleared_once_its_pods_are_gone() -> None:

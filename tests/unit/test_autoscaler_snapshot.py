@@ -21,9 +21,11 @@ from rayscale.autoscaler.scheduling.model import (
     Strategy,
 )
 from rayscale.autoscaler.snapshot import (
+    MAX_NODE_BOOT_ANNOTATION,
     MAX_NODE_PROVISION_ANNOTATION,
     build_snapshot,
     is_unborn,
+    ray_missing_since,
     short_groups,
 )
 from rayscale.ray import model as ray
@@ -109,10 +111,10 @@ def test_pods_joined_with_ray_nodes_by_pod_name() -> None:
     assert nodes["w-busy"].state is NodeState.RUNNING
     assert nodes["w-busy"].idle_seconds == 0
     assert nodes["w-busy"].available == {"CPU": 0.0}
-    assert nodes["w-noray"].state is NodeState.PENDING
-    assert nodes["w-noray"].pending_seconds == 3600
-    assert nodes["w-sched"].state is NodeState.PENDING
-    assert nodes["w-sched"].pending_seconds == 600
+    # runs without a Ray node: booting, aged from when it was first seen so (now: no map given)
+    assert nodes["w-noray"] == Node("w-noray", "small", NodeState.PENDING, booting=True)
+    # not running, not scheduled (a DEAD node of an earlier container does not count): from creation
+    assert nodes["w-sched"] == Node("w-sched", "small", NodeState.PENDING, pending_seconds=600)
 
 
 def test_terminating_listed_and_failed_pods() -> None:
@@ -131,15 +133,147 @@ def test_terminating_listed_and_failed_pods() -> None:
     assert not any(is_unborn(n) for n in nodes)
 
 
-def test_draining_node_takes_no_work() -> None:
+def test_draining_node_takes_no_work_and_goes() -> None:
     body = rc(a=group(replicas=1))
     state = gcs(
         ray_node("w", ray.NodeStatus.DRAINING, idle_duration_ms=5000, available_resources={"CPU": 1.0})
     )
-    node = nodes_by_name(build(body, [pod("w")], state))["w"]
-    assert node.state is NodeState.RUNNING
+    snap = build(body, [pod("w")], state)
+    node = nodes_by_name(snap)["w"]
+    assert node.state is NodeState.DRAINING
     assert node.available == {}
     assert node.idle_seconds == 5
+    assert [(r.name, r.reason) for r in schedule(snap).terminate] == [("w", RemovalCause.DRAINED)]
+
+
+def test_running_pod_whose_ray_node_died_goes_as_node_dead() -> None:
+    body = rc(a=group(replicas=2, min_replicas=2))
+    state = gcs(ray_node("w1", ray.NodeStatus.DEAD), ray_node("w2"))
+    snap = build(body, [pod("w1"), pod("w2")], state)
+    assert nodes_by_name(snap)["w1"].state is NodeState.DEAD
+    decision = schedule(snap)
+    assert [(r.name, r.reason) for r in decision.terminate] == [("w1", RemovalCause.NODE_DEAD)]
+    assert decision.groups["small"].replicas == 2  # min replicas brings a new one
+
+
+def test_a_restarted_raylet_is_alive_again() -> None:
+    body = rc(a=group(replicas=1))
+    state = gcs(
+        ray_node("w", ray.NodeStatus.DEAD), ray.NodeState("id-new", ray.NodeStatus.IDLE, instance_id="w")
+    )
+    assert nodes_by_name(build(body, [pod("w")], state))["w"].state is NodeState.RUNNING
+
+
+def test_running_pod_without_ray_node_ages_from_when_first_seen_missing() -> None:
+    """The old rule aged it from the pod's creation: a worker whose Ray node vanished (a head restart)
+    was removed as a failed launch after 900 s and its group backed off."""
+    body = rc(a=group(replicas=1))
+    body["metadata"]["annotations"] = {MAX_NODE_PROVISION_ANNOTATION: "5"}
+    old = "2025-06-01T00:00:00Z"
+    pods = [pod("w", created=old)]
+    seen = {"w": datetime(2026, 1, 1, 0, 50, 0, tzinfo=UTC)}  # 600 s before NOW
+    snap = build_snapshot(body, pods, gcs(), [], (), NOW, missing_since=seen)
+    assert snap.nodes == (Node("w", "small", NodeState.PENDING, pending_seconds=600, booting=True),)
+    assert snap.options.max_node_boot_seconds == 3600
+    assert schedule(snap).terminate == ()
+    # an hour and more without a Ray node: that is a failed launch
+    seen = {"w": datetime(2025, 12, 31, 23, 59, 0, tzinfo=UTC)}
+    late = build_snapshot(body, pods, gcs(), [], (), NOW, missing_since=seen)
+    assert [r.reason for r in schedule(late).terminate] == [RemovalCause.LAUNCH_FAILED]
+
+
+def scheduled(
+    name: str, at: str | None, *, status: str = "True", created: str = "2025-06-01T00:00:00Z"
+) -> dict[str, Any]:
+    p = pod(name, phase="Pending", ready=False, created=created)
+    cond: dict[str, Any] = {"type": "PodScheduled", "status": status}
+    if at is not None:
+        cond["lastTransitionTime"] = at
+    p["status"]["conditions"].append(cond)
+    return p
+
+
+def test_scheduled_pod_boots_from_when_it_was_scheduled() -> None:
+    """Slow image pulls: the pod was created long ago but scheduled 20 minutes ago; the old rule
+    removed it at 900 s from creation."""
+    body = rc(a=group(replicas=4))
+    pods = [
+        scheduled("w-pulling", "2026-01-01T00:40:00Z"),
+        scheduled("w-no-time", None, created="2026-01-01T00:59:00Z"),  # then from creation
+        scheduled("w-unschedulable", "2026-01-01T00:59:00Z", status="False", created="2026-01-01T00:40:00Z"),
+        pod("w-new", phase="Pending", ready=False, created="2026-01-01T00:55:00Z"),
+    ]
+    snap = build(body, pods, gcs())
+    nodes = nodes_by_name(snap)
+    assert nodes["w-pulling"] == Node(
+        "w-pulling", "small", NodeState.PENDING, pending_seconds=1200, booting=True
+    )
+    assert nodes["w-no-time"] == Node(
+        "w-no-time", "small", NodeState.PENDING, pending_seconds=60, booting=True
+    )
+    assert nodes["w-unschedulable"] == Node(
+        "w-unschedulable", "small", NodeState.PENDING, pending_seconds=1200
+    )
+    assert nodes["w-new"] == Node("w-new", "small", NodeState.PENDING, pending_seconds=300)
+    decision = schedule(snap)
+    assert [(r.name, r.reason) for r in decision.terminate] == [
+        ("w-unschedulable", RemovalCause.LAUNCH_FAILED)
+    ]
+    # without the GCS the same clocks apply to pods that do not run
+    assert {n.name: n.booting for n in build(body, pods, None).nodes if not is_unborn(n.name)} == {
+        "w-pulling": True, "w-no-time": True, "w-unschedulable": False, "w-new": False,
+    }  # fmt: skip
+
+
+def test_boot_limit_from_argument_and_annotation() -> None:
+    body = rc(a=group(replicas=0))
+    assert build(body, []).options.max_node_boot_seconds == 3600
+    snap = build_snapshot(body, [], None, [], (), NOW, max_node_boot_seconds=600)
+    assert snap.options.max_node_boot_seconds == 600
+    body["metadata"]["annotations"] = {MAX_NODE_BOOT_ANNOTATION: "7200"}
+    assert build(body, []).options.max_node_boot_seconds == 7200
+    body["metadata"]["annotations"] = {MAX_NODE_BOOT_ANNOTATION: "-1"}
+    assert build(body, []).options.max_node_boot_seconds == 3600
+
+
+def test_missing_since_starts_keeps_and_forgets() -> None:
+    t0 = datetime(2026, 1, 1, 0, 0, 0, tzinfo=UTC)
+    pods = [pod("a"), pod("b"), pod("c"), pod("d", phase="Pending", ready=False), pod("h", "headgroup")]
+    state = gcs(ray_node("c"), ray_node("b", ray.NodeStatus.DEAD))
+    previous = {"a": t0, "b": t0, "c": t0, "d": t0, "gone": t0}
+    # a: still missing, keeps t0; b: has a (dead) node; c: its node appeared; d: not running;
+    # gone: no pod; the head pod is not a worker
+    assert ray_missing_since(pods, state, previous, NOW) == {"a": t0}
+    assert ray_missing_since(pods, state, {}, NOW) == {"a": NOW}
+    # without the GCS nothing can be told: kept, minus pods that are gone
+    assert ray_missing_since(pods, None, previous, NOW) == {"a": t0, "b": t0, "c": t0, "d": t0}
+
+
+def test_pods_whose_drain_was_accepted_are_draining_until_their_removal_lands() -> None:
+    body = rc(a=group(replicas=2))
+    pods = [pod("w1"), pod("w2")]
+    busy = gcs(ray_node("w1", available_resources={"CPU": 0.0}), ray_node("w2"))
+    for state in (busy, None):
+        snap = build_snapshot(body, pods, state, [], (), NOW, draining={"w1", "other"})
+        assert nodes_by_name(snap)["w1"] == Node("w1", "small", NodeState.DRAINING, available={})
+        decision = schedule(snap)
+        assert [(r.name, r.reason) for r in decision.terminate] == [("w1", RemovalCause.DRAINED)]
+        assert decision.groups["small"].replicas == 1
+
+
+def test_head_and_running_node_labels_come_from_the_gcs() -> None:
+    body = rc(a=group(replicas=1))
+    head = ray.NodeState(
+        "id-head", ray.NodeStatus.RUNNING, total_resources={"CPU": 2.0, "node:__internal_head__": 1.0},
+        available_resources={"CPU": 1.0},
+    )  # fmt: skip
+    w = ray_node("w", labels={"zone": "a"}, dynamic_labels={"_PG_x": ""})
+    snap = build(body, [pod("w")], gcs(head, w))
+    assert snap.head is not None
+    assert snap.head.resources == {"CPU": 2.0, "node:__internal_head__": 1.0}
+    assert nodes_by_name(snap)["w"].labels == {"zone": "a", "_PG_x": ""}
+    assert build(body, [pod("w")], gcs(ray_node("w"))).head is None
+    assert nodes_by_name(build(body, [pod("w")], gcs(ray_node("w"))))["w"].labels is None
 
 
 def test_gcs_unreachable_running_nodes_are_busy_and_never_removed() -> None:

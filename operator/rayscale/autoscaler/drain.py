@@ -1,39 +1,115 @@
-"""Drain before delete (pure parts): which removals need a drain, and the decision without refusals.
+"""Drain before delete: which hosts to ask, in what order, and the decision without refusals.
 
-A running node chosen for ``IDLE`` removal is asked to drain (``IDLE_TERMINATION``) first; a node
-that refuses (it got work) stays. Multi-host replicas go as a whole: one host refusing keeps all.
-Pending nodes and other causes are removed without a drain. Without Ray's state nothing is drained,
-and (see snapshot.py) nothing running is ever idle.
+A running host of a replica removed as ``IDLE`` is asked to drain (``IDLE_TERMINATION``) before
+its pod is deleted; a host that refuses (it got work) stays. A replica removed as ``DRAINED`` has
+a host that already accepted a drain; its other running hosts are asked the same way.
+
+Multi-host replicas go only as a whole: their hosts are asked one after the other, and the first
+refusal stops the round's asking (the rest are not asked) and keeps the whole replica. Hosts that
+accepted stay remembered as draining (see snapshot.py), so the replica is due to go (``DRAINED``)
+and later rounds ask the remaining hosts again; it is deleted once every host accepted.
+
+Only removals the patch will write are drained (the caller first drops the others; see
+patch.py's `writable`). Hosts that are draining, dead or without Ray, and removals for other
+causes, are removed without a drain. A running host whose Ray node cannot be named (the GCS is
+unreachable) cannot be asked: its replica stays.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from rayscale.autoscaler.scheduling.model import Decision, Removal, RemovalCause
+from rayscale.autoscaler.scheduling.model import Decision, NodeState, Removal, RemovalCause, Snapshot
+from rayscale.controller.snapshot import pod_name
 from rayscale.ray import model as ray
 
-__all__ = ["drain_targets", "without"]
+__all__ = ["DrainOutcome", "DrainUnit", "drain_plan", "drain_units", "still_draining", "without"]
+
+DRAINED_FIRST = (RemovalCause.IDLE, RemovalCause.DRAINED)
+Ask = Callable[[str, str], Awaitable[bool]]  # (pod, Ray node id) -> accepted
 
 
-def drain_targets(decision: Decision, state: ray.ClusterState | None) -> dict[str, str]:
-    """Pod name -> Ray node id, for the removals that must drain first."""
-    if state is None:
-        return {}
-    out: dict[str, str] = {}
-    for removal in decision.terminate:
-        if removal.reason is not RemovalCause.IDLE:
-            continue
-        node = state.node_by_instance(removal.name)
-        if node is not None and node.alive:
-            out[removal.name] = node.node_id
-    return out
+@dataclass(frozen=True, slots=True)
+class DrainUnit:
+    """One removed replica (or single-host pod) whose running hosts must accept a drain first."""
+
+    unit: str  # the replica name, or the pod name of a single-host group
+    hosts: tuple[tuple[str, str | None], ...]  # (pod, Ray node id or None when unknown), in order
+
+
+@dataclass(frozen=True, slots=True)
+class DrainOutcome:
+    accepted: frozenset[str]  # pods whose node accepted (remember them as draining)
+    refused: frozenset[str]  # pods of the units that stay (a host refused or could not be asked)
 
 
 def _unit(removal: Removal) -> str:
     return removal.replica or removal.name
+
+
+def drain_plan(
+    decision: Decision, snapshot: Snapshot, state: ray.ClusterState | None
+) -> tuple[DrainUnit, ...]:
+    """The units of `decision` that must drain before they go, each with the hosts still to ask."""
+    nodes = {n.name: n for n in snapshot.nodes}
+    hosts: dict[str, list[Removal]] = {}
+    for removal in decision.terminate:
+        if removal.reason in DRAINED_FIRST:
+            hosts.setdefault(_unit(removal), []).append(removal)
+    out = []
+    for unit, removals in hosts.items():
+        ask: list[tuple[str, str | None]] = []
+        for removal in removals:
+            node = nodes.get(removal.name)
+            if node is None or node.state is not NodeState.RUNNING:
+                continue  # draining already, dead, or without Ray: nothing to ask
+            found = state.node_by_instance(removal.name) if state is not None else None
+            ask.append((removal.name, found.node_id if found is not None and found.alive else None))
+        if ask:
+            out.append(DrainUnit(unit, tuple(ask)))
+    return tuple(out)
+
+
+async def _drain_one(unit: DrainUnit, ask: Ask) -> tuple[list[str], bool]:
+    """Ask the unit's hosts in order; (the pods that accepted, whether every host accepted)."""
+    if any(node_id is None for _, node_id in unit.hosts):
+        return [], False
+    accepted: list[str] = []
+    for pod, node_id in unit.hosts:
+        assert node_id is not None
+        if not await ask(pod, node_id):
+            return accepted, False
+        accepted.append(pod)
+    return accepted, True
+
+
+async def drain_units(units: Sequence[DrainUnit], ask: Ask) -> DrainOutcome:
+    """Drain the units (one after the other within a unit, the units side by side)."""
+    results = await asyncio.gather(*(_drain_one(u, ask) for u in units))
+    accepted: set[str] = set()
+    refused: set[str] = set()
+    for unit, (ok_hosts, whole) in zip(units, results, strict=True):
+        accepted.update(ok_hosts)
+        if not whole:
+            refused.update(pod for pod, _ in unit.hosts)
+    return DrainOutcome(frozenset(accepted), frozenset(refused))
+
+
+def still_draining(
+    remembered: Collection[str], cluster: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]
+) -> frozenset[str]:
+    """The remembered draining pods whose removal has not landed: they exist and are not listed
+    in their group's ``workersToDelete``."""
+    listed: set[str] = set()
+    for spec in (cluster.get("spec") or {}).get("workerGroupSpecs") or []:
+        listed.update(str(n) for n in ((spec.get("scaleStrategy") or {}).get("workersToDelete") or []))
+    existing = {pod_name(p) for p in pods}
+    return frozenset(p for p in remembered if p in existing and p not in listed)
 
 
 def without(decision: Decision, refused: Collection[str]) -> Decision:

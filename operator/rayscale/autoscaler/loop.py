@@ -3,20 +3,27 @@
 Each round (on a RayCluster, pod or RayResourceRequest change, and at least every `interval`
 seconds): read the cluster and its pods from the watch-fed indexes, the RayResourceRequests bound
 to it, and Ray's state from the GCS (None when unreachable: then nothing running is removed) ->
-``build_snapshot`` -> ``schedule`` -> drain the running nodes chosen for IDLE removal (refusals
-stay) -> ``build_patch`` -> one JSON patch guarded by a resourceVersion ``test``. A failed test
+whether Ray can be trusted to remove anything (trust.py: the head's raylet runs, no recent GCS
+session change) -> ``build_snapshot`` -> ``schedule`` -> drop the removals the patch would not
+write (``writable``) -> drain the hosts of the IDLE and DRAINED removals left, host by host
+(refused replicas stay; accepted hosts are remembered as draining until their removal is written)
+-> ``build_patch`` -> one JSON patch guarded by a resourceVersion ``test``. A failed test
 (409/422) re-plans on the cluster read fresh from the API server. Launch failures named in the
-patch start the group's backoff. Then every RayResourceRequest of the cluster gets its status,
-the RayCluster its ``status.autoscaler`` (a merge patch of that one key, only when it changed),
-an ``UnmetDemand`` Event when the unmet demand changed, and the metrics their values.
+patch start the group's backoff; dead Ray nodes get a ``RayNodeDied`` Event. Then every
+RayResourceRequest of the cluster gets its status, the RayCluster its ``status.autoscaler`` (a
+merge patch of that one key, only when it changed), an ``UnmetDemand`` Event when the unmet demand
+changed, and the metrics their values.
 
-All decisions live in the pure modules (snapshot, scheduler, drain, patch, requests, status);
-this is I/O.
+Per cluster the loop keeps: each group's backoff, since when each group has been short of pods,
+since when each running pod has had no Ray node, the pods whose drain was accepted, and the GCS
+session last seen.
+
+All decisions live in the pure modules (snapshot, trust, scheduler, drain, patch, requests,
+status); this is I/O.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import logging
@@ -29,12 +36,12 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client
 
 from rayscale.autoscaler.backoff import Backoff
-from rayscale.autoscaler.drain import drain_targets, without
-from rayscale.autoscaler.patch import JsonPatch, build_patch
+from rayscale.autoscaler.drain import DrainUnit, drain_plan, drain_units, still_draining, without
+from rayscale.autoscaler.patch import JsonPatch, build_patch, writable
 from rayscale.autoscaler.requests import decision_status, pending_status, status_patch
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import Decision, RemovalCause, Snapshot
-from rayscale.autoscaler.snapshot import build_snapshot, is_unborn, short_groups
+from rayscale.autoscaler.snapshot import build_snapshot, is_unborn, ray_missing_since, short_groups
 from rayscale.autoscaler.status import (
     REFRESH_SECONDS,
     GcsHealth,
@@ -46,6 +53,16 @@ from rayscale.autoscaler.status import (
     unmet_key,
     unmet_notice,
     waiting_bundles,
+)
+from rayscale.autoscaler.trust import (
+    DEFAULT_GRACE_SECONDS,
+    Hold,
+    Session,
+    held_snapshot,
+    hold,
+    next_session,
+    without_launches,
+    without_removals,
 )
 from rayscale.controller.apply import EventSink
 from rayscale.controller.queue import WorkQueue
@@ -73,6 +90,8 @@ class AutoscalerConfig:
     gcs_timeout: float = 2.0
     gcs_retries: int = 1
     max_node_provision_seconds: float = 900.0
+    max_node_boot_seconds: float = 3600.0
+    head_restart_grace_seconds: float = DEFAULT_GRACE_SECONDS  # no removals this long after a session change
     status_refresh_seconds: float = REFRESH_SECONDS  # rewrite an unchanged status.autoscaler this often
 
 
@@ -93,13 +112,15 @@ class Autoscaler:
         config: AutoscalerConfig,
         *,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         metrics: Metrics | None = None,
     ) -> None:
         self.api = api
         self.source = source
         self.events = events
         self.config = config
-        self.clock = clock
+        self.clock = clock  # backoff and grace periods
+        self.wall_clock = wall_clock  # pod ages and the boot clocks (compared with pod timestamps)
         self.metrics = metrics if metrics is not None else Metrics()
         self.queue: WorkQueue[ClusterKey] = WorkQueue(
             self.step, concurrency=config.concurrency, observer=self.metrics.queue("autoscaler")
@@ -107,6 +128,11 @@ class Autoscaler:
         self._backoff: dict[ClusterKey, Backoff] = {}
         # group -> since when it has had replicas without pods (the provisioning clock of unborn replicas)
         self._short_since: dict[ClusterKey, dict[str, datetime]] = {}
+        # pod -> since when it has run without a Ray node (the boot clock of running pods)
+        self._missing_since: dict[ClusterKey, dict[str, datetime]] = {}
+        self._draining: dict[ClusterKey, frozenset[str]] = {}  # pods whose drain was accepted
+        self._session: dict[ClusterKey, Session] = {}  # the GCS session last seen
+        self._hold: dict[ClusterKey, Hold] = {}  # rounds held (logged once per reason)
         self._backoff_until: dict[ClusterKey, dict[str, datetime]] = {}  # wall clock, for status
         self._gcs: dict[ClusterKey, tuple[str, str | None, GcsClient]] = {}  # address, token, client
         self._gcs_health: dict[ClusterKey, GcsHealth] = {}
@@ -144,9 +170,10 @@ class Autoscaler:
         if (cluster.get("metadata") or {}).get("deletionTimestamp"):
             return None
         state = await self._gcs_state(key, cluster)
+        held = self._trust(key, state)
         for _ in range(CONFLICT_ATTEMPTS):
             try:
-                planned = await self._plan_and_patch(key, cluster, state, requests)
+                planned = await self._plan_and_patch(key, cluster, state, requests, held)
             except ValueError as exc:  # an unreadable spec; the controller reports it on the cluster
                 message = f"RayCluster {key[1]} cannot be autoscaled: {exc}"[:1000]
                 await self._write_statuses(requests, functools.partial(pending_status, message=message))
@@ -165,14 +192,24 @@ class Autoscaler:
         return CONFLICT_DELAY
 
     async def _plan_and_patch(
-        self, key: ClusterKey, cluster: Obj, state: ClusterState | None, requests: Sequence[Obj]
+        self,
+        key: ClusterKey,
+        cluster: Obj,
+        state: ClusterState | None,
+        requests: Sequence[Obj],
+        held: Hold | None = None,
     ) -> tuple[Snapshot, Decision] | None:
         """The decision once applied (or a no-op), None when the resourceVersion test failed."""
         pods = list(self.source.pods(key))
+        pod_names = {pod_name(p) for p in pods}
         backoff = self._backoff.setdefault(key, Backoff(self.clock))
         short_since = self._short_since.get(key, {})
-        now = datetime.now(UTC)
+        now = self.wall_clock()
         started = time.perf_counter()
+        missing = ray_missing_since(pods, state, self._missing_since.get(key, {}), now)
+        self._missing_since[key] = missing
+        draining = still_draining(self._draining.get(key, ()), cluster, pods)
+        self._draining[key] = draining
         snapshot = build_snapshot(
             cluster,
             pods,
@@ -181,15 +218,23 @@ class Autoscaler:
             backoff.active(),
             now,
             max_node_provision_seconds=self.config.max_node_provision_seconds,
+            max_node_boot_seconds=self.config.max_node_boot_seconds,
             short_since=short_since,
+            missing_since=missing,
+            draining=draining,
         )
         self._short_since[key] = {g: short_since.get(g, now) for g in short_groups(snapshot)}
-        decision = schedule(snapshot)
+        decision = schedule(snapshot if held is None else held_snapshot(snapshot))
+        if held is not None:
+            decision = without_removals(decision)  # what caps alone would remove waits too
         self.metrics.decision_duration.observe(time.perf_counter() - started)
-        targets = drain_targets(decision, state)
-        if targets:
-            decision = without(decision, await self._drain(key, targets))
-        patch = build_patch(cluster, decision, {pod_name(p) for p in pods})
+        if held is not None and not held.launches:
+            return snapshot, without_launches(decision)  # like Ray: no scaling until the head runs
+        decision = writable(cluster, decision, pod_names)  # drain nothing the patch would not write
+        units = drain_plan(decision, snapshot, state)
+        if units:
+            decision = without(decision, await self._drain(key, units))
+        patch = build_patch(cluster, decision, pod_names)
         if patch is None:
             return snapshot, decision
         try:
@@ -201,6 +246,28 @@ class Autoscaler:
             raise
         self._applied(key, cluster, decision, patch, backoff)
         return snapshot, decision
+
+    def _trust(self, key: ClusterKey, state: ClusterState | None) -> Hold | None:
+        """Track the GCS session; the hold this round is under (logged when it starts or ends)."""
+        now = self.clock()
+        previous = self._session.get(key)
+        session = next_session(previous, state, now)
+        if session is not None:
+            self._session[key] = session
+            if previous is not None and session.name != previous.name:
+                log.info("GCS session of %s/%s changed (%s -> %s): the head restarted", *key,
+                         previous.name, session.name)  # fmt: skip
+                self._missing_since.pop(key, None)  # every boot clock starts over
+        held = hold(state, session, now, self.config.head_restart_grace_seconds)
+        was = self._hold.pop(key, None)
+        if held is not None:
+            self._hold[key] = held
+            if was is None or was.launches != held.launches:
+                what = "nothing removed" + ("" if held.launches else " or launched")
+                log.info("autoscaling of %s/%s held (%s): %s", *key, what, held.reason)
+        elif was is not None:
+            log.info("autoscaling of %s/%s no longer held", *key)
+        return held
 
     def _applied(
         self, key: ClusterKey, cluster: Obj, decision: Decision, patch: JsonPatch, backoff: Backoff
@@ -228,6 +295,12 @@ class Autoscaler:
                         cluster, "Normal", "ScaledDown", f"group {group}: {old} -> {new} replicas{why}"
                     )
                     self.metrics.scaled(key, group, down=causes)
+        for removal in decision.terminate:
+            if removal.reason is RemovalCause.NODE_DEAD and removal.name in named:
+                message = (
+                    f"group {removal.group}: the Ray node of pod {removal.name} died; the pod is removed"
+                )
+                self.events.post(cluster, "Normal", "RayNodeDied", message)
         failed = Counter(  # pods named in workersToDelete, and replicas whose pods never existed
             r.group
             for r in decision.terminate
@@ -236,7 +309,7 @@ class Autoscaler:
         for group, nodes in sorted(failed.items()):
             self.metrics.launches_failed(key, group, nodes)
             entry = backoff.failed(group)
-            until = datetime.now(UTC) + timedelta(seconds=entry.duration)
+            until = self.wall_clock() + timedelta(seconds=entry.duration)
             self._backoff_until.setdefault(key, {})[group] = until
             self.events.post(
                 cluster,
@@ -295,14 +368,15 @@ class Autoscaler:
         self._gcs[key] = (address, token, gcs)
         return gcs
 
-    async def _drain(self, key: ClusterKey, targets: Mapping[str, str]) -> set[str]:
-        """Ask each node to drain; the pods whose node refused (or could not be asked)."""
+    async def _drain(self, key: ClusterKey, units: Sequence[DrainUnit]) -> set[str]:
+        """Drain the units host by host; the pods of the units that stay (a host refused or
+        could not be asked). Hosts that accepted are remembered as draining."""
         cached = self._gcs.get(key)
         if cached is None:
-            return set(targets)
+            return {pod for unit in units for pod, _ in unit.hosts}
         gcs = cached[2]
 
-        async def one(pod: str, node_id: str) -> bool:
+        async def ask(pod: str, node_id: str) -> bool:
             try:
                 result = await gcs.drain_node(node_id, message=f"rayscale: idle, removing pod {pod}")
             except GcsError as exc:
@@ -312,9 +386,9 @@ class Autoscaler:
                 log.info("node %s in %s/%s refused to drain: %s", pod, *key, result.rejection_reason)
             return result.accepted
 
-        pods = list(targets)
-        accepted = await asyncio.gather(*(one(p, targets[p]) for p in pods))
-        return {p for p, ok in zip(pods, accepted, strict=True) if not ok}
+        outcome = await drain_units(units, ask)
+        self._draining[key] = self._draining.get(key, frozenset()) | outcome.accepted
+        return set(outcome.refused)
 
     async def _close_gcs(self, key: ClusterKey) -> None:
         cached = self._gcs.pop(key, None)
@@ -328,6 +402,10 @@ class Autoscaler:
         self._gcs_health.pop(key, None)
         self._unmet.pop(key, None)
         self._short_since.pop(key, None)
+        self._missing_since.pop(key, None)
+        self._draining.pop(key, None)
+        self._session.pop(key, None)
+        self._hold.pop(key, None)
         if not keep_backoff:
             self._backoff.pop(key, None)
             self._backoff_until.pop(key, None)

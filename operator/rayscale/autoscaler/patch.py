@@ -14,6 +14,9 @@ Like Ray's KubeRay provider: while pods named in a group's ``workersToDelete`` s
 group gets no new removals (its replicas may still grow); once they are all gone the list is
 replaced by the new removals, or cleared. Unborn replicas (see snapshot.py) that the decision
 drops lower ``replicas`` but are never named.
+
+`writable` is the decision with only the removals the patch will write: the loop drains those and
+no others, so a node never accepts a drain for a removal that is then not written.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from rayscale.autoscaler.drain import without
 from rayscale.autoscaler.scheduling.model import Decision, GroupDecision
 from rayscale.autoscaler.snapshot import is_unborn
 
-__all__ = ["JsonPatch", "build_patch"]
+__all__ = ["JsonPatch", "build_patch", "writable"]
 
 Obj = Mapping[str, Any]
 JsonPatch = list[dict[str, Any]]
@@ -51,6 +55,23 @@ def build_patch(cluster: Obj, decision: Decision, pod_names: Collection[str]) ->
     return [{"op": "test", "path": "/metadata/resourceVersion", "value": version}, *ops]
 
 
+def _blocked(spec: Obj, pod_names: Collection[str]) -> bool:
+    """Pods named in the group's last ``workersToDelete`` still exist: it takes no new removals."""
+    listed = (spec.get("scaleStrategy") or {}).get("workersToDelete") or []
+    return any(n in pod_names for n in listed)
+
+
+def writable(cluster: Obj, decision: Decision, pod_names: Collection[str]) -> Decision:
+    """`decision` without the removals `build_patch` would not write (their replicas counted back):
+    those of groups still waiting for their previous ``workersToDelete``, and of groups the spec
+    does not have."""
+    specs = {str(s.get("groupName")): s for s in (cluster.get("spec") or {}).get("workerGroupSpecs") or []}
+    dropped = {
+        r.name for r in decision.terminate if r.group not in specs or _blocked(specs[r.group], pod_names)
+    }
+    return without(decision, dropped)
+
+
 def _set(path: str, spec: Obj, key: str, value: Any) -> dict[str, Any]:
     return {"op": "replace" if key in spec else "add", "path": f"{path}/{key}", "value": value}
 
@@ -60,7 +81,7 @@ def _group_ops(
 ) -> JsonPatch:
     strategy: Obj = spec.get("scaleStrategy") or {}
     listed = list(strategy.get("workersToDelete") or [])
-    blocked = any(n in pod_names for n in listed)
+    blocked = _blocked(spec, pod_names)
     ops: JsonPatch = []
     if group is not None:
         # Blocked: undo this decision's removals in the count (its launches still go ahead).

@@ -5,9 +5,15 @@ pods joined with the GCS node states by pod name (a Ray node's ``instance_id``):
 
 - terminating: the pod has a deletionTimestamp, is listed in its group's ``workersToDelete``,
   or has failed (the controller replaces it);
-- running: the pod runs and its Ray node is alive; idle time and free resources from Ray (a
-  draining node has none free);
-- pending: the pod is not running yet, or runs without a live Ray node; aged from creation.
+- draining: its Ray node accepted a drain (the GCS says DRAINING, or rayscale's own drain was
+  accepted and its removal is not written yet): it takes no work and always goes (DRAINED);
+- dead: the pod runs but its Ray node is DEAD: it goes (NODE_DEAD), without backoff;
+- running: the pod runs and its Ray node is alive; idle time, free resources and labels from Ray;
+- pending, not booting: the pod is not scheduled to a Kubernetes node yet; aged from its creation
+  (the provisioning limit applies);
+- pending, booting: the pod is scheduled but not running (aged from its PodScheduled time), or
+  runs without any Ray node in the GCS (aged from when rayscale first saw it so, `missing_since`):
+  the longer boot limit applies.
 
 Replicas the spec asks for whose pods do not exist yet are pending "unborn" nodes (named so no pod
 can be), so the scheduler neither launches them again nor reads them as removals.
@@ -24,7 +30,13 @@ from datetime import datetime
 from typing import Any
 
 from rayscale.api.raycluster import WorkerGroupSpec
-from rayscale.autoscaler.demand import gcs_constraints, gcs_demands, gcs_gangs, request_constraints
+from rayscale.autoscaler.demand import (
+    gcs_constraints,
+    gcs_demands,
+    gcs_gangs,
+    head_node,
+    request_constraints,
+)
 from rayscale.autoscaler.scenario import from_raycluster
 from rayscale.autoscaler.scheduling.model import (
     Group,
@@ -34,6 +46,7 @@ from rayscale.autoscaler.scheduling.model import (
 )
 from rayscale.controller import labels as L
 from rayscale.controller.snapshot import (
+    condition,
     creation_time,
     is_terminating,
     is_unhealthy,
@@ -48,16 +61,19 @@ from rayscale.controller.workers import expected_replicas
 from rayscale.ray import model as ray
 
 __all__ = [
+    "MAX_NODE_BOOT_ANNOTATION",
     "MAX_NODE_PROVISION_ANNOTATION",
     "UNBORN_PREFIX",
     "build_snapshot",
     "is_unborn",
+    "ray_missing_since",
     "short_groups",
 ]
 
 Obj = Mapping[str, Any]
 
 MAX_NODE_PROVISION_ANNOTATION = "rayscale.io/max-node-provision-seconds"
+MAX_NODE_BOOT_ANNOTATION = "rayscale.io/max-node-boot-seconds"
 UNBORN_PREFIX = "unborn:"  # ':' never appears in a pod name
 
 
@@ -75,7 +91,10 @@ def build_snapshot(
     now: datetime,
     *,
     max_node_provision_seconds: float = 900.0,
+    max_node_boot_seconds: float = 3600.0,
     short_since: Mapping[str, datetime] | None = None,
+    missing_since: Mapping[str, datetime] | None = None,
+    draining: Collection[str] = (),
 ) -> Snapshot:
     """The Snapshot of `cluster`; `pods` are its pods, `requests` the RayResourceRequests in its namespace.
 
@@ -83,27 +102,40 @@ def build_snapshot(
     `short_groups`); its missing replicas are pending that long, so replicas whose pods are never
     created (a quota or an admission webhook refuses them) fail to launch like unscheduled pods.
 
+    `missing_since`: pod -> since when it has run without a Ray node in the GCS (see
+    `ray_missing_since`); a running pod not in it has just been seen so.
+
+    `draining`: pods whose Ray node accepted rayscale's drain while their removal is not written
+    yet; they are draining whatever the GCS says.
+
     Raises ScenarioError or pydantic's ValidationError when the spec cannot be read.
     """
     groups, options = from_raycluster(cluster)
     groups = tuple(dataclasses.replace(g, backoff=g.name in backing_off) for g in groups)
     options = dataclasses.replace(
-        options, max_node_provision_seconds=_provision_seconds(cluster, max_node_provision_seconds)
+        options,
+        max_node_provision_seconds=_seconds(
+            cluster, MAX_NODE_PROVISION_ANNOTATION, max_node_provision_seconds
+        ),
+        max_node_boot_seconds=_seconds(cluster, MAX_NODE_BOOT_ANNOTATION, max_node_boot_seconds),
     )
     constraints = gcs_constraints(state) + request_constraints(cluster, requests)
+    clocks = _Clocks(now, missing_since or {}, frozenset(draining))
     return Snapshot(
         groups=groups,
-        nodes=_nodes(cluster, groups, pods, state, now, short_since or {}),
+        nodes=_nodes(cluster, groups, pods, state, clocks, short_since or {}),
         demands=gcs_demands(state),
         gangs=gcs_gangs(state),
         constraints=constraints,
         options=options,
+        head=head_node(state),
     )
 
 
-def _provision_seconds(cluster: Obj, default: float) -> float:
+def _seconds(cluster: Obj, annotation: str, default: float) -> float:
+    """A non-negative number of seconds from `annotation` of the cluster, else `default`."""
     annotations = (cluster.get("metadata") or {}).get("annotations") or {}
-    text = annotations.get(MAX_NODE_PROVISION_ANNOTATION)
+    text = annotations.get(annotation)
     try:
         value = float(text) if text is not None else default
     except ValueError:
@@ -111,7 +143,39 @@ def _provision_seconds(cluster: Obj, default: float) -> float:
     return value if value >= 0 else default
 
 
+def ray_missing_since(
+    pods: Sequence[Obj], state: ray.ClusterState | None, previous: Mapping[str, datetime], now: datetime
+) -> dict[str, datetime]:
+    """Pod -> since when it has been running without any Ray node in the GCS.
+
+    A running worker pod the GCS does not know keeps its time from `previous`, else starts now;
+    a pod whose Ray node appeared (alive or dead), that stopped running or that is gone is
+    dropped. Without the GCS nothing can be told: `previous` stays, minus the pods that are gone.
+    """
+    if state is None:
+        names = {pod_name(p) for p in pods}
+        return {name: since for name, since in previous.items() if name in names}
+    out: dict[str, datetime] = {}
+    for pod in pods:
+        name = pod_name(pod)
+        if not is_worker(pod) or phase(pod) != "Running" or is_terminating(pod):
+            continue
+        if state.node_by_instance(name) is None:
+            out[name] = previous.get(name, now)
+    return out
+
+
 # ----------------------------------------------------------------------------- nodes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Clocks:
+    now: datetime
+    missing_since: Mapping[str, datetime]
+    draining: frozenset[str]
+
+    def since(self, moment: datetime | None) -> float:
+        return 0.0 if moment is None else max((self.now - moment).total_seconds(), 0.0)
 
 
 def _listed(cluster: Obj) -> dict[str, set[str]]:
@@ -130,31 +194,55 @@ def _spec_replicas(cluster: Obj) -> dict[str, int]:
     return {g.group_name: expected_replicas(g) for g in parsed}
 
 
-def _age(pod: Obj, now: datetime) -> float:
+def _not_running(pod: Obj, base: Node, clocks: _Clocks) -> Node:
+    """A pod not running yet: booting once scheduled (aged from then), else aged from creation."""
+    scheduled = condition(pod, "PodScheduled")
+    if scheduled is not None and scheduled.get("status") == "True":
+        at = parse_time(scheduled.get("lastTransitionTime")) or parse_time(creation_time(pod))
+        return dataclasses.replace(
+            base, state=NodeState.PENDING, booting=True, pending_seconds=clocks.since(at)
+        )
     created = parse_time(creation_time(pod))
-    return 0.0 if created is None else max((now - created).total_seconds(), 0.0)
+    return dataclasses.replace(base, state=NodeState.PENDING, pending_seconds=clocks.since(created))
 
 
-def _node(pod: Obj, group: Group, listed: set[str], state: ray.ClusterState | None, now: datetime) -> Node:
+def _node(pod: Obj, group: Group, listed: set[str], state: ray.ClusterState | None, clocks: _Clocks) -> Node:
     name = pod_name(pod)
     replica = pod_labels(pod).get(L.REPLICA_NAME) if group.num_of_hosts > 1 else None
     base = Node(name=name, group=group.name, replica=replica)
     if is_terminating(pod) or name in listed or is_unhealthy(pod):
         return dataclasses.replace(base, state=NodeState.TERMINATING)
-    running = phase(pod) == "Running"
-    if state is None:
-        if running:  # Ray cannot be asked: busy, never idle-removed
-            return base
-        return dataclasses.replace(base, state=NodeState.PENDING, pending_seconds=_age(pod, now))
+    if name in clocks.draining:  # accepted rayscale's drain: it must go, whatever Ray says now
+        return dataclasses.replace(base, state=NodeState.DRAINING, available={})
+    if phase(pod) != "Running":
+        return _not_running(pod, base, clocks)
+    if state is None:  # Ray cannot be asked: busy, never idle-removed
+        return base
     found = state.node_by_instance(name)
-    if not running or found is None or not found.alive:
-        return dataclasses.replace(base, state=NodeState.PENDING, pending_seconds=_age(pod, now))
+    if found is None:  # runs, but Ray has no node for it (yet, or any more): still booting
+        missing = clocks.missing_since.get(name, clocks.now)
+        return dataclasses.replace(
+            base, state=NodeState.PENDING, booting=True, pending_seconds=clocks.since(missing)
+        )
+    if found.status is ray.NodeStatus.DEAD:
+        return dataclasses.replace(base, state=NodeState.DEAD, available={})
+    if not found.alive:  # a status Ray does not define: treat it like no node at all
+        missing = clocks.missing_since.get(name, clocks.now)
+        return dataclasses.replace(
+            base, state=NodeState.PENDING, booting=True, pending_seconds=clocks.since(missing)
+        )
+    labels = {**found.labels, **found.dynamic_labels} or None
     if found.status is ray.NodeStatus.DRAINING:
-        # Accepted a drain whose patch has not landed yet: it takes no work, and stays the
-        # first to go, so the next decision names it again.
-        return dataclasses.replace(base, available={}, idle_seconds=found.idle_duration_ms / 1000)
+        # Accepted a drain (rayscale's or anyone's): it takes no work and goes (DRAINED).
+        return dataclasses.replace(
+            base,
+            state=NodeState.DRAINING,
+            available={},
+            idle_seconds=found.idle_duration_ms / 1000,
+            labels=labels,
+        )
     return dataclasses.replace(
-        base, available=dict(found.available_resources), idle_seconds=found.idle_seconds
+        base, available=dict(found.available_resources), idle_seconds=found.idle_seconds, labels=labels
     )
 
 
@@ -187,7 +275,7 @@ def _nodes(
     groups: Sequence[Group],
     pods: Sequence[Obj],
     state: ray.ClusterState | None,
-    now: datetime,
+    clocks: _Clocks,
     short_since: Mapping[str, datetime],
 ) -> tuple[Node, ...]:
     by_name = {g.name: g for g in groups}
@@ -196,7 +284,7 @@ def _nodes(
     for pod in sorted(pods, key=pod_name):
         group = by_name.get(pod_group(pod))
         if group is not None and is_worker(pod):
-            nodes.append(_node(pod, group, listed.get(group.name, set()), state, now))
+            nodes.append(_node(pod, group, listed.get(group.name, set()), state, clocks))
     wanted = _spec_replicas(cluster)
     for group in groups:
         live = {
@@ -204,7 +292,6 @@ def _nodes(
             for n in nodes
             if n.group == group.name and n.state is not NodeState.TERMINATING
         }
-        since = short_since.get(group.name)
-        short_for = 0.0 if since is None else max((now - since).total_seconds(), 0.0)
+        short_for = clocks.since(short_since.get(group.name))
         nodes += _unborn(group, wanted.get(group.name, 0) - len(live), short_for)
     return tuple(nodes)

@@ -1,0 +1,111 @@
+"""When Ray's view of a cluster cannot be trusted to remove anything (pure).
+
+Two moments, both right after the head restarts:
+
+- the GCS answers but the head's own raylet is not alive in it (no live node holds
+  ``node:__internal_head__``): the head is starting, or its raylet is down. Like Ray's autoscaler,
+  which skips scaling until the head node runs, the round then changes nothing at all;
+- the GCS session name changed (a new head without GCS fault tolerance): the workers of the old
+  session are unknown to the new GCS until their raylets re-register or die. For a grace period
+  the round launches what demand needs but removes nothing, so no worker is taken for a failed
+  launch or an idle one while Ray is still learning what runs.
+
+While held, the scheduler sees a snapshot in which nothing is due to go (`held_snapshot`) and any
+removal left (caps) is dropped (`without_removals`), so no group backs off either.
+
+Without the GCS (state None) nothing is held here: the snapshot then counts running pods as busy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from rayscale.autoscaler.demand import head_node
+from rayscale.autoscaler.drain import without
+from rayscale.autoscaler.scheduling.model import Decision, GroupDecision, Node, NodeState, Snapshot
+from rayscale.ray import model as ray
+
+__all__ = [
+    "DEFAULT_GRACE_SECONDS",
+    "Hold",
+    "Session",
+    "held_snapshot",
+    "hold",
+    "next_session",
+    "without_launches",
+    "without_removals",
+]
+
+# Without GCS fault tolerance a worker's raylet gives up on the lost GCS after 60 s (Ray's
+# gcs_rpc_server_reconnect_timeout_s) and exits; its container restarts and `ray start` registers
+# with the new head. Twice that covers the restart and the registration on a busy node.
+DEFAULT_GRACE_SECONDS = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """The GCS session rayscale last saw for a cluster, and when it replaced another."""
+
+    name: str
+    changed_at: float | None = None  # clock time; None: the first session seen (no change known)
+
+
+def next_session(previous: Session | None, state: ray.ClusterState | None, now: float) -> Session | None:
+    """The session after reading `state` at clock time `now` (unchanged when the GCS said nothing)."""
+    if state is None or not state.session_name:
+        return previous
+    if previous is None:
+        return Session(state.session_name)
+    if previous.name != state.session_name:
+        return Session(state.session_name, now)
+    return previous
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Why this round must not remove anything; `launches`: whether it may still launch."""
+
+    reason: str
+    launches: bool
+
+
+def hold(state: ray.ClusterState | None, session: Session | None, now: float, grace: float) -> Hold | None:
+    """The hold this round is under, or None when Ray's state can be acted on."""
+    if state is None:
+        return None
+    if head_node(state) is None:
+        return Hold("the head's raylet is not running in Ray's GCS", launches=False)
+    if session is not None and session.changed_at is not None:
+        left = session.changed_at + grace - now
+        if left > 0:
+            return Hold(f"Ray's GCS session changed (head restart): {left:.0f}s of grace left", launches=True)
+    return None
+
+
+def _held(node: Node) -> Node:
+    if node.state in (NodeState.DRAINING, NodeState.DEAD):
+        # Their removal waits: they count as running hosts that take no work.
+        return dataclasses.replace(node, state=NodeState.RUNNING, available={}, idle_seconds=0.0)
+    return dataclasses.replace(node, idle_seconds=0.0, pending_seconds=0.0)
+
+
+def held_snapshot(snapshot: Snapshot) -> Snapshot:
+    """`snapshot` with nothing due to go: no host idle, pending past a limit, draining or dead."""
+    return dataclasses.replace(snapshot, nodes=tuple(_held(n) for n in snapshot.nodes))
+
+
+def without_removals(decision: Decision) -> Decision:
+    """`decision` with every removal dropped (their replicas counted back)."""
+    return without(decision, {r.name for r in decision.terminate})
+
+
+def without_launches(decision: Decision) -> Decision:
+    """`decision` with every launch dropped (to be used on a decision without removals)."""
+    groups = {
+        name: GroupDecision(
+            current=g.current, replicas=g.replicas - g.launch, launch=0, terminate=g.terminate
+        )
+        for name, g in decision.groups.items()
+    }
+    return dataclasses.replace(decision, groups=groups)
