@@ -60,6 +60,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-node-provision-seconds", type=float, default=900.0,
                    help="pods of a group pending longer are removed and the group backs off (default: "
                    "900; per cluster: annotation rayscale.io/max-node-provision-seconds)")  # fmt: skip
+    p.add_argument("--max-node-boot-seconds", type=float, default=3600.0,
+                   help="a worker pod scheduled (or running) this long without a Ray node is removed and "
+                   "its group backs off (default: 3600; per cluster: annotation "
+                   "rayscale.io/max-node-boot-seconds)")  # fmt: skip
+    p.add_argument("--head-restart-grace-seconds", type=float, default=120.0,
+                   help="after Ray's GCS session changes (the head restarted), remove no worker for this "
+                   "long while workers re-register (default: 120)")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.set_defaults(handler=_cmd_run)
 
@@ -111,6 +118,8 @@ async def _run(args: argparse.Namespace, metrics: Metrics) -> int:
             interval=args.autoscaler_interval,
             concurrency=args.concurrency,
             max_node_provision_seconds=args.max_node_provision_seconds,
+            max_node_boot_seconds=args.max_node_boot_seconds,
+            head_restart_grace_seconds=args.head_restart_grace_seconds,
         )
     runtime = handlers.Runtime(
         config=config,

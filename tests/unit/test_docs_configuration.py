@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from rayscale import run
+from rayscale.autoscaler import snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "configuration.md").read_text()
@@ -58,3 +59,9 @@ def test_every_chart_value_is_documented_and_in_values_yaml() -> None:
         for part in path.split("."):
             assert part in node, f"values.yaml has no default for {path}"
             node = node[part]
+
+
+def test_every_autoscaler_annotation_is_documented() -> None:
+    annotations = [snapshot.MAX_NODE_PROVISION_ANNOTATION, snapshot.MAX_NODE_BOOT_ANNOTATION]
+    missing = [a for a in annotations if f"| `{a}: " not in DOC]
+    assert not missing, f"docs/configuration.md lacks {missing}"
