@@ -301,6 +301,11 @@ async def test_a_failed_resourceversion_test_is_an_error_not_silence(monkeypatch
     assert resp.released
 
 
+def scaled_down(scaler: Autoscaler, group: str, cause: str) -> float | None:
+    labels = {"namespace": "ns", "cluster": "rc", "group": group, "cause": cause}
+    return scaler.metrics.registry.get_sample_value("rayscale_autoscaler_scaled_down_total", labels)
+
+
 # ---- Ray cannot be trusted: the head's raylet is down, or the GCS session just changed ----
 
 
@@ -413,6 +418,7 @@ async def test_a_dead_ray_node_is_removed_without_backoff(monkeypatch: pytest.Mo
     assert ("Warning", "BackingOff") not in reasons
     (died,) = [m for t, r, m in events.posted if (t, r) == ("Normal", "RayNodeDied")]
     assert "pod w" in died
+    assert scaled_down(scaler, "a", "NODE_DEAD") == 1  # a pod removed, even though replaced
 
 
 # ---- drain only what the patch writes; a drained node never stays in replicas ----
@@ -448,6 +454,7 @@ async def test_an_accepted_drain_is_removed_after_conflicts_and_never_asked_agai
         {"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": ["w"]}},
     ]
     assert ("Normal", "ScaledDown", "group a: 1 -> 0 replicas (DRAINED)") in events.posted
+    assert scaled_down(scaler, "a", "DRAINED") == 1
     assert scaler._draining[KEY] == {"w"}
     source.body["spec"]["workerGroupSpecs"][0]["scaleStrategy"] = {"workersToDelete": ["w"]}
     await scaler.step(KEY)

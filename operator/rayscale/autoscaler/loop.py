@@ -275,37 +275,38 @@ class Autoscaler:
         """Events and metrics of a patch that landed; launch failures it names start their group's backoff."""
         specs = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
         named: set[str] = set()
+        resized: dict[str, tuple[Obj, int]] = {}  # group -> (its spec, the new replicas)
         for op in patch:
             parts = op["path"].split("/")
             if len(parts) != 5 or parts[2] != "workerGroupSpecs":
                 continue
             spec = specs[int(parts[3])]
-            group = str(spec.get("groupName"))
             if parts[4] == "scaleStrategy":
                 named |= set(op["value"].get("workersToDelete") or [])
             elif parts[4] == "replicas":
-                old, new = int(spec.get("replicas") or 0), int(op["value"])
-                causes = Counter(str(r.reason) for r in decision.terminate if r.group == group)
-                if new > old:
-                    self.events.post(cluster, "Normal", "ScaledUp", f"group {group}: {old} -> {new} replicas")
-                    self.metrics.scaled(key, group, up=(new - old) * int(spec.get("numOfHosts") or 1))
-                elif new < old:
-                    why = f" ({', '.join(sorted(causes))})" if causes else ""
-                    self.events.post(
-                        cluster, "Normal", "ScaledDown", f"group {group}: {old} -> {new} replicas{why}"
-                    )
-                    self.metrics.scaled(key, group, down=causes)
-        for removal in decision.terminate:
-            if removal.reason is RemovalCause.NODE_DEAD and removal.name in named:
+                resized[str(spec.get("groupName"))] = (spec, int(op["value"]))
+        # pods named in workersToDelete, and replicas whose pods never existed (dropped from replicas)
+        written = [r for r in decision.terminate if r.name in named or is_unborn(r.name)]
+        for group, (spec, new) in resized.items():
+            old = int(spec.get("replicas") or 0)
+            causes = Counter(str(r.reason) for r in written if r.group == group)
+            if new > old:
+                self.events.post(cluster, "Normal", "ScaledUp", f"group {group}: {old} -> {new} replicas")
+                self.metrics.scaled(key, group, up=(new - old) * int(spec.get("numOfHosts") or 1))
+            elif new < old:
+                why = f" ({', '.join(sorted(causes))})" if causes else ""
+                self.events.post(
+                    cluster, "Normal", "ScaledDown", f"group {group}: {old} -> {new} replicas{why}"
+                )
+        for group in sorted({r.group for r in written}):  # every pod removed, replaced or not
+            self.metrics.scaled(key, group, down=Counter(str(r.reason) for r in written if r.group == group))
+        for removal in written:
+            if removal.reason is RemovalCause.NODE_DEAD:
                 message = (
                     f"group {removal.group}: the Ray node of pod {removal.name} died; the pod is removed"
                 )
                 self.events.post(cluster, "Normal", "RayNodeDied", message)
-        failed = Counter(  # pods named in workersToDelete, and replicas whose pods never existed
-            r.group
-            for r in decision.terminate
-            if r.reason is RemovalCause.LAUNCH_FAILED and (r.name in named or is_unborn(r.name))
-        )
+        failed = Counter(r.group for r in written if r.reason is RemovalCause.LAUNCH_FAILED)
         for group, nodes in sorted(failed.items()):
             self.metrics.launches_failed(key, group, nodes)
             entry = backoff.failed(group)
