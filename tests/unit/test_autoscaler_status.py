@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from rayscale.autoscaler.compat import GcsSupport, compat_condition
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import (
     Constraint,
@@ -174,3 +175,22 @@ def test_unmet_notice_is_not_repeated_while_the_unmet_demand_is_unchanged() -> N
     key3, message = unmet_notice(key2, met)
     assert message is None
     assert unmet_notice(key3, first)[1] is not None  # unmet again after being met: a new Event
+
+
+def test_the_ray_compatible_condition_is_carried_and_kept() -> None:
+    snapshot = Snapshot(groups=(CPU,))
+    cluster = {"spec": {"autoscalerOptions": {"version": "v1"}}}
+    v1 = compat_condition(cluster, GcsSupport(), NOW)
+    first = status(snapshot, compat=v1)
+    assert first["conditions"] == [v1]
+    assert status(snapshot)  # no condition given and none before: no key
+    assert "conditions" not in status(snapshot)
+    # a round without a new condition keeps the one written
+    kept = status(snapshot, old=first)
+    assert kept["conditions"] == [v1]
+    assert autoscaler_patch(first, kept, NOW) is None
+    # a change of the condition is worth a write
+    fixed = compat_condition({"spec": {}}, GcsSupport(), NOW + timedelta(seconds=5), v1)
+    patch = autoscaler_patch(first, status(snapshot, old=first, compat=fixed), NOW)
+    assert patch is not None
+    assert patch["status"]["autoscaler"]["conditions"] == [fixed]

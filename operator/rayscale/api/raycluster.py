@@ -229,6 +229,12 @@ class AutoscalerStatus(KubeModel):
     )
     unmet_demand: list[UnmetDemandStatus] | None = None
     gcs: GcsReachability | None = None
+    # RayCompatible: False (reason AutoscalerV1, RayTooOld, DrainUnsupported, ReportUnsupported)
+    # when rayscale cannot fully serve the cluster's Ray.
+    conditions: list[Condition] | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
 
 
 class RayClusterStatus(KubeModel):

@@ -7,6 +7,7 @@ JSON schema into an OpenAPI v3 structural schema that kube-apiserver accepts.
 
 from __future__ import annotations
 
+import copy
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
@@ -71,7 +72,9 @@ def _convert(node: JsonDict, defs: dict[str, JsonDict]) -> JsonDict:
     node = dict(node)
     ref = node.pop("$ref", None)
     if ref is not None:
-        target = _convert(defs[ref.rsplit("/", 1)[-1]], defs)
+        # A copy per use: a model used twice (e.g. Condition) must not share its lists, or YAML
+        # writes them as anchors and aliases.
+        target = _convert(copy.deepcopy(defs[ref.rsplit("/", 1)[-1]]), defs)
         node = {**target, **{k: v for k, v in node.items() if k not in ("title",)}}
     if "anyOf" in node and not node.get("x-kubernetes-int-or-string"):
         options = [o for o in node.pop("anyOf") if o.get("type") != "null"]

@@ -1,5 +1,8 @@
 """``status.autoscaler`` of a RayCluster, and the UnmetDemand notice, from one decision (pure).
 
+Besides the decision it carries the ``RayCompatible`` condition (``conditions``), which says
+whether rayscale can fully serve the cluster's Ray (see ``rayscale.autoscaler.compat``).
+
 The autoscaler owns this one key of the status and writes it with a merge patch that touches
 nothing else (the controller owns every other key). To avoid a write every round, the timestamps
 (``lastDecisionTime``, ``gcs.lastContactTime``) do not count as a change: the status is written
@@ -147,17 +150,24 @@ def autoscaler_status(
     backoff_until: Mapping[str, datetime],
     now: datetime,
     old: Obj | None = None,
+    compat: Obj | None = None,
 ) -> dict[str, Any]:
     """The new ``status.autoscaler``; `old` is the current one (it keeps the last GCS contact time).
 
     `backoff_until` holds the wall-clock end of each group's backoff, for the groups backing off.
+    `compat`: the ``RayCompatible`` condition (``rayscale.autoscaler.compat.compat_condition``);
+    None keeps the conditions `old` has.
     """
-    return {
+    out: dict[str, Any] = {
         "lastDecisionTime": rfc3339(now),
         "groups": _groups(snapshot, decision, backoff_until),
         "unmetDemand": [_unmet_entry(u) for u in decision.unmet],
         "gcs": _gcs(gcs, old or {}),
     }
+    conditions = [compat] if compat is not None else list((old or {}).get("conditions") or [])
+    if conditions:
+        out["conditions"] = conditions
+    return out
 
 
 # ----------------------------------------------------------------------------- writing
