@@ -4,6 +4,9 @@ GCS client and a Ray driver per test; every test in e2e/ is marked ``e2e``.
 Run them with ``make e2e`` (all) or ``make e2e-smoke`` (the ``e2e_smoke`` subset). Each test
 writes its timings to e2e/.results/ (git-ignored); ``python -m e2e.report`` turns them into
 a section of docs/benchmarks.md.
+
+``@pytest.mark.ray_head(env={...})`` gives a test's Ray head extra environment (Ray's ``RAY_*``
+switches, e.g. ``RAY_enable_infeasible_task_early_exit``).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import testcluster
@@ -41,6 +45,10 @@ __all__ = [
 HERE = Path(__file__).resolve().parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "ray_head(env): extra environment for the test's Ray head")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     no_ray = importlib.util.find_spec("ray") is None
     for item in items:
@@ -53,9 +61,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture
-def bridge(cluster: testcluster.ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[RayBridge]:
+def bridge(
+    cluster: testcluster.ClusterHandle, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[RayBridge]:
     """A Ray head (0 CPUs) and a Ray worker for every Running worker pod of RayCluster `NAME`."""
-    with RayBridge(cluster.kubeconfig, namespace, NAME, log_dir=tmp_path / "ray") as running:
+    head: dict[str, Any] = {"num_cpus": 0}
+    marker = request.node.get_closest_marker("ray_head")
+    if marker is not None:
+        head["env"] = dict(marker.kwargs.get("env") or {})
+    with RayBridge(cluster.kubeconfig, namespace, NAME, head=head, log_dir=tmp_path / "ray") as running:
         yield running
         problems = running.errors()
     assert not problems, f"the Ray bridge failed: {problems}"

@@ -18,13 +18,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from e2e.raybridge import rayproc
 from e2e.raybridge.bridge import GCS_ANNOTATION, RayBridge
 from e2e.raybridge.driver import RayDriver
 from kubernetes_asyncio import watch
 from tests.integration.controller.helpers import Kube
 from tests.integration.polling import eventually
 
-from rayscale.ray.client import GcsClient
+from rayscale.ray.client import GcsClient, GcsError
 from rayscale.ray.model import ClusterState, NodeState
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Timing",
     "group",
     "raycluster",
+    "status_section",
 ]
 
 NAME = "ray-cluster"
@@ -65,12 +67,14 @@ def group(
     hosts: int = 1,
     labels: Mapping[str, str] | None = None,
     init_sleep: int | None = None,
+    node_selector: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A worker group as KubeRay's e2e suite writes them: `num-cpus` in rayStartParams, 1 CPU/1Gi pods.
 
     GPUs are container limits (``nvidia.com/gpu``): the kube-scheduler puts such pods on the kwok
     GPU nodes, and rayscale's generated command says ``--num-gpus``. `init_sleep` adds KubeRay's
     ``init-sleep`` init container (``sleep N``): the bridge starts the Ray node that much later.
+    A `node_selector` that no kwok node matches keeps the group's pods Pending (unschedulable).
     """
     params: dict[str, str] = {}
     if num_cpus is not None:
@@ -107,6 +111,8 @@ def group(
     if init_sleep is not None:
         init = {"name": "init-sleep", "image": "rayproject/ray:2.60.0", "command": ["sleep", str(init_sleep)]}
         spec["template"]["spec"]["initContainers"] = [init]
+    if node_selector:
+        spec["template"]["spec"]["nodeSelector"] = dict(node_selector)
     return spec
 
 
@@ -116,6 +122,7 @@ def raycluster(
     *,
     idle_timeout: int = 60,
     upscaling_mode: str | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """An autoscaling RayCluster (autoscaler v2) whose GCS is the bridge's Ray head."""
     options: dict[str, Any] = {"version": "v2", "idleTimeoutSeconds": idle_timeout}
@@ -129,7 +136,7 @@ def raycluster(
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
-        "metadata": {"name": NAME, "annotations": {GCS_ANNOTATION: gcs_address}},
+        "metadata": {"name": NAME, "annotations": {**(annotations or {}), GCS_ANNOTATION: gcs_address}},
         "spec": {
             "rayVersion": "2.60.0",
             "enableInTreeAutoscaling": True,
@@ -141,6 +148,25 @@ def raycluster(
             "workerGroupSpecs": [dict(g) for g in groups],
         },
     }
+
+
+# ---------------------------------------------------------------------------- ray status
+
+
+def status_section(text: str, title: str) -> list[str]:
+    """The indented lines under `title` (e.g. ``"Pending:"``, ``"Recent failures:"``) in the
+    output of ``ray status``, stripped; ``(no pending nodes)``-style placeholders are dropped."""
+    lines = text.splitlines()
+    heads = [i for i, line in enumerate(lines) if line.strip() == title]
+    if not heads:
+        raise AssertionError(f"no {title!r} section in `ray status`:\n{text}")
+    found: list[str] = []
+    for line in lines[heads[0] + 1 :]:
+        if not line.startswith(" "):
+            break
+        if line.strip() and not (line.strip().startswith("(") and line.strip().endswith(")")):
+            found.append(line.strip())
+    return found
 
 
 # ---------------------------------------------------------------------------- pod clock
@@ -285,6 +311,11 @@ class Scenario:
         index = list(await self.spec_groups()).index(name)
         await self.kube.set_group(NAME, index, field_name, value)
 
+    async def annotate(self, key: str, value: str) -> None:
+        """Set an annotation of the RayCluster (e.g. ``rayscale.io/max-node-provision-seconds``)."""
+        path = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+        await self.kube.patch_json(NAME, [{"op": "add", "path": path, "value": value}])
+
     async def add_group(self, spec: Mapping[str, Any]) -> None:
         """Add a worker group to the live cluster, as a user's edit (JSON patch, appended)."""
         await self.kube.patch_json(
@@ -340,6 +371,42 @@ class Scenario:
 
     async def state(self) -> ClusterState:
         return await self.gcs.get_cluster_resource_state()
+
+    async def state_or_none(self) -> ClusterState | None:
+        """Ray's view, or None while the GCS does not answer (e.g. the head restarts)."""
+        try:
+            return await self.gcs.get_cluster_resource_state()
+        except GcsError:
+            await self.gcs.close()  # the next call dials afresh instead of waiting out gRPC's backoff
+            return None
+
+    async def ray_status(self, *, timeout: float = 60) -> str:  # noqa: ASYNC109
+        """What ``ray status --address <the GCS>`` prints (Ray's own CLI, in a subprocess)."""
+        process = await asyncio.create_subprocess_exec(
+            rayproc.ray_cli(),
+            "status",
+            "--address",
+            self.bridge.gcs_address,
+            env=rayproc.driver_env(),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=rayproc.set_parent_death_signal,
+        )
+        try:
+            out, _ = await asyncio.wait_for(process.communicate(), timeout)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            raise AssertionError(f"`ray status` did not finish in {timeout:.0f}s") from None
+        text = out.decode(errors="replace")
+        if process.returncode != 0:
+            raise AssertionError(f"`ray status` failed ({process.returncode}):\n{text}")
+        return text
+
+    async def events(self, reason: str) -> list[str]:
+        """The messages of the Events with this reason in the test's namespace."""
+        return [str(e.message) for e in await self.kube.events(reason)]
 
     async def nodes_alive(self, names: Sequence[str], *, timeout: float = RAY_JOIN) -> dict[str, NodeState]:  # noqa: ASYNC109
         """Ray nodes for all these pods, alive in the GCS (the bridge started them when Running)."""

@@ -9,6 +9,19 @@ pod name and ``RAY_NODE_TYPE_NAME`` = its group (see podspec.py). When the pod g
 deletionTimestamp or disappears, exactly that worker is stopped (its process group, by PID), as a
 kubelet would stop the container. Workers are small: a tiny object store, no dashboard.
 
+Like Kubernetes running Ray without GCS fault tolerance:
+
+- The head pod decides whether the Ray head runs. When it is deleted (or stops Running) the Ray
+  head is stopped; when a head pod Runs again a new Ray head starts on the same GCS port: a new
+  Ray session, in which the old workers are unknown. Until the cluster has a head pod, the head
+  started by `start` runs (the RayCluster needs its address first).
+- A worker whose ``ray start`` exits on its own while its pod still Runs (its raylet lost the
+  GCS, which Ray gives up on after 60 s, or crashed) is started again `restart_delay` seconds
+  later, once the head runs, as a kubelet restarts a container. A drained node's worker exits
+  too, but its pod is deleted before the delay ends.
+- The head gets extra environment through ``head={"env": {...}}`` (e.g.
+  ``RAY_enable_infeasible_task_early_exit``).
+
 rayscale finds the head through the RayCluster annotation ``rayscale.io/gcs-address`` =
 `RayBridge.gcs_address`: start the bridge first, then create the cluster with it.
 
@@ -33,6 +46,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import threading
 import time
@@ -63,7 +77,8 @@ START_TIMEOUT = 120.0
 class BridgeEvent:
     """Something the bridge did, with `time.monotonic()` and wall-clock `wall` times."""
 
-    kind: str  # "init" | "started" | "stopped" | "exited" | "error"
+    # "init" | "started" | "stopped" | "exited" | "restart" | "head-stopped" | "head-started" | "error"
+    kind: str
     pod: str
     at: float
     wall: float
@@ -97,7 +112,9 @@ class RayBridge:
         log_dir: Path | None = None,
         object_store_bytes: int = OBJECT_STORE_BYTES,
         stop_grace: float = 10.0,
+        restart_delay: float = 5.0,
     ) -> None:
+        """`head`: `rayproc.start_head` keyword arguments (``num_cpus``, ``env``, ...)."""
         self.kubeconfig = str(kubeconfig)
         self.namespace = namespace
         self.cluster = cluster
@@ -105,12 +122,14 @@ class RayBridge:
         self.log_dir = log_dir
         self.object_store_bytes = object_store_bytes
         self.stop_grace = stop_grace
+        self.restart_delay = restart_delay
         self.head: rayproc.RayNode | None = None
+        self._address = ""  # the GCS address, the same for every head the bridge starts
         self.events: list[BridgeEvent] = []
         self._lock = threading.Lock()
         self._workers: dict[str, rayproc.RayNode] = {}
         self._pods: dict[str, Mapping[str, Any]] = {}
-        self._reported: set[str] = set()  # pods whose unreadable spec or exit was recorded
+        self._reported: set[str] = set()  # pods whose unreadable spec was recorded
         self._synced = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -125,23 +144,35 @@ class RayBridge:
         self._starter = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="raybridge-start"
         )
-        self._wanted: set[str] = set()  # pods that should have a worker now
+        self._wanted: dict[str, podspec.WorkerSpec] = {}  # pods that should have a worker now
         self._queued: set[str] = set()  # pods whose worker is waiting to start or starting
+        self._restarting: set[str] = set()  # pods whose worker exited and waits to start again
         self._closing = threading.Event()
-        self._delays: list[threading.Timer] = []  # starts waiting for the pod's init containers
+        self._delays: list[threading.Timer] = []  # starts waiting (init containers, restarts)
+        # The head: started, stopped and restarted on a thread of its own (its processes die
+        # with the thread that started them), in the order the head pod asked.
+        self._head_ops = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="raybridge-head"
+        )
+        self._head_ready = threading.Event()  # the Ray head runs and its GCS port accepts
+        self._head_live: str | None = None  # the Running head pod (podspec.live_head)
+        self._head_bound: str | None = None  # the head pod the running Ray head stands for
+        self._old_temp: list[Path] = []  # session dirs of stopped heads, removed by close()
 
     # ---- lifecycle ----
 
     @property
     def gcs_address(self) -> str:
-        assert self.head is not None, "the bridge is not started"
-        return self.head.address
+        assert self._address, "the bridge is not started"
+        return self._address
 
     def start(self, *, timeout: float = 90.0) -> RayBridge:
         """Start the head (waits for its GCS port) and the pod watch (waits for the first list)."""
         self.head = rayproc.start_head(log_dir=self.log_dir, die_with_parent=True, **self.head_kwargs)
+        self._address = self.head.address
         try:
             rayproc.wait_for_port(rayproc.NODE_IP, self.head.port, timeout=timeout, node=self.head)
+            self._head_ready.set()
             self._thread = threading.Thread(target=self._run, name=f"raybridge-{self.cluster}", daemon=True)
             self._thread.start()
             if not self._synced.wait(timeout):
@@ -170,8 +201,12 @@ class RayBridge:
         for node in workers:
             rayproc.stop(node, grace=self.stop_grace)
         self._stopper.shutdown(wait=True)
-        if self.head is not None:
-            rayproc.stop(self.head, grace=self.stop_grace)
+        with contextlib.suppress(RuntimeError):  # RuntimeError: closed before
+            self._head_ops.submit(self._stop_head).result()
+        self._head_ops.shutdown(wait=True)
+        for path in self._old_temp:
+            shutil.rmtree(path, ignore_errors=True)
+        self._old_temp.clear()
 
     def __enter__(self) -> RayBridge:
         return self.start()
@@ -196,6 +231,10 @@ class RayBridge:
 
     def errors(self) -> list[BridgeEvent]:
         return self.history("error")
+
+    def head_running(self) -> bool:
+        """The Ray head runs and its GCS port accepted connections."""
+        return self._head_ready.is_set()
 
     # ---- the watch thread ----
 
@@ -268,45 +307,132 @@ class RayBridge:
             await events.close()
 
     async def _check_exits(self) -> None:
-        """Record Ray workers that exited on their own (e.g. Ray drained the node) once."""
+        """Ray workers that exited on their own (Ray drained the node, the raylet lost the GCS):
+        recorded, cleaned up, and started again after `restart_delay` if their pod still Runs."""
         while True:
             await asyncio.sleep(0.5)
             with self._lock:
                 exited = [(n, w) for n, w in self._workers.items() if not w.running() and not w.stopped]
+                for name, _ in exited:
+                    del self._workers[name]
+                restart = {name for name, _ in exited if name in self._wanted}
+                self._restarting |= restart
             for name, node in exited:
-                if name not in self._reported:
-                    self._reported.add(name)
-                    self._record("exited", name, f"code {node.process.returncode}")
+                self._record("exited", name, f"pid {node.pid}, code {node.process.returncode}")
+                with contextlib.suppress(RuntimeError):  # closing
+                    self._stopper.submit(rayproc.stop, node, grace=self.stop_grace)  # what is left of it
+                if name in restart:
+                    self._later(self.restart_delay, self._restart, name)
+
+    def _later(self, seconds: float, function: Any, *args: Any) -> None:
+        timer = threading.Timer(seconds, function, args)
+        timer.daemon = True
+        with self._lock:
+            if self._closing.is_set():
+                return
+            self._delays = [t for t in self._delays if t.is_alive()] + [timer]
+        timer.start()
+
+    def _restart(self, pod: str) -> None:
+        """A kubelet's container restart: the exited worker starts again if its pod still Runs."""
+        with self._lock:
+            self._restarting.discard(pod)
+            spec = self._wanted.get(pod)
+            if spec is None or pod in self._workers or pod in self._queued or self._closing.is_set():
+                return
+            self._queued.add(pod)
+        self._record("restart", pod, f"{self.restart_delay:g}s after it exited")
+        self._submit_start(spec)
 
     def _reconcile(self) -> None:
-        assert self.head is not None
         wanted, unreadable = podspec.wanted_workers(self._pods.values(), self.cluster)
         for name, error in unreadable.items():
             if name not in self._reported:
                 self._reported.add(name)
                 self._record("error", name, error)
+        live = podspec.live_head(self._pods.values(), self.cluster)
         with self._lock:
-            self._wanted = set(wanted)
+            head_changed = live != self._head_live
+            self._head_live = live
+            self._wanted = dict(wanted)
             gone = [name for name in self._workers if name not in wanted]
             stopping = [self._workers.pop(name) for name in gone]
             new = [
                 spec
                 for name, spec in wanted.items()
-                if name not in self._workers and name not in self._queued
+                if name not in self._workers and name not in self._queued and name not in self._restarting
             ]
             self._queued.update(spec.pod for spec in new)
+        if head_changed or live is not None:  # also: a head that exited while its pod Runs
+            with contextlib.suppress(RuntimeError):  # closing
+                self._head_ops.submit(self._converge_head)
         for node in stopping:
             self._stopper.submit(self._stop, node)
         for spec in new:
             if spec.start_delay > 0:  # its init containers sleep first, as the kubelet would run them
                 self._record("init", spec.pod, f"sleeps {spec.start_delay:g}s before ray start")
-                timer = threading.Timer(spec.start_delay, self._submit_start, (spec,))
-                timer.daemon = True
-                with self._lock:
-                    self._delays = [t for t in self._delays if t.is_alive()] + [timer]
-                timer.start()
+                self._later(spec.start_delay, self._submit_start, spec)
             else:
                 self._submit_start(spec)
+
+    # ---- the head (on the head thread) ----
+
+    def _head_action(self) -> tuple[podspec.HeadAction, str | None]:
+        with self._lock:
+            head = self.head
+            running = head is not None and not head.stopped and head.running()
+            live = self._head_live
+            action = podspec.head_action(running=running, bound=self._head_bound, live=live)
+        return action, live
+
+    def _converge_head(self) -> None:
+        """Make the Ray head follow the head pod: stop it, start a new one, or both."""
+        if self._closing.is_set():
+            return
+        action, live = self._head_action()
+        if action == "adopt":
+            with self._lock:
+                self._head_bound = live
+        if action in ("stop", "restart"):
+            self._stop_head()
+        if action in ("start", "restart") and not self._closing.is_set():
+            self._start_head(live)
+
+    def _stop_head(self) -> None:
+        head = self.head
+        if head is None or head.stopped:
+            return
+        self._head_ready.clear()
+        with self._lock:
+            bound, self._head_bound = self._head_bound, None
+        rayproc.stop(head, grace=self.stop_grace, remove_temp=False)  # old workers still use it
+        if head.temp_dir is not None:
+            self._old_temp.append(head.temp_dir)
+        self._record("head-stopped", bound or "", f"pid {head.pid}")
+
+    def _start_head(self, pod: str | None) -> None:
+        """A new Ray head (a new session) on the same GCS port; a few tries while the port frees."""
+        port = int(self._address.rpartition(":")[2])
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self._closing.is_set():
+            head = rayproc.start_head(
+                port=port, log_dir=self.log_dir, die_with_parent=True, **self.head_kwargs
+            )
+            self.head = head
+            try:
+                rayproc.wait_for_port(rayproc.NODE_IP, port, timeout=START_TIMEOUT, node=head)
+            except rayproc.RayProcessError as exc:
+                rayproc.stop(head, grace=self.stop_grace)
+                if time.monotonic() >= deadline:
+                    self._record("error", pod or "", f"the Ray head did not start again: {exc}")
+                    return
+                time.sleep(1.0)
+                continue
+            with self._lock:
+                self._head_bound = pod
+            self._head_ready.set()
+            self._record("head-started", pod or "", f"pid {head.pid}, port {port}")
+            return
 
     def _submit_start(self, spec: podspec.WorkerSpec) -> None:
         try:
@@ -315,6 +441,13 @@ class RayBridge:
             with self._lock:
                 self._queued.discard(spec.pod)
 
+    def _wait_for_head(self, pod: str) -> bool:
+        """Block until the Ray head runs; False if the pod goes (or the bridge closes) first."""
+        while not self._head_ready.wait(0.2):
+            if not self._still_wanted(pod):
+                return False
+        return self._still_wanted(pod)
+
     def _still_wanted(self, pod: str) -> bool:
         with self._lock:
             return pod in self._wanted and not self._closing.is_set()
@@ -322,7 +455,7 @@ class RayBridge:
     def _start_in_turn(self, spec: podspec.WorkerSpec) -> None:
         """On the starter thread: start the worker, wait until it runs (or fails, or its pod goes)."""
         try:
-            if self._still_wanted(spec.pod):
+            if self._wait_for_head(spec.pod):
                 node = self._start(spec)
                 if node is not None:
                     self._wait_started(node, spec.pod)
@@ -346,13 +479,12 @@ class RayBridge:
             )
 
     def _start(self, spec: podspec.WorkerSpec) -> rayproc.RayNode | None:
-        assert self.head is not None
         args = [f"--object-store-memory={self.object_store_bytes}"]
         if spec.memory is not None:
             args.append(f"--memory={spec.memory}")
         try:
             node = rayproc.start_worker(
-                self.head.address,
+                self.gcs_address,
                 instance_id=spec.pod,
                 node_type=spec.group,
                 num_cpus=spec.num_cpus if spec.num_cpus is not None else 1,

@@ -10,11 +10,14 @@ Every command returns at once: work is submitted, and "is it done" questions use
 - ``actor`` name, num_cpus, num_gpus, resources: an actor that holds those resources while it lives
 - ``actor_node`` name: the Ray node id it runs on, or null while it waits for a node
 - ``kill`` name: kill the actor
-- ``pg`` name, bundles, strategy: a placement group; ``pg_nodes`` name: bundle -> node id once
-  ready, else null; ``remove_pg`` name
+- ``pg`` name, bundles, strategy, bundle_label_selector (optional, one selector a bundle): a
+  placement group; ``pg_nodes`` name: bundle -> node id once ready, else null; ``remove_pg`` name
 - ``request_resources`` num_cpus, bundles: ``ray.autoscaler.sdk.request_resources``
-- ``task`` name, num_cpus, resources, marker: a task that writes its node id to ``marker.started``
-  and returns once ``marker`` exists; ``task_result`` name: its return value or null while running
+- ``task`` name, num_cpus, num_gpus, resources, label_selector, fallback_strategy (both optional,
+  Ray's task options), marker: a task that writes its node id to ``marker.started`` and returns
+  once ``marker`` exists; ``task_result`` name: its return value or null while running (an error
+  if it failed); ``task_outcome`` name: ``{"state": "running"}``, ``{"state": "done", "value":
+  ...}`` or ``{"state": "failed", "error": "ExceptionType: message"}``
 - ``burst`` name, count, num_cpus, seconds: `count` tasks that each sleep `seconds`;
   ``burst_done`` name: the node ids they ran on once all are done, else null
 - ``nodes``: ``ray.nodes()``, reduced to id, alive, resources, labels
@@ -86,8 +89,16 @@ class Commands:
         self.pings.pop(name, None)
         return name
 
-    def pg(self, name: str, bundles: list[dict[str, float]], strategy: str) -> Any:
-        group = placement_group(bundles, strategy=strategy, name=name)
+    def pg(
+        self,
+        name: str,
+        bundles: list[dict[str, float]],
+        strategy: str,
+        bundle_label_selector: list[dict[str, str]] | None = None,
+    ) -> Any:
+        group = placement_group(
+            bundles, strategy=strategy, name=name, bundle_label_selector=bundle_label_selector
+        )
         self.pgs[name] = (group, group.ready())
         return group.id.hex()
 
@@ -105,12 +116,35 @@ class Commands:
         request_resources(num_cpus=num_cpus, bundles=bundles)
         return True
 
-    def task(self, name: str, marker: str, num_cpus: float = 1, resources: Any = None) -> Any:
-        self.tasks[name] = wait_for.options(num_cpus=num_cpus, resources=resources or {}).remote(marker)
+    def task(
+        self,
+        name: str,
+        marker: str,
+        num_cpus: float = 1,
+        num_gpus: float = 0,
+        resources: Any = None,
+        label_selector: dict[str, str] | None = None,
+        fallback_strategy: list[dict[str, Any]] | None = None,
+    ) -> Any:
+        options: dict[str, Any] = {"num_cpus": num_cpus, "num_gpus": num_gpus, "resources": resources or {}}
+        if label_selector is not None:
+            options["label_selector"] = label_selector
+        if fallback_strategy is not None:
+            options["fallback_strategy"] = fallback_strategy
+        self.tasks[name] = wait_for.options(**options).remote(marker)
         return name
 
     def task_result(self, name: str) -> Any:
         return self._done(self.tasks[name])
+
+    def task_outcome(self, name: str) -> Any:
+        ready, _ = ray.wait([self.tasks[name]], timeout=0)
+        if not ready:
+            return {"state": "running"}
+        try:
+            return {"state": "done", "value": ray.get(ready[0])}
+        except Exception as exc:
+            return {"state": "failed", "error": f"{type(exc).__name__}: {exc}"}
 
     def burst(self, name: str, count: int, seconds: float, num_cpus: float = 1) -> Any:
         task = sleep_for.options(num_cpus=num_cpus)  # type: ignore[attr-defined]

@@ -9,6 +9,10 @@ uses to make a node slow to join) delay the worker's start by as long. Everythin
 machine (addresses, ports, object store, dashboard) is the bridge's own choice and is not taken
 from the pod.
 
+The head pod decides whether the Ray head runs (`live_head`, `head_action`): once a head pod
+has Run, the Ray head runs while a head pod is Running and not being deleted, and a new head pod
+(another uid) gets a new Ray head, as a new head container would.
+
 Standard library only (no kubernetes client objects: pods are plain JSON mappings).
 """
 
@@ -23,9 +27,13 @@ from typing import Any
 
 __all__ = [
     "GEN_CMD_ENV",
+    "HeadAction",
     "PodSpecError",
     "WorkerSpec",
+    "head_action",
+    "is_head_pod",
     "is_live_worker",
+    "live_head",
     "parse_labels",
     "parse_ray_start",
     "parse_resources",
@@ -222,3 +230,44 @@ def wanted_workers(
         except PodSpecError as exc:
             errors[name] = str(exc)
     return wanted, errors
+
+
+# ---- the head pod ----
+
+
+def is_head_pod(pod: Mapping[str, Any], cluster: str) -> bool:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels.get(CLUSTER_LABEL) == cluster and labels.get(NODE_TYPE_LABEL) == "head"
+
+
+def live_head(pods: Iterable[Mapping[str, Any]], cluster: str) -> str | None:
+    """The head pod of `cluster` that is Running and not being deleted, as ``"name uid"``."""
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        if (
+            is_head_pod(pod, cluster)
+            and not meta.get("deletionTimestamp")
+            and (pod.get("status") or {}).get("phase") == "Running"
+        ):
+            return f"{meta.get('name')} {meta.get('uid') or ''}".strip()
+    return None
+
+
+HeadAction = str  # "keep" | "adopt" | "stop" | "start" | "restart"
+
+
+def head_action(*, running: bool, bound: str | None, live: str | None) -> HeadAction:
+    """What the bridge does with its Ray head, given the head pod.
+
+    `running`: the Ray head runs; `bound`: the head pod it stands for (None: the head `start`
+    began with, before the cluster had a Running head pod, or no head); `live`: the Running
+    head pod, if any (`live_head`). The first Running head pod adopts the head the bridge began
+    with; from then on the head stops when its pod goes, and a new head pod gets a new head.
+    """
+    if live is None:
+        return "stop" if running and bound is not None else "keep"
+    if not running:
+        return "start"
+    if bound is None:
+        return "adopt"
+    return "keep" if bound == live else "restart"

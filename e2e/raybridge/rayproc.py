@@ -315,8 +315,12 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def stop(node: RayNode, *, grace: float = 10.0) -> None:
-    """SIGTERM the node's process group, SIGKILL what is left after `grace` seconds. Idempotent."""
+def stop(node: RayNode, *, grace: float = 10.0, remove_temp: bool = True) -> None:
+    """SIGTERM the node's process group, SIGKILL what is left after `grace` seconds. Idempotent.
+
+    Its scratch dir goes too, unless `remove_temp` is false (a head's session dir that workers of
+    that session still use: remove it later).
+    """
     if node.stopped:
         return
     node.stopped = True
@@ -329,7 +333,7 @@ def stop(node: RayNode, *, grace: float = 10.0) -> None:
         _signal_group(pgid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         node.process.wait(timeout=5)
-    if node.temp_dir is not None:
+    if node.temp_dir is not None and remove_temp:
         shutil.rmtree(node.temp_dir, ignore_errors=True)
 
 

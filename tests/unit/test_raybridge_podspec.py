@@ -148,3 +148,42 @@ def test_init_containers_that_sleep_delay_the_start(init: list[dict[str, Any]], 
     pod = _generated(cluster(group("g")))
     pod["spec"]["initContainers"] = init
     assert podspec.worker_spec(pod).start_delay == seconds
+
+
+def _head(name: str, uid: str, phase: str = "Running", *, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "uid": uid,
+        "labels": {"ray.io/cluster": "rc", "ray.io/node-type": "head"},
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "status": {"phase": phase}}
+
+
+def test_the_live_head_is_the_running_head_pod_that_is_not_being_deleted() -> None:
+    worker = _generated(cluster(group("g")), name="w")
+    assert podspec.live_head([worker], "rc") is None
+    assert podspec.live_head([_head("h1", "u1", "Pending"), worker], "rc") is None
+    assert podspec.live_head([_head("h1", "u1", deleting=True)], "rc") is None
+    assert podspec.live_head([_head("h1", "u1", deleting=True), _head("h1", "u2")], "rc") == "h1 u2"
+    assert podspec.live_head([_head("h1", "u1")], "other") is None
+
+
+@pytest.mark.parametrize(
+    ("running", "bound", "live", "action"),
+    [
+        pytest.param(True, None, None, "keep", id="the first head runs before any head pod"),
+        pytest.param(True, None, "h u1", "adopt", id="the first Running head pod adopts it"),
+        pytest.param(True, "h u1", "h u1", "keep", id="its pod runs"),
+        pytest.param(True, "h u1", None, "stop", id="its pod is deleted"),
+        pytest.param(False, None, None, "keep", id="no head pod runs: none"),
+        pytest.param(False, None, "h u2", "start", id="a new head pod runs: a new head"),
+        pytest.param(True, "h u1", "h u2", "restart", id="replaced before the bridge saw it go"),
+        pytest.param(False, "h u1", "h u1", "start", id="the head exited while its pod runs"),
+    ],
+)
+def test_the_ray_head_follows_the_head_pod(
+    running: bool, bound: str | None, live: str | None, action: str
+) -> None:
+    assert podspec.head_action(running=running, bound=bound, live=live) == action
