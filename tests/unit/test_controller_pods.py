@@ -187,3 +187,34 @@ def test_headless_worker_service_only_for_multi_host() -> None:
         "publishNotReadyAddresses": True,
         "selector": {L.RAY_CLUSTER: "rc", L.NODE_TYPE: "worker"},
     }
+
+
+def _head_env_and_policy(**spec: Any) -> tuple[dict[str, Any], str | None]:
+    meta, parsed = _setup(cluster(group(), **spec))
+    pod = pods.head_pod(meta, parsed)
+    return _env(pod["spec"]["containers"][0]), pod["spec"].get("restartPolicy")
+
+
+def test_autoscaling_without_a_version_runs_ray_autoscaler_v2() -> None:
+    """rayscale speaks only Ray's v2 protocol: unlike KubeRay, an unset version means v2 on the
+    head, without the restartPolicy an explicit v2 brings."""
+    env, policy = _head_env_and_policy(autoscaling=True)
+    assert env["RAY_enable_autoscaler_v2"] == "true"
+    assert policy is None
+    # not without autoscaling, and never over the user's own value or an explicit v1
+    assert "RAY_enable_autoscaler_v2" not in _head_env_and_policy()[0]
+    assert (
+        _head_env_and_policy(autoscaling=True, autoscalerOptions={"version": "v1"})[0][
+            "RAY_enable_autoscaler_v2"
+        ]
+        == "false"
+    )
+    user = {"name": "ray-head", "env": [{"name": "RAY_enable_autoscaler_v2", "value": "0"}]}
+    body = cluster(group(), autoscaling=True)
+    body["spec"]["headGroupSpec"]["template"]["spec"]["containers"] = [user]
+    meta, parsed = _setup(body)
+    assert _env(pods.head_pod(meta, parsed)["spec"]["containers"][0])["RAY_enable_autoscaler_v2"] == "0"
+    # workers never get it
+    meta, parsed = _setup(cluster(group(), autoscaling=True))
+    worker = pods.worker_pod(meta, parsed, parsed.workers[0], replica_index=0)["spec"]["containers"][0]
+    assert "RAY_enable_autoscaler_v2" not in _env(worker)

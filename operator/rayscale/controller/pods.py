@@ -108,6 +108,7 @@ def _ray_env(
     fqdn: str,
     service: str,
     autoscaler_version: str | None,
+    autoscaling: bool,
 ) -> None:
     env: list[dict[str, Any]] = container.setdefault("env", [])
     if not head:
@@ -127,6 +128,11 @@ def _ray_env(
         if autoscaler_version in ("v1", "v2"):
             value = "true" if autoscaler_version == "v2" else "false"
             _add_env(env, {"name": "RAY_enable_autoscaler_v2", "value": value})
+        elif autoscaling:
+            # Unlike KubeRay: rayscale's autoscaler speaks only Ray's v2 protocol, and Ray
+            # (before its own KubeRay default) starts v1 when nothing says otherwise. Unlike an
+            # explicit v2, restartPolicy is left alone.
+            _add_env(env, {"name": "RAY_enable_autoscaler_v2", "value": "true"})
     _add_env(env, {"name": "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "value": "1"})
 
 
@@ -185,7 +191,14 @@ def _build(
     start_cmd = raystart.render(params, is_head=head)
     version = spec.autoscaler_options.version if spec.autoscaler_options else None
     _ray_env(
-        ray, head=head, start_cmd=start_cmd, port=port, fqdn=fqdn, service=service, autoscaler_version=version
+        ray,
+        head=head,
+        start_cmd=start_cmd,
+        port=port,
+        fqdn=fqdn,
+        service=service,
+        autoscaler_version=version,
+        autoscaling=spec.autoscaling,
     )
     _rewrite_command(ray, start_cmd, meta.annotations)
     _add_metrics_port(ray)
