@@ -16,6 +16,7 @@ from rayscale.autoscaler.compat import (
     autoscaler_protocol,
     compat_condition,
     compat_event,
+    find_condition,
     problems,
 )
 
@@ -69,6 +70,30 @@ def test_gcs_support_learns_only_from_answers_and_unimplemented() -> None:
     # a new head (another session) may run another Ray
     assert support.for_session("s1") == support
     assert support.for_session("s2") == GcsSupport(session="s2")
+    # knowledge from before any session is kept for the first one
+    early = GcsSupport(drain=False)
+    assert early.for_session("s1") == GcsSupport(session="s1", drain=False)
+
+
+def test_a_restarted_operator_remembers_what_the_condition_said() -> None:
+    written = compat_condition(_cluster(), GcsSupport(drain=False, report=False), NOW)
+    support = GcsSupport.remembered(written)
+    assert (support.cluster_state, support.drain, support.report) == (None, False, False)
+    again = compat_condition(_cluster(), support.for_session("s1"), NOW, written)
+    assert again == written
+    assert compat_event(written, again) is None  # no Events from a restart
+    assert GcsSupport.remembered(None) == GcsSupport()
+    assert GcsSupport.remembered(compat_condition(_cluster(), GcsSupport(), NOW)) == GcsSupport()
+    too_old = compat_condition(_cluster(), GcsSupport(cluster_state=False), NOW)
+    assert GcsSupport.remembered(too_old).cluster_state is False
+
+
+def test_find_condition() -> None:
+    condition = compat_condition(_cluster(), GcsSupport(), NOW)
+    other = {"type": "Other", "status": "True"}
+    assert find_condition({"conditions": [other, condition]}) == condition
+    assert find_condition({"conditions": [other]}) is None
+    assert find_condition(None) is None
 
 
 def test_problems_most_severe_first() -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "autoscaler_protocol",
     "compat_condition",
     "compat_event",
+    "find_condition",
     "problems",
 ]
 
@@ -116,8 +117,32 @@ class GcsSupport:
         return self
 
     def for_session(self, session: str) -> GcsSupport:
-        """Forget what the GCS of another session answered."""
-        return self if session == self.session else GcsSupport(session=session)
+        """Forget what the GCS of another session answered.
+
+        Knowledge not tied to a session yet (``remembered``, or before any answer) is kept and
+        tied to `session`.
+        """
+        if session == self.session:
+            return self
+        if not self.session:
+            return replace(self, session=session)
+        return GcsSupport(session=session)
+
+    @classmethod
+    def remembered(cls, condition: Obj | None) -> GcsSupport:
+        """What a ``RayCompatible`` condition written earlier (e.g. before a restart) says was missing.
+
+        So that a restarted operator does not clear the condition (and post Events) until the GCS
+        answers again; every answer it gets overrides this.
+        """
+        message = (
+            str((condition or {}).get("message") or "") if (condition or {}).get("status") == "False" else ""
+        )
+        return cls(
+            cluster_state=False if MESSAGES[Reason.RAY_TOO_OLD] in message else None,
+            drain=False if MESSAGES[Reason.DRAIN_UNSUPPORTED] in message else None,
+            report=False if MESSAGES[Reason.REPORT_UNSUPPORTED] in message else None,
+        )
 
 
 # ----------------------------------------------------------------------------- the protocol
@@ -160,6 +185,14 @@ def problems(cluster: Obj, support: GcsSupport) -> tuple[Reason, ...]:
 
 
 # ----------------------------------------------------------------------------- condition and Event
+
+
+def find_condition(autoscaler_status: Obj | None) -> Obj | None:
+    """The ``RayCompatible`` condition of a ``status.autoscaler``, if it has one."""
+    for condition in (autoscaler_status or {}).get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == CONDITION:
+            return condition
+    return None
 
 
 def compat_condition(
