@@ -35,8 +35,13 @@ fmt: install ## format the code
 	$(VENV)/bin/ruff check --fix operator tests e2e
 
 .PHONY: unit
-unit: install ## unit tests (no cluster)
+unit: install ## unit tests (no cluster), then the scheduler against Ray's on a few hundred generated cases
 	$(PY) -m pytest tests/unit -q
+	$(PY) -m pytest tests/differential -q
+
+.PHONY: fuzz
+fuzz: install ## the scheduler against Ray 2.60's on many generated cases (FUZZ_CASES=5000 FUZZ_SEED=1)
+	$(PY) -m tests.differential --cases $${FUZZ_CASES:-5000} --seed $${FUZZ_SEED:-1}
 
 .PHONY: integration
 integration: install cluster-build ## integration tests and the e2e smoke scenarios on the local control plane (or $KUBECONFIG)

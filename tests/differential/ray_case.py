@@ -1,0 +1,186 @@
+"""A rayscale Snapshot as the JSON the Ray oracle reads (plain data; no Ray import here).
+
+The translation follows what KubeRay's autoscaling config and Ray's reconciler hand to the
+scheduler:
+
+- one node type per group: ``min_worker_nodes = minReplicas * numOfHosts``, ``max_worker_nodes =
+  maxReplicas * numOfHosts``, the group's idle timeout and priority; the head's type
+  (``headgroup``, listed first) has max 1 and holds the HEAD instance;
+- ``max_num_nodes = maxWorkers + 1`` when a worker cap is set (the head counts);
+- running hosts are RAY_RUNNING instances with a GCS node state (total, available, labels; IDLE
+  with its idle time, else RUNNING); pending hosts are REQUESTED (unscheduled pod) or ALLOCATED
+  (scheduled, booting) instances without a Ray node; a draining host is what the reconciler makes
+  of a DRAINING Ray node (RAY_STOPPING), a dead one what it makes of a DEAD one (RAY_STOPPED);
+  terminating hosts are TERMINATING;
+- a demand's selectors are ``label_selectors = [selector, *fallbacks]``;
+- a placement group is one gang per group (``count`` of them, each its own id) with both the
+  legacy ``requests`` and one ``BundleSelector`` (each bundle with its selector), the strategy in
+  ``details`` and, as the GCS does, affinity (STRICT_PACK) or anti-affinity (STRICT_SPREAD) on
+  the label ``_PG_<id>``;
+- constraints become Ray's single ``ClusterResourceConstraint`` (``request_resources``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from rayscale.autoscaler.scheduling.model import UNLIMITED, LabelOp, NodeState, Selector, Snapshot
+
+HEAD_TYPE = "headgroup"
+HEAD_NAME = "head"
+
+_PENDING = {False: "REQUESTED", True: "ALLOCATED"}
+
+
+def selector_json(sel: Selector) -> list[dict[str, Any]]:
+    return [
+        {"key": c.key, "op": "IN" if c.op is LabelOp.IN else "NOT_IN", "values": list(c.values)} for c in sel
+    ]
+
+
+def pg_id(case_id: str, gang: int, copy: int) -> str:
+    """A stable 18-byte placement group id (hex), as Ray prints them."""
+    return hashlib.sha256(f"{case_id}/{gang}/{copy}".encode()).hexdigest()[:36]
+
+
+def _amounts(resources: Mapping[str, float]) -> dict[str, float]:
+    return {k: float(v) for k, v in resources.items()}
+
+
+def to_ray(case_id: str, snapshot: Snapshot) -> dict[str, Any]:
+    head = snapshot.head
+    head_resources = _amounts(head.resources) if head is not None else {}
+    head_labels = dict(head.labels) if head is not None else {}
+    node_types: list[dict[str, Any]] = [
+        {
+            "name": HEAD_TYPE,
+            "min": 0,
+            "max": 1,
+            "resources": head_resources,
+            "labels": head_labels,
+            "idle_timeout_s": None,
+            "priority": 0,
+        }
+    ]
+    by_name = {g.name: g for g in snapshot.groups}
+    for g in snapshot.groups:
+        high = g.max_replicas * g.num_of_hosts if g.max_replicas < UNLIMITED else UNLIMITED
+        node_types.append(
+            {
+                "name": g.name,
+                "min": g.min_replicas * g.num_of_hosts,
+                "max": high,
+                "resources": _amounts(g.resources),
+                "labels": dict(g.labels),
+                "idle_timeout_s": g.idle_timeout_seconds,
+                "priority": g.priority,
+            }
+        )
+
+    instances: list[dict[str, Any]] = []
+    if head is not None:
+        available = head.available if head.available is not None else head.resources
+        instances.append(
+            {
+                "name": HEAD_NAME,
+                "type": HEAD_TYPE,
+                "head": True,
+                "status": "RAY_RUNNING",
+                "ray": {
+                    "status": "RUNNING",
+                    "total": head_resources,
+                    "available": _amounts(available),
+                    "labels": head_labels,
+                    "idle_ms": 0,
+                },
+            }
+        )
+    for n in snapshot.nodes:
+        g = by_name[n.group]
+        entry: dict[str, Any] = {"name": n.name, "type": n.group, "head": False, "ray": None}
+        if n.state is NodeState.RUNNING:
+            total = _amounts(g.resources)
+            free = n.available if n.available is not None else g.resources  # {}: all in use
+            available = {k: float(free.get(k, 0.0)) for k in total}
+            idle_ms = round(n.idle_seconds * 1000)
+            entry["status"] = "RAY_RUNNING"
+            entry["ray"] = {
+                "status": "IDLE" if idle_ms > 0 else "RUNNING",
+                "total": total,
+                "available": available,
+                "labels": dict(n.labels if n.labels is not None else g.labels),
+                "idle_ms": idle_ms,
+            }
+        elif n.state is NodeState.PENDING:
+            entry["status"] = _PENDING[n.booting]
+        elif n.state is NodeState.DRAINING:
+            entry["status"] = "RAY_STOPPING"
+            entry["ray"] = {"status": "DRAINING", "total": {}, "available": {}, "labels": {}, "idle_ms": 0}
+        elif n.state is NodeState.DEAD:
+            entry["status"] = "RAY_STOPPED"
+            entry["ray"] = {"status": "DEAD", "total": {}, "available": {}, "labels": {}, "idle_ms": 0}
+        else:
+            entry["status"] = "TERMINATING"
+        instances.append(entry)
+
+    demands = [
+        {
+            "resources": _amounts(d.resources),
+            "count": d.count,
+            "selectors": [selector_json(s) for s in d.selectors],
+        }
+        for d in snapshot.demands
+    ]
+    gangs = []
+    for gi, gang in enumerate(snapshot.gangs):
+        for copy in range(gang.count):
+            gangs.append(
+                {
+                    "gang": gi,
+                    "pg": pg_id(case_id, gi, copy),
+                    "strategy": str(gang.strategy),
+                    "bundles": [
+                        {
+                            "resources": _amounts(b),
+                            "selector": selector_json(gang.bundle_selectors[i])
+                            if gang.bundle_selectors
+                            else [],
+                        }
+                        for i, b in enumerate(gang.bundles)
+                    ],
+                }
+            )
+    constraint = None
+    if snapshot.constraints:
+        constraint = [
+            {
+                "resources": _amounts(c.resources),
+                "count": c.count,
+                "selector": selector_json(c.label_selector),
+            }
+            for c in snapshot.constraints
+        ]
+    cap = snapshot.options.max_workers
+    return {
+        "id": case_id,
+        "node_types": node_types,
+        "max_num_nodes": None if cap is None else cap + 1,
+        "idle_timeout_s": snapshot.options.idle_timeout_seconds,
+        "instances": instances,
+        "demands": demands,
+        "gangs": gangs,
+        "constraint": constraint,
+    }
+
+
+def variant(case: dict[str, Any], name: str) -> dict[str, Any]:
+    """``case`` for a counterfactual run of Ray, to tell a known Ray quirk's differences apart.
+
+    ``no-cut-absorb``: the oracle keeps the nodes Ray removes in the same pass out of the bin-packing
+    (they take no work and do not count toward ``max_num_nodes``), as rayscale does.
+    """
+    if name != "no-cut-absorb":
+        raise ValueError(f"unknown variant {name!r}")
+    return dict(case, variant=name)

@@ -1,0 +1,185 @@
+"""rayscale's scheduler judged by Ray 2.60's on generated cases (Ray runs in a subprocess).
+
+``make unit`` runs a bounded number of cases (``RAYSCALE_DIFF_CASES``, default 400, seed
+``RAYSCALE_DIFF_SEED``); ``make fuzz`` runs thousands. A difference that no allowlist entry
+explains fails with the shrunk case written to tests/differential/failures/ and replayable with
+``rayscale simulate``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rayscale.autoscaler.scheduling.model import (
+    Decision,
+    Demand,
+    Gang,
+    Group,
+    GroupDecision,
+    Head,
+    LabelConstraint,
+    LabelOp,
+    Node,
+    NodeState,
+    Snapshot,
+    Strategy,
+    Unmet,
+    UnmetReason,
+)
+from tests.differential import allowlist, generate, runner, scenario_io, shrink
+from tests.differential.compare import Outcome, compare
+from tests.differential.oracle import Oracle, ray_available, ray_python
+from tests.differential.ray_case import to_ray
+
+CASES = int(os.environ.get("RAYSCALE_DIFF_CASES", "400"))
+SEED = int(os.environ.get("RAYSCALE_DIFF_SEED", "20261123"))
+KNOWN = Path(__file__).resolve().parent / "known"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "autoscaling.md"
+
+
+@pytest.fixture(scope="module")
+def oracle() -> Iterator[Oracle]:
+    if not ray_available():
+        pytest.fail(
+            f"{ray_python()} has no ray==2.60.0 (the dev extra installs it; or set RAYSCALE_RAY_PYTHON)"
+        )
+    with Oracle() as o:
+        yield o
+
+
+def _one(oracle: Oracle, snap: Snapshot) -> Outcome:
+    return runner.evaluate(oracle, [("t", snap)])[0]
+
+
+# ----------------------------------------------------------------------------- the judge
+
+
+def test_generated_cases_match_ray(oracle: Oracle) -> None:
+    report = runner.run(oracle, SEED, CASES, shrink_per_kind=1, shrink_seconds=30.0)
+    assert report.cases == CASES
+    if report.by_kind:
+        pytest.fail("rayscale differs from Ray:\n" + report.summary(), pytrace=False)
+
+
+# ----------------------------------------------------------------------------- the harness can fail
+
+
+def test_oracle_answers_like_ray(oracle: Oracle) -> None:
+    """Known Ray behaviour through the oracle: 3 x 1-CPU tasks on 1-CPU nodes launch 3 nodes."""
+    snap = Snapshot(groups=(Group("cpu", {"CPU": 1.0}),), demands=(Demand({"CPU": 1.0}, 3),), head=Head({}))
+    answer = oracle.ask([to_ray("t", snap)])[0]
+    assert answer["error"] is None
+    assert answer["launch"] == {"cpu": 3}
+    assert answer["infeasible_demands"] == [0]
+
+
+def test_oracle_sees_strict_pack_split_by_selectors(oracle: Oracle) -> None:
+    """Ray merges STRICT_PACK bundles only when their selectors are equal (an allowlist entry)."""
+    group = Group("g", {"CPU": 1.0}, labels={"zone": "a"})
+    sel = (LabelConstraint("zone", LabelOp.IN, ("a",)),)
+    gang = Gang(Strategy.STRICT_PACK, ({"CPU": 1.0}, {"CPU": 1.0}), 1, (sel, ()))
+    outcome = _one(oracle, Snapshot(groups=(group,), gangs=(gang,), head=Head({})))
+    assert outcome.ray["launch"] == {"g": 2}  # two 1-CPU nodes for a pack that needs one 2-CPU node
+    assert outcome.ray["infeasible_pgs"] == []
+    kinds = {d.kind for d in outcome.differences}
+    assert "unplaced-gang" in kinds
+    _, allowed = runner.split(outcome, allowlist.load())
+    assert [entry for entry, _ in allowed] == ["strict-pack-split-by-selectors"]
+
+
+def test_compare_catches_unplaced_work_and_extra_hosts(oracle: Oracle) -> None:
+    """A decision that leaves work Ray places, or launches more than Ray, is a difference."""
+    snap = Snapshot(groups=(Group("cpu", {"CPU": 4.0}),), demands=(Demand({"CPU": 1.0}, 2),), head=Head({}))
+    outcome = _one(oracle, snap)
+    assert outcome.differences == []
+    assert outcome.decision is not None
+    lazy = Decision(
+        groups={"cpu": GroupDecision(current=0, replicas=0, launch=0, terminate=0)},
+        terminate=(),
+        unmet=(Unmet("demand", {"CPU": 1.0}, None, None, (), 2, UnmetReason.MAX_REPLICAS),),
+        placements=(),
+    )
+    kinds = {d.kind for d in compare(Outcome("t", snap, lazy, outcome.ray))}
+    assert kinds == {"unplaced-demand"}
+    greedy = Decision(
+        groups={"cpu": GroupDecision(current=0, replicas=3, launch=3, terminate=0)},
+        terminate=(),
+        unmet=(),
+        placements=(),
+    )
+    assert {d.kind for d in compare(Outcome("t", snap, greedy, outcome.ray))} == {"more-hosts"}
+
+
+def test_compare_catches_a_different_idle_removal(oracle: Oracle) -> None:
+    group = Group("cpu", {"CPU": 4.0})
+    nodes = (
+        Node("cpu-0", "cpu", NodeState.RUNNING, idle_seconds=600.0),
+        Node("cpu-1", "cpu", NodeState.RUNNING, idle_seconds=5.0),
+    )
+    snap = Snapshot(groups=(group,), nodes=nodes, head=Head({}))
+    outcome = _one(oracle, snap)
+    assert [t["instance"] for t in outcome.ray["terminate"]] == ["cpu-0"]
+    assert outcome.differences == []
+    assert outcome.decision is not None
+    keep_all = Decision(groups=outcome.decision.groups, terminate=(), unmet=(), placements=())
+    assert {d.kind for d in compare(Outcome("t", snap, keep_all, outcome.ray))} == {"idle-only-ray"}
+
+
+# ----------------------------------------------------------------------------- generator, shrinker, files
+
+
+def test_generator_is_deterministic_and_valid() -> None:
+    for i in range(50):
+        a, b = generate.case(7, i), generate.case(7, i)
+        assert a == b
+        assert shrink.valid(a), i
+        assert scenario_io.roundtrip(a) is None, i
+    assert generate.case(7, 1) != generate.case(8, 1)
+
+
+def test_shrink_finds_a_small_case() -> None:
+    big = next(s for i in range(200) if len((s := generate.case(3, i)).gangs) and len(s.nodes) > 2)
+
+    def has_gang(snaps: list[Snapshot]) -> list[bool]:
+        return [bool(s.gangs) for s in snaps]
+
+    small, tried = shrink.shrink(big, has_gang)
+    assert tried > 0
+    assert [(g.count, len(g.bundles)) for g in small.gangs] == [(1, 1)]
+    assert (small.nodes, small.demands, len(small.groups)) == ((), (), 1)
+
+
+def test_failure_file_replays(tmp_path: Path) -> None:
+    snap = generate.case(5, 3)
+    path = tmp_path / "case.yaml"
+    scenario_io.write(path, snap, "what differed\nsecond line")
+    assert path.read_text(encoding="utf-8").startswith("# what differed\n# second line\n")
+    assert runner.replay(path, snap) is None
+
+
+@pytest.mark.parametrize("path", sorted(KNOWN.glob("*.yaml")), ids=lambda p: p.stem)
+def test_known_differences_replay(path: Path) -> None:
+    """The shrunk cases of known differences stay readable by `rayscale simulate`."""
+    assert runner.replay_all([path]) == {path: None}
+
+
+# ----------------------------------------------------------------------------- the allowlist
+
+
+def test_allowlist_entries_have_predicates() -> None:
+    ids = [e.id for e in allowlist.load()]
+    assert len(ids) == len(set(ids))
+    assert set(ids) == set(allowlist.PREDICATES)
+    assert all(e.reason and "\n" not in e.reason for e in allowlist.load())
+
+
+def test_docs_show_the_allowlist() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    assert allowlist.docs_section(text, allowlist.load()) == text, (
+        "docs/autoscaling.md does not show tests/differential/allowlist.yaml; run "
+        "`python -m tests.differential --write-docs`"
+    )
