@@ -13,7 +13,7 @@ from rayscale.autoscaler import loop
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.kube import ops
 from rayscale.ray import model as ray
-from rayscale.ray.client import GcsUnavailable
+from rayscale.ray.client import GcsCallError, GcsUnavailable
 
 KEY = ("ns", "rc")
 IDLE_HOUR = 3_600_000
@@ -82,17 +82,31 @@ class FakeGcs:
     state: ray.ClusterState | None = None  # None: unreachable
     accept: bool = True
     refuse: frozenset[str] = frozenset()  # node ids that refuse even when `accept`
+    unimplemented: frozenset[str] = frozenset()  # RPC names this Ray does not have (UNIMPLEMENTED)
+    calls: list[str] = []  # the RPC names called, in order
     drained: list[str] = []
+    reports: list[ray.AutoscalingState] = []  # the reports the GCS accepted
 
     def __init__(self, address: str, **_: Any) -> None:
         self.address = address
 
+    def _call(self, method: str) -> None:
+        FakeGcs.calls.append(method)
+        if method in FakeGcs.unimplemented:
+            raise GcsCallError(self.address, method, "UNIMPLEMENTED", f"unknown method {method}")
+
     async def get_cluster_resource_state(self) -> ray.ClusterState:
+        self._call("GetClusterResourceState")
         if FakeGcs.state is None:
             raise GcsUnavailable(self.address, "GetClusterResourceState", "UNAVAILABLE", "down")
         return FakeGcs.state
 
+    async def report_autoscaling_state(self, state: ray.AutoscalingState) -> None:
+        self._call("ReportAutoscalingState")
+        FakeGcs.reports.append(state)
+
     async def drain_node(self, node_id: str, **_: Any) -> ray.DrainResult:
+        self._call("DrainNode")
         FakeGcs.drained.append(node_id)
         ok = FakeGcs.accept and node_id not in FakeGcs.refuse
         return ray.DrainResult(accepted=ok, rejection_reason="" if ok else "busy")
@@ -137,6 +151,7 @@ class Api:
         monkeypatch.setattr(ops, "patch_raycluster_status", cluster_status)
         monkeypatch.setattr(loop, "GcsClient", FakeGcs)
         FakeGcs.state, FakeGcs.accept, FakeGcs.refuse, FakeGcs.drained = None, True, frozenset(), []
+        FakeGcs.unimplemented, FakeGcs.calls, FakeGcs.reports = frozenset(), [], []
 
 
 class Clock:
@@ -505,3 +520,131 @@ async def test_without_the_gcs_a_half_drained_replica_stays(monkeypatch: pytest.
     FakeGcs.state = None  # its other hosts cannot be asked: nothing of it is deleted
     await scaler.step(KEY)
     assert (FakeGcs.drained, api.patches) == (["id-t-0", "id-t-1"], [])
+
+
+# ---- what Ray is told (ReportAutoscalingState), and whether rayscale can serve this Ray ----
+
+
+async def test_every_round_reports_to_ray_with_increasing_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    Api(monkeypatch)
+    FakeGcs.state = gcs_state()
+    source = Source(rc(group("cpu", replicas=0), gpu_group()), requests=[rrr(2)])
+    clock = Clock()
+    scaler = autoscaler(source, clock=clock)
+    for _ in range(3):
+        await scaler.step(KEY)
+    first, *later = FakeGcs.reports
+    assert len(later) == 2
+    versions = [r.autoscaler_state_version for r in FakeGcs.reports]
+    assert versions == sorted(set(versions)), versions  # strictly increasing, even at the same instant
+    assert versions[0] >= int(clock.now().timestamp() * 1000)  # never below the wall clock (restarts)
+    assert {r.last_seen_cluster_resource_state_version for r in FakeGcs.reports} == {1}
+    assert [r.ray_node_type_name for r in first.pending_instance_requests] == ["gpu", "gpu"]
+    FakeGcs.state = None  # unreachable: nothing to report to
+    await scaler.step(KEY)
+    assert len(FakeGcs.reports) == 3
+
+
+async def test_a_failed_launch_is_reported_to_ray_until_it_is_old(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = Api(monkeypatch)
+    FakeGcs.state = gcs_state()
+    source = Source(rc(group("a", replicas=1)), [pod("w", "a", phase="Pending", ready=False)])
+    clock = Clock()
+    scaler = autoscaler(source, clock=clock)
+    await scaler.step(KEY)
+    assert api.patches[-1][-1]["value"] == {"workersToDelete": ["w"]}
+    (failed,) = FakeGcs.reports[-1].failed_instance_requests
+    assert (failed.ray_node_type_name, failed.count) == ("a", 1)
+    assert failed.reason == "pod not scheduled within 900s"
+    source.body, source._pods = rc(group("a", replicas=0)), []  # the patch landed
+    clock.advance(599)
+    await scaler.step(KEY)
+    assert len(FakeGcs.reports[-1].failed_instance_requests) == 1
+    clock.advance(2)
+    await scaler.step(KEY)
+    assert FakeGcs.reports[-1].failed_instance_requests == ()
+
+
+def compat(api: Api) -> dict[str, Any]:
+    """The RayCompatible condition of the latest status.autoscaler written."""
+    (condition,) = api.cluster_statuses[-1]["autoscaler"]["conditions"]
+    assert condition["type"] == "RayCompatible"
+    return dict(condition)
+
+
+def warnings(events: Events) -> list[tuple[str, str]]:
+    return [(r, m) for t, r, m in events.posted if t == "Warning"]
+
+
+async def test_a_ray_without_report_and_drain_is_incompatible_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api, source = idle_setup(monkeypatch)
+    FakeGcs.unimplemented = frozenset({"ReportAutoscalingState", "DrainNode"})
+    events = Events()
+    clock = Clock()
+    scaler = autoscaler(source, events, clock)
+    for _ in range(3):
+        await scaler.step(KEY)
+        clock.advance(5)
+    assert api.patches == []  # the idle node cannot be drained, so it stays
+    condition = compat(api)
+    assert (condition["status"], condition["reason"]) == ("False", "DrainUnsupported")
+    assert "no DrainNode" in condition["message"]
+    assert "no ReportAutoscalingState" in condition["message"]
+    assert warnings(events) == [("DrainUnsupported", condition["message"])]
+    assert FakeGcs.calls.count("ReportAutoscalingState") == 1  # not asked again this session
+    assert FakeGcs.reports == []
+
+    # A restarted operator reads the condition back: no new Event, and still no report.
+    assert source.body is not None
+    source.body["status"] = {"autoscaler": api.cluster_statuses[-1]["autoscaler"]}
+    restarted_events = Events()
+    restarted = autoscaler(source, restarted_events, clock)
+    await restarted.step(KEY)
+    assert restarted_events.posted == []
+    assert FakeGcs.calls.count("ReportAutoscalingState") == 1
+
+    # A new Ray (a new GCS session) that has both: compatible again, a Normal Event.
+    FakeGcs.unimplemented = frozenset()
+    FakeGcs.state = gcs_state(idle("w"), session="s2")
+    await restarted.step(KEY)
+    condition = compat(api)
+    assert (condition["status"], condition["reason"]) == ("True", "Compatible")
+    assert [(t, r) for t, r, _ in restarted_events.posted] == [("Normal", "RayCompatible")]
+    assert len(FakeGcs.reports) == 1
+
+
+@pytest.mark.parametrize(
+    ("unimplemented", "options", "reason"),
+    [
+        ({"ReportAutoscalingState"}, {}, "ReportUnsupported"),
+        ({"GetClusterResourceState", "ReportAutoscalingState"}, {}, "RayTooOld"),
+        (set(), {"version": "v1"}, "AutoscalerV1"),
+    ],
+)
+async def test_what_makes_a_cluster_incompatible_is_warned_once(
+    monkeypatch: pytest.MonkeyPatch, unimplemented: set[str], options: dict[str, str], reason: str
+) -> None:
+    api = Api(monkeypatch)
+    FakeGcs.state = gcs_state()
+    FakeGcs.unimplemented = frozenset(unimplemented)
+    body = rc(group("a", replicas=0))
+    body["spec"]["autoscalerOptions"] = options
+    events = Events()
+    scaler = autoscaler(Source(body), events)
+    await scaler.step(KEY)
+    await scaler.step(KEY)
+    condition = compat(api)
+    assert (condition["status"], condition["reason"]) == ("False", reason)
+    assert [r for r, _ in warnings(events)] == [reason]
+
+
+async def test_a_compatible_ray_gets_a_true_condition_and_no_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    api, source = idle_setup(monkeypatch)
+    events = Events()
+    await autoscaler(source, events).step(KEY)
+    assert FakeGcs.drained == ["id-w"]
+    condition = compat(api)
+    assert (condition["status"], condition["reason"]) == ("True", "Compatible")
+    assert [r for _, r, _ in events.posted if r in ("RayCompatible", "DrainUnsupported")] == []

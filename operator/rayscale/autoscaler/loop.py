@@ -9,17 +9,21 @@ write (``writable``) -> drain the hosts of the IDLE and DRAINED removals left, h
 (refused replicas stay; accepted hosts are remembered as draining until their removal is written)
 -> ``build_patch`` -> one JSON patch guarded by a resourceVersion ``test``. A failed test
 (409/422) re-plans on the cluster read fresh from the API server. Launch failures named in the
-patch start the group's backoff; dead Ray nodes get a ``RayNodeDied`` Event. Then every
-RayResourceRequest of the cluster gets its status, the RayCluster its ``status.autoscaler`` (a
-merge patch of that one key, only when it changed), an ``UnmetDemand`` Event when the unmet demand
-changed, and the metrics their values.
+patch start the group's backoff and are remembered for Ray's "Recent failures"; dead Ray nodes get
+a ``RayNodeDied`` Event. Then every RayResourceRequest of the cluster gets its status, Ray's GCS
+the round's ``AutoscalingState`` (ray_report.py: pending launches and pods, recent launch failures,
+infeasible demand; what ``ray status`` shows), the RayCluster its ``status.autoscaler`` (a merge
+patch of that one key, only when it changed) with the ``RayCompatible`` condition (compat.py; an
+Event when it changes), an ``UnmetDemand`` Event when the unmet demand changed, and the metrics
+their values.
 
 Per cluster the loop keeps: each group's backoff, since when each group has been short of pods,
-since when each running pod has had no Ray node, the pods whose drain was accepted, and the GCS
-session last seen.
+since when each running pod has had no Ray node, the pods whose drain was accepted, the GCS
+session last seen, which GCS methods answered (UNIMPLEMENTED ones make the cluster incompatible),
+the recent launch failures and the version of the last report to Ray.
 
 All decisions live in the pure modules (snapshot, trust, scheduler, drain, patch, requests,
-status); this is I/O.
+status, ray_report, compat); this is I/O.
 """
 
 from __future__ import annotations
@@ -36,8 +40,24 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client
 
 from rayscale.autoscaler.backoff import Backoff
+from rayscale.autoscaler.compat import (
+    CLUSTER_STATE,
+    DRAIN,
+    REPORT,
+    GcsSupport,
+    compat_condition,
+    compat_event,
+    find_condition,
+)
 from rayscale.autoscaler.drain import DrainUnit, drain_plan, drain_units, still_draining, without
 from rayscale.autoscaler.patch import JsonPatch, build_patch, writable
+from rayscale.autoscaler.ray_report import (
+    LaunchFailure,
+    autoscaling_state,
+    launch_failures,
+    next_version,
+    remember,
+)
 from rayscale.autoscaler.requests import decision_status, pending_status, status_patch
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import Decision, RemovalCause, Snapshot
@@ -139,6 +159,10 @@ class Autoscaler:
         self._unreachable: set[ClusterKey] = set()  # logged as unreachable
         self._warned: set[ClusterKey] = set()  # a GcsUnreachable Event was posted
         self._unmet: dict[ClusterKey, UnmetKey] = {}  # the unmet demand last posted as an Event
+        self._support: dict[ClusterKey, GcsSupport] = {}  # which GCS methods answered
+        self._compat: dict[ClusterKey, Obj] = {}  # the RayCompatible condition last reported
+        self._failures: dict[ClusterKey, tuple[LaunchFailure, ...]] = {}  # recent launch failures
+        self._report_version: dict[ClusterKey, int] = {}  # the version of the last report to Ray
 
     def mark(self, key: ClusterKey) -> None:
         self.queue.mark(key)
@@ -182,6 +206,7 @@ class Autoscaler:
                 snapshot, decision = planned
                 status = functools.partial(decision_status, decision=decision)
                 await self._write_statuses(requests, status)
+                await self._tell_ray(key, snapshot, decision, state)
                 await self._report(key, cluster, snapshot, decision)
                 return self.config.interval
             fresh = await ops.get_raycluster(self.api, *key)
@@ -244,7 +269,7 @@ class Autoscaler:
                 log.debug("autoscaler patch of %s/%s refused (%s); re-planning", *key, exc)
                 return None
             raise
-        self._applied(key, cluster, decision, patch, backoff)
+        self._applied(key, cluster, snapshot, decision, patch, backoff, now)
         return snapshot, decision
 
     def _trust(self, key: ClusterKey, state: ClusterState | None) -> Hold | None:
@@ -270,9 +295,17 @@ class Autoscaler:
         return held
 
     def _applied(
-        self, key: ClusterKey, cluster: Obj, decision: Decision, patch: JsonPatch, backoff: Backoff
+        self,
+        key: ClusterKey,
+        cluster: Obj,
+        snapshot: Snapshot,
+        decision: Decision,
+        patch: JsonPatch,
+        backoff: Backoff,
+        now: datetime,
     ) -> None:
-        """Events and metrics of a patch that landed; launch failures it names start their group's backoff."""
+        """Events and metrics of a patch that landed; launch failures it names start their group's
+        backoff and are remembered for Ray's "Recent failures"."""
         specs = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
         named: set[str] = set()
         resized: dict[str, tuple[Obj, int]] = {}  # group -> (its spec, the new replicas)
@@ -306,6 +339,8 @@ class Autoscaler:
                     f"group {removal.group}: the Ray node of pod {removal.name} died; the pod is removed"
                 )
                 self.events.post(cluster, "Normal", "RayNodeDied", message)
+        landed = launch_failures(snapshot, decision, now, landed=[r.name for r in written])
+        self._failures[key] = remember(self._failures.get(key, ()), landed, now)
         failed = Counter(r.group for r in written if r.reason is RemovalCause.LAUNCH_FAILED)
         for group, nodes in sorted(failed.items()):
             self.metrics.launches_failed(key, group, nodes)
@@ -323,13 +358,17 @@ class Autoscaler:
 
     async def _gcs_state(self, key: ClusterKey, cluster: Obj) -> ClusterState | None:
         address: str | None = None
+        support = self._gcs_support(key, cluster)
         try:
             address = gcs_address(cluster)
             gcs = await self._gcs_client(key, cluster, address)
             state = await gcs.get_cluster_resource_state()
         except (AddressError, GcsError, ops.KubeError) as exc:
+            if isinstance(exc, GcsError):
+                self._support[key] = support.seen(CLUSTER_STATE, exc.code)
             self._gcs_failed(key, cluster, address, str(exc))
             return None
+        self._support[key] = support.for_session(state.session_name).seen(CLUSTER_STATE, None)
         self._gcs_health[key] = GcsHealth(address, reachable=True, last_contact=datetime.now(UTC))
         self.metrics.gcs(key, reachable=True)
         if key in self._unreachable:
@@ -339,6 +378,17 @@ class Autoscaler:
             self._warned.discard(key)
             self.events.post(cluster, "Normal", "GcsReachable", f"Ray's GCS at {address} answers again")
         return state
+
+    def _gcs_support(self, key: ClusterKey, cluster: Obj) -> GcsSupport:
+        """What the GCS answered so far; after a restart, what the written condition says was missing."""
+        known = self._support.get(key)
+        if known is None:
+            known = GcsSupport.remembered(find_condition(_autoscaler_status(cluster)))
+        return known
+
+    def _seen(self, key: ClusterKey, method: str, code: str | None) -> None:
+        """Record how the GCS answered a call of `method` (`code` None: it answered)."""
+        self._support[key] = (self._support.get(key) or GcsSupport()).seen(method, code)
 
     def _gcs_failed(self, key: ClusterKey, cluster: Obj, address: str | None, error: str) -> None:
         previous = self._gcs_health.get(key)
@@ -381,8 +431,10 @@ class Autoscaler:
             try:
                 result = await gcs.drain_node(node_id, message=f"rayscale: idle, removing pod {pod}")
             except GcsError as exc:
+                self._seen(key, DRAIN, exc.code)
                 log.info("drain of %s in %s/%s failed, keeping it: %s", pod, *key, exc)
                 return False
+            self._seen(key, DRAIN, None)
             if not result.accepted:
                 log.info("node %s in %s/%s refused to drain: %s", pod, *key, result.rejection_reason)
             return result.accepted
@@ -390,6 +442,30 @@ class Autoscaler:
         outcome = await drain_units(units, ask)
         self._draining[key] = self._draining.get(key, frozenset()) | outcome.accepted
         return set(outcome.refused)
+
+    async def _tell_ray(
+        self, key: ClusterKey, snapshot: Snapshot, decision: Decision, state: ClusterState | None
+    ) -> None:
+        """Report the round to Ray's GCS (what ``ray status`` shows); failures are logged, never raised."""
+        now = self.wall_clock()
+        failures = remember(self._failures.get(key, ()), (), now)
+        self._failures[key] = failures
+        cached = self._gcs.get(key)
+        support = self._support.get(key) or GcsSupport()
+        if state is None or cached is None or support.report is False:
+            return
+        version = next_version(self._report_version.get(key), state, now)
+        report = autoscaling_state(
+            snapshot, decision, state, failures, now, version=version, pods=list(self.source.pods(key))
+        )
+        try:
+            await cached[2].report_autoscaling_state(report)
+        except GcsError as exc:
+            self._seen(key, REPORT, exc.code)
+            log.info("report to the GCS of %s/%s failed: %s", *key, exc)
+            return
+        self._report_version[key] = version
+        self._seen(key, REPORT, None)
 
     async def _close_gcs(self, key: ClusterKey) -> None:
         cached = self._gcs.pop(key, None)
@@ -407,6 +483,10 @@ class Autoscaler:
         self._draining.pop(key, None)
         self._session.pop(key, None)
         self._hold.pop(key, None)
+        self._support.pop(key, None)
+        self._compat.pop(key, None)
+        self._failures.pop(key, None)
+        self._report_version.pop(key, None)
         if not keep_backoff:
             self._backoff.pop(key, None)
             self._backoff_until.pop(key, None)
@@ -421,7 +501,8 @@ class Autoscaler:
         backing_off = {g.name for g in snapshot.groups if g.backoff}
         until = {g: t for g, t in self._backoff_until.get(key, {}).items() if g in backing_off}
         gcs = self._gcs_health.get(key) or GcsHealth(None, reachable=False)
-        new = autoscaler_status(snapshot, decision, gcs, until, now, old)
+        compat = self._compatible(key, cluster, old, now)
+        new = autoscaler_status(snapshot, decision, gcs, until, now, old, compat=compat)
         previous = self._unmet.get(key)
         if previous is None and old is not None:  # after a restart: what the status already says
             previous = unmet_key(old.get("unmetDemand") or [])
@@ -432,6 +513,16 @@ class Autoscaler:
         self.metrics.round(key, pending=pending, unmet=unmet, backing_off=len(backing_off))
         patch = autoscaler_patch(old, new, now, refresh_seconds=self.config.status_refresh_seconds)
         await self._write_cluster_status(key, patch)
+
+    def _compatible(self, key: ClusterKey, cluster: Obj, old: Obj | None, now: datetime) -> Obj:
+        """The RayCompatible condition now; an Event when it changed since the last one reported."""
+        was = self._compat.get(key) or find_condition(old)  # after a restart: the one written
+        condition = compat_condition(cluster, self._gcs_support(key, cluster), now, was)
+        self._compat[key] = condition
+        event = compat_event(was, condition)
+        if event is not None:
+            self.events.post(cluster, *event)
+        return condition
 
     async def _write_cluster_status(self, key: ClusterKey, patch: dict[str, Any] | None) -> None:
         if patch is None:
