@@ -107,17 +107,26 @@ def _slim(body: Mapping[str, Any], spec_keys: tuple[str, ...]) -> dict[str, Any]
     }  # fmt: skip
 
 
+# The pod conditions rayscale reads, and their keys: Ready (the head's status), PodScheduled (the
+# autoscaler's provisioning and boot clocks, and what a pending pod waits for in Ray's report).
+_POD_CONDITIONS = {
+    "Ready": ("type", "status", "reason", "message"),
+    "PodScheduled": ("type", "status", "reason", "lastTransitionTime"),
+}
+
+
 def slim_pod_status(status: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod status fields rayscale reads: phase, IP, the Ready condition, the containers' states.
+    """The pod status fields rayscale reads: phase, IP, the Ready and PodScheduled conditions, the
+    containers' states.
 
     A kwok or kubelet pod status was two thirds of an indexed pod's memory (6.6 of 10 KB); this
     keeps about a fifth of it.
     """
     out: dict[str, Any] = {k: status[k] for k in ("phase", "podIP", "reason", "message") if status.get(k)}
     out["conditions"] = [
-        {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+        {k: c[k] for k in _POD_CONDITIONS[c["type"]] if k in c}
         for c in status.get("conditions") or []
-        if c.get("type") == "Ready"
+        if c.get("type") in _POD_CONDITIONS
     ]
     out["containerStatuses"] = [
         {

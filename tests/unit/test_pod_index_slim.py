@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
-from raycluster_factory import pod
+from raycluster_factory import cluster, group, pod
 
+from rayscale.autoscaler import snapshot as autoscaler_snapshot
+from rayscale.autoscaler.ray_report import pending_details
+from rayscale.autoscaler.scheduling.model import NodeState
 from rayscale.controller import snapshot
 from rayscale.handlers import slim_pod_status
 
@@ -48,7 +52,8 @@ def test_keeps_what_is_read_and_drops_the_rest() -> None:
         "phase": "Running",
         "podIP": "10.244.0.3",
         "conditions": [
-            {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": "not ready"}
+            {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": "not ready"},
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
         ],
         "containerStatuses": [{"name": "ray", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}],
     }
@@ -65,3 +70,22 @@ def test_the_slim_pod_answers_like_the_full_one() -> None:
     ready = snapshot.condition(slim, "Ready")
     assert ready is not None
     assert (ready["reason"], ready["message"]) == ("ContainersNotReady", "not ready")  # the head's status
+
+
+def test_the_autoscaler_ages_a_slim_scheduled_pod_from_when_it_was_scheduled() -> None:
+    full = pod("w", "small", phase="Pending", ready=False, created="2025-12-31T23:00:00Z")
+    full["status"] = {**copy.deepcopy(KUBELET_STATUS), "phase": "Pending"}
+    slim = copy.deepcopy(full)
+    slim["status"] = slim_pod_status(full["status"])
+    body = cluster(group("small", replicas=1), autoscaling=True)
+    now = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
+    nodes = [
+        autoscaler_snapshot.build_snapshot(body, [p], None, [], frozenset(), now).nodes[0]
+        for p in (full, slim)
+    ]
+    assert nodes[0] == nodes[1]
+    (node, _) = nodes
+    assert (node.state, node.booting, node.pending_seconds) == (NodeState.PENDING, True, 600.0)
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3"}
+    waiting = slim_pod_status({"phase": "Pending", "conditions": [unschedulable]})
+    assert pending_details(node, {"status": waiting}) == "pod pending: unschedulable"
