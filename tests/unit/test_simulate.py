@@ -201,7 +201,7 @@ def test_new_fields_reach_the_snapshot() -> None:
 EXPECTED: dict[str, tuple[dict[str, int], dict[str, str]]] = {
     "fallback-selectors": ({"on-demand": 2}, {}),
     "bundle-selectors": ({"zone-b-ssd": 1}, {}),
-    "constraint-units": ({"cpu": 2, "cpu-b": 1}, {}),
+    "constraint-units": ({"cpu": 1, "cpu-b": 2}, {}),
     "head-node": ({"workers": 1}, {}),
     "lost-nodes": (
         {"cpu": 2},

@@ -20,12 +20,22 @@ relevant labels), not with requests times hosts.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from rayscale.autoscaler.scheduling.catalog import HEAD_GROUP, Catalog, Selectors, Shape
 from rayscale.autoscaler.scheduling.explain import Explainer
-from rayscale.autoscaler.scheduling.fleet import Fleet, Host
+from rayscale.autoscaler.scheduling.fleet import HEAD, NO_REPLICA, PENDING, RUNNING, Fleet, Host
+from rayscale.autoscaler.scheduling.greedy import (
+    CONSTRAINT,
+    DEMAND,
+    Bin,
+    Load,
+    Placer,
+    Result,
+    Run,
+    blocked_reason,
+    ordered,
+)
 from rayscale.autoscaler.scheduling.model import (
     RAY_REQUEST_UNIT,
     Constraint,
@@ -42,9 +52,14 @@ from rayscale.autoscaler.scheduling.model import (
     Strategy,
     UnmetReason,
 )
-from rayscale.autoscaler.scheduling.packing import Launch, pack_new, shape_order
-from rayscale.autoscaler.scheduling.pool import HEAD, NEW, PENDING, RUNNING, Move, Pool
-from rayscale.autoscaler.scheduling.removal import Removed, idle, launch_failures, lost_nodes, over_caps
+from rayscale.autoscaler.scheduling.removal import (
+    Removed,
+    idle,
+    launch_failures,
+    lost_nodes,
+    over_max_replicas,
+    over_max_workers,
+)
 from rayscale.autoscaler.scheduling.space import Space, Vec, add
 
 __all__ = ["schedule"]
@@ -115,10 +130,7 @@ class _Pass:
         self.fleet = Fleet(self.catalog, snapshot.options)
         self.explain = Explainer()
         self.removed: Removed = {}
-        self.demand_pool = Pool(self.catalog)
-        self.constraint_pool = Pool(self.catalog)
-        self._free: dict[int, tuple[Vec, Vec, int]] = {}  # host -> (capacity, free, label set)
-        self._load_nodes()
+        self.placer = Placer(self.catalog, self.fleet, self._load())
 
     # -- input -----------------------------------------------------------------------
     def _free_vec(self, capacity: Vec, available: Mapping[str, float] | None) -> Vec:
@@ -147,9 +159,11 @@ class _Pass:
             lost=LOST.get(node.state),
         )
 
-    def _load_nodes(self) -> None:
-        by_replica: dict[tuple[str, str], list[tuple[Host, Vec, int]]] = {}
-        for node in self.snapshot.nodes:
+    def _load(self) -> list[Bin]:
+        """The fleet's replicas and, in Ray's order (the head, then the nodes as listed), the
+        hosts that can take work: draining and dead hosts take none."""
+        by_replica: dict[tuple[str, str], list[tuple[int, Host, Vec, int]]] = {}
+        for position, node in enumerate(self.snapshot.nodes):
             info = self.catalog.by_name.get(node.group)
             if info is None or node.state is NodeState.TERMINATING:
                 continue  # terminating hosts absorb nothing and are not counted
@@ -157,72 +171,108 @@ class _Pass:
             capacity = info.hosts[min(len(members), info.num_hosts - 1)]
             free = self._free_vec(capacity, node.available if node.state is NodeState.RUNNING else None)
             labels = self.catalog.label_set(node.labels, info.index)
-            members.append((self._host(node, capacity, free), free, labels))
+            members.append((position, self._host(node, capacity, free), free, labels))
+        found: list[tuple[int, Bin]] = []
         for (group, name), members in sorted(by_replica.items()):
-            gi = self.catalog.by_name[group].index
-            rid = self.fleet.add_existing(gi, [h for h, _, _ in members], name)
+            info = self.catalog.by_name[group]
+            rid = self.fleet.add_existing(info.index, [h for _, h, _, _ in members], name)
             hosts = self.fleet.replicas[rid].hosts
-            for i, (host_id, (host, free, labels)) in enumerate(zip(hosts, members, strict=True)):
-                if host.lost is None:  # draining and dead hosts take no work
-                    self._free[host_id] = (self.catalog.groups[gi].hosts[i], free, labels)
-        self._fill_pools()
-        self._load_head()
+            for i, (host_id, (position, host, free, labels)) in enumerate(zip(hosts, members, strict=True)):
+                if host.lost is None:
+                    total = info.hosts[i]
+                    bin_ = Bin(
+                        host_id,
+                        info.index,
+                        host.rank,
+                        total,
+                        labels,
+                        info.spec.priority,
+                        (Load(free), Load(total)),
+                        running=host.rank == RUNNING,
+                    )
+                    found.append((position, bin_))
+        order = [b for _, b in sorted(found, key=lambda item: item[0])]
+        head = self._load_head()
+        return ([head] if head is not None else []) + order
 
-    def _fill_pools(self) -> None:
-        """Add hosts least idle first: work and constraints go there, so idle hosts stay free to go."""
-        hosts = self.fleet.hosts
-        for hid in sorted(self._free, key=lambda h: (hosts[h].idle_seconds, hosts[h].name or "")):
-            total, free, labels = self._free[hid]
-            self.constraint_pool.add(hid, hosts[hid].group, hosts[hid].rank, total, labels)
-            self.demand_pool.add(hid, hosts[hid].group, hosts[hid].rank, free, labels)
-
-    def _load_head(self) -> None:
+    def _load_head(self) -> Bin | None:
         """The head: its free resources take work, its whole capacity counts for constraints."""
         head = self.snapshot.head
         if head is None:
-            return
+            return None
         total = self.catalog.space.capacity(head.resources)
         free = self._free_vec(total, head.available)
         hid = self.fleet.add_head()
         labels = self.catalog.label_set(head.labels)
-        self.constraint_pool.add(hid, HEAD_GROUP, HEAD, total, labels)
-        self.demand_pool.add(hid, HEAD_GROUP, HEAD, free, labels)
+        return Bin(hid, HEAD_GROUP, HEAD, total, labels, 0, (Load(free), Load(total)), running=True)
 
     # -- steps -----------------------------------------------------------------------
-    def drop_removed(self) -> None:
-        for rid in self.removed:
-            for h in self.fleet.replicas[rid].hosts:
-                self.demand_pool.discard(h)
-                self.constraint_pool.discard(h)
+    def _gone(self, b: Bin) -> bool:
+        rid = self.fleet.hosts[b.host].replica
+        return rid != NO_REPLICA and self.fleet.replicas[rid].removed
 
     def group_minimums(self) -> None:
+        """Groups below minReplicas launch the missing replicas; their hosts come first."""
+        fresh: list[Bin] = []
         for info in self.catalog.groups:
             wanted = info.spec.min_replicas - self.fleet.live(info.index)
             for _ in range(self.fleet.room(info.index, wanted)):
                 rid = self.fleet.launch(info.index)
                 for i, h in enumerate(self.fleet.replicas[rid].hosts):
-                    self.demand_pool.add(h, info.index, NEW, info.hosts[i])
-                    self.constraint_pool.add(h, info.index, NEW, info.hosts[i])
+                    fresh.append(self.placer.fresh(info.index, h, i))
+        self.placer.order = fresh + [b for b in self.placer.order if not self._gone(b)]
 
-    def _placed_on(self, key: tuple[object, ...], hosts: list[int], units: int) -> None:
-        """Record ``units`` put on existing (or earlier launched) ``hosts`` of one class."""
+    def _termination_order(self, b: Bin) -> tuple[bool, float, float]:
+        """Ray's order for removals at a cap: no Ray node first, longest idle, least used."""
+        free = b.loads[DEMAND].free
+        used = [(t - f) / t for t, f in zip(b.total, free, strict=True) if t > 0]
+        idle_seconds = self.fleet.hosts[b.host].idle_seconds
+        return (b.running, -idle_seconds, sum(used) / len(used) if used else 0.0)
+
+    def caps(self) -> None:
+        """Surplus over maxReplicas, then over maxWorkers, goes. The hosts left are listed by
+        group (in order of first appearance), a trimmed group's and, after a cluster-wide cut,
+        all of them in Ray's termination order with the head last, as Ray lists them."""
+        trimmed = over_max_replicas(self.fleet, self.removed)
+        cut = over_max_workers(self.fleet, self.removed)
+        by_group: dict[int, list[Bin]] = {}
+        for b in self.placer.order:
+            if not self._gone(b):
+                by_group.setdefault(b.group, []).append(b)
+        for group in trimmed:
+            by_group.get(group, []).sort(key=self._termination_order)
+        order = [b for bins in by_group.values() for b in bins]
+        if cut:
+            order = sorted((b for b in order if b.rank != HEAD), key=self._termination_order) + [
+                b for b in order if b.rank == HEAD
+            ]
+        self.placer.order = order
+
+    def _reason(self, shape: Shape) -> UnmetReason:
+        return blocked_reason(self.fleet, shape.eligible)
+
+    def _batch(self, runs: list[Run], source: int, atomic: bool) -> tuple[Result, dict[int, UnmetReason]]:
+        """Place one batch; an atomic one that leaves anything is undone. Returns the result
+        and, per run left (partly) unplaced, why."""
         fleet = self.fleet
-        first = fleet.hosts[hosts[0]]
-        names = [fleet.hosts[h].name or "" for h in hosts] if first.rank not in (NEW, HEAD) else []
-        self.explain.placed(key, self.catalog.group_name(first.group), first.rank, units, names)
-        for h in hosts:
-            fleet.mark_worked(h)
-
-    def _record_moves(self, key: tuple[object, ...], moves: list[Move]) -> None:
-        for m in moves:
-            self._placed_on(key, m.hosts, m.units)
-
-    def _record_launches(self, keys: dict[int, tuple[object, ...]], launches: list[Launch]) -> None:
-        for launch in launches:
-            name = self.catalog.groups[launch.group].name
-            for fill in launch.fills:
-                for shape, units in fill.items():
-                    self.explain.placed(keys[shape], name, NEW, units * launch.copies, [])
+        if atomic:
+            fleet.checkpoint()
+        result = self.placer.place(runs, source)
+        reasons = {i: self._reason(runs[i].shape) for i, n in enumerate(result.left) if n > 0}
+        if atomic and reasons:
+            fleet.rollback()
+            return result, reasons
+        if atomic:
+            fleet.commit()
+        self.placer.order = result.order
+        self.placer.spares = result.spares
+        for b, fill in result.fills:
+            name = fleet.hosts[b.host].name if b.rank in (RUNNING, PENDING) else None
+            for i, units in fill:
+                group = self.catalog.group_name(b.group)
+                self.explain.placed(runs[i].tag, group, b.rank, units, [name] if name else [])
+            fleet.mark_worked(b.host)
+        return result, reasons
 
     def constraints(self) -> None:
         units: dict[str, list[Constraint]] = {}
@@ -233,66 +283,50 @@ class _Pass:
 
     def _constraint_unit(self, unit: str, constraints: list[Constraint]) -> None:
         """Place one all-or-nothing set of constraint bundles, or nothing of it."""
-        counts: Counter[int] = Counter()
-        keys: dict[int, tuple[object, ...]] = {}
+        runs = []
+        totals: dict[tuple[object, ...], int] = {}
         for c in constraints:
             shape = self.catalog.shape(c.resources, _selectors(c.label_selector))
-            keys[shape.index] = self.explain.entry(
+            key = self.explain.entry(
                 "constraint",
                 resources=self.catalog.space.mapping(shape.vec),
                 selector=c.label_selector,
                 unit=unit,
             )
-            counts[shape.index] += c.count
-        for pool in (self.constraint_pool, self.demand_pool):
-            pool.checkpoint()
-        self.fleet.checkpoint()
-        moves: dict[int, list[Move]] = {}
-        left: dict[int, int] = {}
-        for shape in self._ordered(counts):
-            moves[shape.index], left[shape.index] = self.constraint_pool.place_bulk(
-                shape, counts[shape.index]
-            )
-        launches, unmet = pack_new(self.catalog, self.fleet, [self.constraint_pool, self.demand_pool], left)
-        if unmet:
-            for pool in (self.constraint_pool, self.demand_pool):
-                pool.rollback()
-            self.fleet.rollback()
-            first = next(iter(unmet.values()))
-            for index, total in counts.items():
-                self.explain.unmet(keys[index], total, unmet.get(index, first))
+            totals[key] = totals.get(key, 0) + c.count
+            runs.append(Run(shape, c.count, key))
+        runs = ordered(self.catalog, runs)
+        _, reasons = self._batch(runs, CONSTRAINT, atomic=True)
+        if reasons:
+            first = next(iter(reasons.values()))
+            by_key = {runs[i].tag: reason for i, reason in reasons.items()}
+            for key, total in totals.items():
+                self.explain.unmet(key, total, by_key.get(key, first))
             return
-        for pool in (self.constraint_pool, self.demand_pool):
-            pool.commit()
-        self.fleet.commit()
-        for index, total in counts.items():
-            self._record_moves(keys[index], moves[index])
-            self.explain.finish(keys[index], total)
-        self._record_launches(keys, launches)
-
-    def _ordered(self, counts: Counter[int] | dict[int, int]) -> list[Shape]:
-        shapes = [self.catalog.shapes[i] for i in counts]
-        return sorted(shapes, key=lambda s: shape_order(self.catalog, s))
+        for key, total in totals.items():
+            self.explain.finish(key, total)
 
     def gangs(self) -> None:
         def order(gang: Gang) -> tuple[int, int]:
             strict = gang.strategy in (Strategy.STRICT_PACK, Strategy.STRICT_SPREAD)
             return (-(len(gang.bundles) if strict else 0), -len(gang.bundles))
 
+        mark = 0
         for gang in sorted(self.snapshot.gangs, key=order):
             key = self.explain.entry(
                 "gang", bundles=gang.bundles, strategy=gang.strategy, bundle_selectors=gang.bundle_selectors
             )
             for done in range(gang.count):
-                reason = self._place_gang(key, gang)
+                mark += 1
+                reason = self._place_gang(key, gang, mark)
                 if reason is not None:
                     self.explain.unmet(key, gang.count - done, reason)
                     break
                 self.explain.finish(key, 1)
 
-    def _gang_shapes(self, gang: Gang) -> list[Shape]:
-        """The units a gang places: each bundle with its selector, or (STRICT_PACK) their sum
-        on a host that matches every bundle's selector."""
+    def _gang_runs(self, key: tuple[object, ...], gang: Gang, mark: int) -> list[Run]:
+        """A gang's requests: each bundle with its selector, or (STRICT_PACK) their sum on a
+        host that matches every bundle's selector; STRICT_SPREAD bundles carry the gang's mark."""
         space = self.catalog.space
         missing = len(gang.bundles) - len(gang.bundle_selectors)
         selectors = tuple(gang.bundle_selectors[: len(gang.bundles)]) + ((),) * max(missing, 0)
@@ -300,62 +334,45 @@ class _Pass:
             total: Vec = tuple(0.0 for _ in space.names)
             for b in gang.bundles:
                 total = add(total, space.vec(b))
-            return [self.catalog.shape_of(total, _selectors(_merged(selectors)))]
-        shapes = (
-            self.catalog.shape(b, _selectors(sel)) for b, sel in zip(gang.bundles, selectors, strict=True)
-        )
-        return sorted(shapes, key=lambda s: shape_order(self.catalog, s))
-
-    def _place_gang(self, key: tuple[object, ...], gang: Gang) -> UnmetReason | None:
-        shapes = self._gang_shapes(gang)
+            shape = self.catalog.shape_of(total, _selectors(_merged(selectors)))
+            return [Run(shape, 1, key, constrained=True)]
         spread = gang.strategy is Strategy.STRICT_SPREAD
-        pool, fleet = self.demand_pool, self.fleet
-        pool.checkpoint()
-        fleet.checkpoint()
-        used: set[int] = set()
-        moves: list[int] = []
-        left: Counter[int] = Counter()
-        for shape in shapes:
-            host = pool.best_host(shape, used if spread else set())
-            if host is None:
-                left[shape.index] += 1
-                continue
-            moves.append(host)
-            pool.place_one(host, shape.vec)
-            used.add(host)
-        launches, unmet = pack_new(self.catalog, fleet, [pool], dict(left), one_per_host=spread, repeat=False)
-        if unmet:
-            pool.rollback()
-            fleet.rollback()
-            return next(iter(unmet.values()))
-        pool.commit()
-        fleet.commit()
-        for host in moves:
-            self._placed_on(key, [host], 1)
-        self._record_launches(dict.fromkeys(left, key), launches)
-        return None
+        return ordered(
+            self.catalog,
+            [
+                Run(self.catalog.shape(b, _selectors(sel)), 1, key, spread, mark if spread else None)
+                for b, sel in zip(gang.bundles, selectors, strict=True)
+            ],
+        )
+
+    def _place_gang(self, key: tuple[object, ...], gang: Gang, mark: int) -> UnmetReason | None:
+        _, reasons = self._batch(self._gang_runs(key, gang, mark), DEMAND, atomic=True)
+        return next(iter(reasons.values()), None)
 
     def demands(self) -> None:
-        counts: Counter[int] = Counter()
-        keys: dict[int, tuple[object, ...]] = {}
+        runs = []
+        totals: dict[tuple[object, ...], int] = {}
         for d in self.snapshot.demands:
             shape = self.catalog.shape(d.resources, d.selectors)
-            keys[shape.index] = self.explain.entry(
+            key = self.explain.entry(
                 "demand",
                 resources=self.catalog.space.mapping(shape.vec),
                 selector=d.label_selector,
                 fallbacks=d.fallbacks,
             )
-            counts[shape.index] += d.count
-        left: dict[int, int] = {}
-        for shape in self._ordered(counts):
-            moves, left[shape.index] = self.demand_pool.place_bulk(shape, counts[shape.index])
-            self._record_moves(keys[shape.index], moves)
-        launches, unmet = pack_new(self.catalog, self.fleet, [self.demand_pool], left)
-        self._record_launches(keys, launches)
-        for index, total in counts.items():
-            self.explain.unmet(keys[index], left[index], unmet.get(index, UnmetReason.NO_MATCHING_GROUP))
-            self.explain.finish(keys[index], total - left[index])
+            totals[key] = totals.get(key, 0) + d.count
+            runs.append(Run(shape, d.count, key))
+        runs = ordered(self.catalog, runs)
+        result, reasons = self._batch(runs, DEMAND, atomic=False)
+        left: dict[tuple[object, ...], int] = {}
+        for i, n in enumerate(result.left):
+            left[runs[i].tag] = left.get(runs[i].tag, 0) + n
+        for key, total in totals.items():
+            missing = left.get(key, 0)
+            if missing:
+                reason = next(reasons[i] for i, r in enumerate(runs) if r.tag == key and i in reasons)
+                self.explain.unmet(key, missing, reason)
+            self.explain.finish(key, total - missing)
 
     # -- output ----------------------------------------------------------------------
     def decision(self) -> Decision:
@@ -393,8 +410,7 @@ def schedule(snapshot: Snapshot) -> Decision:
     launch_failures(state.fleet, state.removed)
     lost_nodes(state.fleet, state.removed)
     state.group_minimums()
-    over_caps(state.fleet, state.removed)
-    state.drop_removed()
+    state.caps()
     state.constraints()
     state.gangs()
     state.demands()

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from rayscale.autoscaler.scheduling.catalog import HEAD_GROUP, Catalog
 from rayscale.autoscaler.scheduling.model import Options, RemovalCause, UnmetReason, UpscalingMode
-from rayscale.autoscaler.scheduling.pool import HEAD, NEW, PENDING, RUNNING
+
+HEAD, RUNNING, PENDING, NEW = 0, 1, 2, 3  # kinds of host, in the order output lists them
 
 NO_REPLICA = -1  # the head's replica
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rayscale.autoscaler.scheduling.fleet import Fleet, Host, Replica
+from rayscale.autoscaler.scheduling.fleet import PENDING, RUNNING, Fleet, Host, Replica
 from rayscale.autoscaler.scheduling.model import RemovalCause
-from rayscale.autoscaler.scheduling.pool import PENDING, RUNNING
 
 Removed = dict[int, RemovalCause]  # replica id -> cause
 
@@ -60,17 +59,25 @@ def lost_nodes(fleet: Fleet, removed: Removed) -> None:
                 break
 
 
-def over_caps(fleet: Fleet, removed: Removed) -> None:
-    """Groups above maxReplicas, then the cluster above maxWorkers (never below a group's min)."""
+def over_max_replicas(fleet: Fleet, removed: Removed) -> set[int]:
+    """Groups above maxReplicas lose their surplus (MAX_REPLICAS); returns those groups."""
+    trimmed = set()
     for info in fleet.catalog.groups:
         surplus = fleet.live(info.index) - info.spec.max_replicas
         if surplus > 0:
+            trimmed.add(info.index)
             for rid in sorted(_existing(fleet, info.index), key=lambda r: _order(fleet, r))[:surplus]:
                 fleet.remove(rid)
                 removed[rid] = RemovalCause.MAX_REPLICAS
+    return trimmed
+
+
+def over_max_workers(fleet: Fleet, removed: Removed) -> bool:
+    """The cluster above maxWorkers loses replicas (MAX_WORKERS), never below a group's
+    minReplicas; returns whether it was above."""
     cap = fleet.options.max_workers
     if cap is None or fleet.host_count() <= cap:
-        return
+        return False
     for rid in sorted(_existing(fleet), key=lambda r: _order(fleet, r)):
         if fleet.host_count() <= cap:
             break
@@ -79,6 +86,7 @@ def over_caps(fleet: Fleet, removed: Removed) -> None:
             continue
         fleet.remove(rid)
         removed[rid] = RemovalCause.MAX_WORKERS
+    return True
 
 
 def _timeout(fleet: Fleet, replica: Replica) -> float | None:

@@ -1,0 +1,286 @@
+"""Best-node greedy placement, the algorithm Ray's own autoscaler uses.
+
+A *batch* is what is placed together: Ray's ``request_resources`` (or one RayResourceRequest),
+one placement group, or all pending tasks and actors. Its requests are sorted as Ray sorts them
+(placement constraints, then selector length, then number of resource kinds, then the plain sum
+of the amounts, then the amounts by name; biggest first) and placed in rounds. In each round
+every candidate host takes, in that order, every request that still fits it (labels,
+STRICT_SPREAD marks, resources); the host whose result scores best is kept and leaves the
+candidates. The score is Ray's, compared in this order:
+
+1. the best label selector (preferred before fallbacks) a request placed there matches;
+2. no GPU host used for work that asks for no GPU;
+3. how many resource kinds the work placed there uses;
+4. the smallest, then the mean, of ``capacity * utilisation**3`` over the host's resources;
+
+then the group's priority; remaining ties go to the earlier candidate. Existing hosts (the
+head, running and pending hosts, hosts launched earlier in this pass) are candidates first, in
+the order the pass keeps; then new hosts: one fresh host of every group that may still grow.
+Picking a fresh host launches a whole replica of its group (KubeRay creates replicas, not
+hosts); the other hosts of that replica are *spares*: from then on they stand in for fresh
+hosts of their group, as candidates ahead of the fresh ones, so that what would launch a new
+host first fills a host already launched.
+
+Hosts in the same state (group, free resources, labels, what they hold) give the same result,
+so each state is tried once per round: the work of a round grows with distinct host states
+and request shapes, not with hosts or units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from rayscale.autoscaler.scheduling.catalog import GROUP_LABELS, Catalog, Shape
+from rayscale.autoscaler.scheduling.fleet import NEW, Fleet
+from rayscale.autoscaler.scheduling.model import UnmetReason
+from rayscale.autoscaler.scheduling.space import Vec, fit_count, sub
+
+DEMAND, CONSTRAINT = 0, 1  # what a host's free resources are counted against
+GPU = "GPU"
+
+Score = tuple[int, bool, int, float, float]
+Fill = list[tuple[int, int]]  # (run index, units) one host takes
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """``count`` requests of one shape, adjacent in Ray's order."""
+
+    shape: Shape
+    count: int
+    tag: tuple[object, ...]  # the explain key of what was asked for
+    constrained: bool = False  # carries a placement constraint (STRICT_PACK or STRICT_SPREAD)
+    spread: int | None = None  # STRICT_SPREAD mark: at most one per host, never where the mark is
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """A host's free resources for one source and what the score reads of the work put there."""
+
+    free: Vec
+    kinds: frozenset[int] = frozenset()  # resource kinds the work uses
+    gpu_work: bool = False  # some of it asks for GPUs
+    label_score: int = 0  # from the first request whose selectors the host matches
+
+
+@dataclass(slots=True)
+class Bin:
+    """One host that can take work, with what this pass has put on it so far."""
+
+    host: int  # fleet host id
+    group: int  # group index, HEAD_GROUP for the head
+    rank: int  # HEAD, RUNNING, PENDING or NEW
+    total: Vec
+    label_set: int
+    priority: int
+    loads: tuple[Load, Load]  # by DEMAND / CONSTRAINT
+    marks: frozenset[int] = frozenset()  # STRICT_SPREAD marks of the bundles it holds
+    running: bool = False  # Ray runs there (the head or a running host)
+
+    def key(self, source: int) -> tuple[object, ...]:
+        return (self.group, self.running, self.total, self.label_set, self.marks, self.loads[source])
+
+    def with_load(self, source: int, load: Load, marks: frozenset[int]) -> Bin:
+        loads = (load, self.loads[1]) if source == DEMAND else (self.loads[0], load)
+        return replace(self, loads=loads, marks=marks)
+
+
+@dataclass(slots=True)
+class Result:
+    """What one batch did: the new order of existing hosts, fills per host, what is left."""
+
+    order: list[Bin]
+    spares: list[Bin]
+    fills: list[tuple[Bin, Fill]]
+    left: list[int]  # per run
+
+
+def ray_key(catalog: Catalog, run: Run) -> tuple[object, ...]:
+    """Ray's sort key for a request (sorted biggest first)."""
+    shape = run.shape
+    names = catalog.space.names
+    amounts = tuple(sorted((names[i], shape.vec[i]) for i in shape.idx))
+    first = len(shape.selectors[0]) if shape.selectors else 0
+    return (1 if run.constrained else 0, first, len(shape.idx), sum(shape.vec[i] for i in shape.idx), amounts)
+
+
+def ordered(catalog: Catalog, runs: Sequence[Run]) -> list[Run]:
+    """Runs in Ray's order, adjacent runs of the same request merged."""
+    out: list[Run] = []
+    for run in sorted(runs, key=lambda r: ray_key(catalog, r), reverse=True):
+        if run.count <= 0:
+            continue
+        last = out[-1] if out else None
+        if last is not None and (last.shape, last.tag, last.constrained, last.spread) == (
+            run.shape,
+            run.tag,
+            run.constrained,
+            run.spread,
+        ):
+            out[-1] = replace(last, count=last.count + run.count)
+        else:
+            out.append(run)
+    return out
+
+
+def blocked_reason(fleet: Fleet, groups: Sequence[int]) -> UnmetReason:
+    """The unmet reason for work whose possible groups cannot launch."""
+    if not groups:
+        return UnmetReason.NO_MATCHING_GROUP
+    reasons = {fleet.blocked(g) for g in groups}
+    for reason in (UnmetReason.MAX_WORKERS, UnmetReason.UPSCALING_LIMIT, UnmetReason.MAX_REPLICAS):
+        if reason in reasons:
+            return reason
+    if UnmetReason.BACKOFF in reasons:
+        return UnmetReason.BACKOFF
+    return UnmetReason.MAX_WORKERS if fleet.options.max_workers is not None else UnmetReason.NO_MATCHING_GROUP
+
+
+class Placer:
+    """Places batches on the hosts of one pass, launching replicas through the fleet."""
+
+    def __init__(self, catalog: Catalog, fleet: Fleet, order: list[Bin]) -> None:
+        self.catalog = catalog
+        self.fleet = fleet
+        self.order = order  # existing hosts, in the order Ray would try them
+        self.spares: list[Bin] = []  # hosts of replicas launched this pass that nothing used yet
+        space = catalog.space
+        self._gpu = space.index.get(GPU)
+        self._scored = tuple(i for i in range(len(space.names)) if i not in space.implicit)
+
+    # -- one host --------------------------------------------------------------------
+    def score(self, b: Bin, source: int) -> Score:
+        load = b.loads[source]
+        free = load.free
+        terms = []
+        for i in self._scored:
+            t = b.total[i]
+            if t > 0:
+                u = (t - free[i]) / t
+                terms.append(t * u**3)
+        gpu_ok = not (self._gpu is not None and b.total[self._gpu] > 0 and not load.gpu_work)
+        kinds = sum(1 for i in load.kinds if b.total[i] > 0)
+        return (
+            load.label_score,
+            gpu_ok,
+            kinds,
+            min(terms) if terms else 0.0,
+            sum(terms) / len(terms) if terms else 0.0,
+        )
+
+    def try_bin(self, b: Bin, runs: Sequence[Run], left: Sequence[int], source: int) -> tuple[Fill, Bin]:
+        """What ``b`` takes of ``left``, in order, and the host afterwards."""
+        load = b.loads[source]
+        free = load.free
+        kinds = set(load.kinds)
+        gpu = load.gpu_work
+        label_score = load.label_score
+        marks = b.marks
+        fill: Fill = []
+        for i, run in enumerate(runs):
+            if left[i] <= 0 or (run.spread is not None and run.spread in marks):
+                continue
+            shape = run.shape
+            rank = self.catalog.rank(shape, b.group, b.label_set) if shape.selectors else 0
+            if rank is None:
+                continue
+            units = min(left[i], fit_count(free, shape.vec, shape.idx))
+            if run.spread is not None:
+                units = min(units, 1)
+            if units <= 0:
+                continue
+            free = sub(free, shape.vec, units)
+            fill.append((i, units))
+            kinds.update(shape.idx)
+            gpu = gpu or (self._gpu is not None and shape.vec[self._gpu] > 0)
+            if label_score == 0 and shape.selectors:
+                label_score = len(shape.selectors) - rank
+            if run.spread is not None:
+                marks = marks | {run.spread}
+        if not fill:
+            return fill, b
+        return fill, b.with_load(source, Load(free, frozenset(kinds), gpu, label_score), marks)
+
+    def best(
+        self, bins: Sequence[Bin], runs: Sequence[Run], left: Sequence[int], source: int
+    ) -> tuple[int, Fill, Bin] | None:
+        """The candidate whose fill scores best (ties: the earlier one), or None if none takes any."""
+        best: tuple[tuple[Score, int], int, Fill, Bin] | None = None
+        seen: set[tuple[object, ...]] = set()
+        for i, b in enumerate(bins):
+            key = b.key(source)
+            if key in seen:
+                continue
+            seen.add(key)
+            fill, after = self.try_bin(b, runs, left, source)
+            if not fill:
+                continue
+            rank = (self.score(after, source), b.priority)
+            if best is None or rank > best[0]:
+                best = (rank, i, fill, after)
+        return None if best is None else (best[1], best[2], best[3])
+
+    # -- new hosts -------------------------------------------------------------------
+    def fresh(self, group: int, host: int = -1, position: int = 0) -> Bin:
+        info = self.catalog.groups[group]
+        total = info.hosts[position]
+        return Bin(host, group, NEW, total, GROUP_LABELS, info.spec.priority, (Load(total), Load(total)))
+
+    # -- a batch ---------------------------------------------------------------------
+    def place(self, runs: Sequence[Run], source: int) -> Result:
+        """Place ``runs`` (already in Ray's order) on existing hosts, then on new replicas.
+
+        Launches go through the fleet; the caller keeps or rolls them back and, to keep the
+        result, sets ``order`` from it.
+        """
+        fleet = self.fleet
+        left = [r.count for r in runs]
+        shapes = {(r.shape.vec, r.shape.idx) for r in runs}
+        fills: list[tuple[Bin, Fill]] = []
+        done: list[Bin] = []
+        candidates: list[Bin] = []
+        exhausted: list[Bin] = []
+        for b in self.order:
+            free = b.loads[source].free
+            if b.running and not any(fit_count(free, vec, idx) for vec, idx in shapes):
+                exhausted.append(b)
+            else:
+                candidates.append(b)
+
+        def take(fill: Fill, after: Bin) -> None:
+            for i, units in fill:
+                left[i] -= units
+            fills.append((after, fill))
+            done.append(after)
+
+        while any(left) and candidates:
+            found = self.best(candidates, runs, left, source)
+            if found is None:
+                break
+            i, fill, after = found
+            candidates.pop(i)
+            take(fill, after)
+        done += candidates + exhausted
+
+        templates = [g.index for g in self.catalog.groups if fleet.room(g.index, 1)]
+        spares = list(self.spares)
+        while any(left):
+            templates = [g for g in templates if fleet.room(g, 1)]
+            pool = spares + [self.fresh(g) for g in templates]
+            found = self.best(pool, runs, left, source) if pool else None
+            if found is None:
+                break
+            i, fill, after = found
+            if i < len(spares):
+                spares.pop(i)
+            else:
+                group = templates.pop(i - len(spares))
+                rid = fleet.launch(group)
+                hosts = fleet.replicas[rid].hosts
+                after.host = hosts[0]
+                spares += [self.fresh(group, h, k) for k, h in enumerate(hosts) if k > 0]
+                if fleet.room(group, 1):
+                    templates.append(group)
+            take(fill, after)
+        return Result(done, spares, fills, left)
