@@ -13,7 +13,8 @@ Checks (the kinds of difference they report):
   many of every kind and more of one, with the same rounding): the per-group rule that matters,
   since the group choice may differ.
 - ``idle-only-ray`` / ``idle-only-rayscale``: both remove the same idle nodes (as replicas:
-  KubeRay deletes a multi-host replica whole).
+  KubeRay deletes a multi-host replica whole); an idle replica the other side removes for a cap
+  counts as removed.
 - ``cap-removals``: the same replicas removed for ``maxReplicas`` / the worker cap, up to ties in
   Ray's removal order (no Ray node first, longest idle, least used).
 - ``rayscale-error`` / ``ray-error``: either side raised.
@@ -252,11 +253,14 @@ def _removals(outcome: Outcome) -> list[Difference]:
     snap, decision, ray = outcome.snapshot, outcome.decision, outcome.ray
     assert decision is not None
     out: list[Difference] = []
+    # An idle replica the other side removes for another reason (a cap) goes all the same.
     ray_idle = {replica_key(snap, t["instance"]) for t in ray["terminate"] if t["cause"] == "IDLE"}
+    ray_gone = {replica_key(snap, t["instance"]) for t in ray["terminate"] if t["instance"]}
     mine_idle = {r.replica or r.name for r in decision.terminate if r.reason is RemovalCause.IDLE}
-    for key in sorted(ray_idle - mine_idle):
+    mine_gone = {r.replica or r.name for r in decision.terminate}
+    for key in sorted(ray_idle - mine_gone):
         out.append(Difference("idle-only-ray", key, f"Ray removes idle {key}, rayscale keeps it"))
-    for key in sorted(mine_idle - ray_idle):
+    for key in sorted(mine_idle - ray_gone):
         out.append(Difference("idle-only-rayscale", key, f"rayscale removes idle {key}, Ray keeps it"))
 
     by_group = {g.name: g for g in snap.groups}

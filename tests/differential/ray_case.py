@@ -180,7 +180,19 @@ def variant(case: dict[str, Any], name: str) -> dict[str, Any]:
 
     ``no-cut-absorb``: the oracle keeps the nodes Ray removes in the same pass out of the bin-packing
     (they take no work and do not count toward ``max_num_nodes``), as rayscale does.
+    ``merged-packs``: every bundle of a STRICT_PACK group carries all of the group's selectors, so
+    Ray packs the group's bundles together on one node, as rayscale does.
     """
-    if name != "no-cut-absorb":
+    if name == "no-cut-absorb":
+        return dict(case, variant=name)
+    if name != "merged-packs":
         raise ValueError(f"unknown variant {name!r}")
-    return dict(case, variant=name)
+    gangs = []
+    for gang in case["gangs"]:
+        if gang["strategy"] == "STRICT_PACK":
+            merged: list[dict[str, Any]] = []
+            for b in gang["bundles"]:
+                merged += [c for c in b["selector"] if c not in merged]
+            gang = dict(gang, bundles=[dict(b, selector=merged) for b in gang["bundles"]])
+        gangs.append(gang)
+    return dict(case, gangs=gangs, variant=name)

@@ -148,3 +148,8 @@ def write(path: Path, snapshot: Snapshot, comment: str) -> None:
     body = yaml.safe_dump(to_scenario(snapshot), sort_keys=False, default_flow_style=None, width=110)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(header + body, encoding="utf-8")
+
+
+def read(path: Path) -> Snapshot:
+    """The snapshot of a scenario file."""
+    return parse_scenario(yaml.safe_load(path.read_text(encoding="utf-8")))

@@ -38,6 +38,7 @@ from tests.differential.ray_case import to_ray
 CASES = int(os.environ.get("RAYSCALE_DIFF_CASES", "400"))
 SEED = int(os.environ.get("RAYSCALE_DIFF_SEED", "20261123"))
 KNOWN = Path(__file__).resolve().parent / "known"
+FIXED = Path(__file__).resolve().parent / "fixed"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "autoscaling.md"
 
 
@@ -165,6 +166,14 @@ def test_failure_file_replays(tmp_path: Path) -> None:
 def test_known_differences_replay(path: Path) -> None:
     """The shrunk cases of known differences stay readable by `rayscale simulate`."""
     assert runner.replay_all([path]) == {path: None}
+
+
+@pytest.mark.parametrize("path", sorted(FIXED.glob("*.yaml")), ids=lambda p: p.stem)
+def test_fixed_differences_match_ray(oracle: Oracle, path: Path) -> None:
+    """Differences found and fixed earlier stay fixed: the shrunk case agrees with Ray."""
+    snap = scenario_io.read(path)
+    failing, _ = runner.split(_one(oracle, snap), allowlist.load())
+    assert not failing, [d.detail for d in failing]
 
 
 # ----------------------------------------------------------------------------- the allowlist

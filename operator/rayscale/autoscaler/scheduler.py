@@ -212,15 +212,20 @@ class _Pass:
         return rid != NO_REPLICA and self.fleet.replicas[rid].removed
 
     def group_minimums(self) -> None:
-        """Groups below minReplicas launch the missing replicas; their hosts come first."""
-        fresh: list[Bin] = []
-        for info in self.catalog.groups:
+        """Groups below minReplicas launch the missing replicas; their hosts come first.
+
+        When the worker cap leaves room for only some of them, the later groups' go first:
+        Ray launches every minimum and then cuts, at the cap, the earliest listed new hosts.
+        """
+        fresh: dict[int, list[Bin]] = {}
+        for info in reversed(self.catalog.groups):
             wanted = info.spec.min_replicas - self.fleet.live(info.index)
             for _ in range(self.fleet.room(info.index, wanted)):
                 rid = self.fleet.launch(info.index)
                 for i, h in enumerate(self.fleet.replicas[rid].hosts):
-                    fresh.append(self.placer.fresh(info.index, h, i))
-        self.placer.order = fresh + [b for b in self.placer.order if not self._gone(b)]
+                    fresh.setdefault(info.index, []).append(self.placer.fresh(info.index, h, i))
+        first = [b for info in self.catalog.groups for b in fresh.get(info.index, [])]
+        self.placer.order = first + [b for b in self.placer.order if not self._gone(b)]
 
     def _termination_order(self, b: Bin) -> tuple[bool, float, float]:
         """Ray's order for removals at a cap: no Ray node first, longest idle, least used."""
