@@ -1,6 +1,6 @@
 """The embedded scheduler: ``schedule(snapshot) -> Decision``, pure and deterministic.
 
-Steps, in order (DESIGN.md, "The scheduler"):
+Steps, in order (those of Ray 2.60's autoscaler, with KubeRay's whole replicas):
 
 1. pending hosts past their limit go (LAUNCH_FAILED; the group backs off): the boot limit once
    the pod is scheduled, the provisioning limit before;
@@ -10,12 +10,11 @@ Steps, in order (DESIGN.md, "The scheduler"):
 5. constraints against total capacity (the head's included), one all-or-nothing unit at a
    time: Ray's ``request_resources`` first, then each RayResourceRequest by name;
 6. placement groups, one at a time, atomic, each bundle on a host its selector matches;
-7. tasks and actors: the head and existing and in-flight hosts first, then new replicas, hosts
-   matching an earlier selector (preferred, then fallbacks) first;
+7. tasks and actors;
 8. idle replicas go (IDLE), unless they got work in steps 5-7 or their group is at min.
 
-Work grows with distinct shapes times classes of hosts (same group, kind, free resources and
-relevant labels), not with requests times hosts.
+Steps 5-7 place each batch with Ray's best-node greedy (``scheduling/greedy.py``): existing
+hosts first, then new replicas.
 """
 
 from __future__ import annotations
@@ -69,7 +68,6 @@ LOST = {NodeState.DRAINING: RemovalCause.DRAINED, NodeState.DEAD: RemovalCause.N
 
 def _space(snapshot: Snapshot) -> Space:
     names: set[str] = set()
-    capacities = [g.resources for g in snapshot.groups]
     for g in snapshot.groups:
         names.update(g.resources)
     for d in snapshot.demands:
@@ -84,8 +82,7 @@ def _space(snapshot: Snapshot) -> Space:
     if snapshot.head is not None:
         names.update(snapshot.head.resources)
         names.update(snapshot.head.available or {})
-        capacities.append(snapshot.head.resources)
-    return Space(names, capacities)
+    return Space(names)
 
 
 def _label_keys(snapshot: Snapshot) -> set[str]:
@@ -101,12 +98,7 @@ def _label_keys(snapshot: Snapshot) -> set[str]:
 
 
 def _catalog(snapshot: Snapshot) -> Catalog:
-    space = _space(snapshot)
-    head: frozenset[int] = frozenset()
-    if snapshot.head is not None:
-        total = space.vec(snapshot.head.resources)
-        head = frozenset(a for a in space.accelerators if total[a] > 0)
-    return Catalog(space, snapshot.groups, _label_keys(snapshot), head)
+    return Catalog(_space(snapshot), snapshot.groups, _label_keys(snapshot))
 
 
 def _selectors(selector: Selector) -> Selectors:

@@ -3,12 +3,11 @@
 A *shape* is one distinct resource vector with its label selectors (the preferred one, then
 fallbacks); every demand unit, gang bundle and constraint bundle is a count of some shape. For
 each shape the catalog knows the groups whose hosts could ever hold it (resources and labels),
-which selector each group matches first (earlier selectors are preferred), and which groups it
-prefers: groups without accelerators the shape does not ask for (GPU avoidance).
+and which selector each group matches first (earlier selectors are preferred).
 
 Hosts whose labels differ from their group's (a running node's own Ray labels, the head) get a
 *label set* id; only label keys some selector mentions are kept, so hosts that differ in
-irrelevant labels (node ids, IPs) share one set and one pool class.
+irrelevant labels (node ids, IPs) share one set and one host state.
 """
 
 from __future__ import annotations
@@ -31,8 +30,6 @@ class GroupInfo:
     index: int
     spec: Group
     hosts: tuple[Vec, ...]  # capacity of host 0..numOfHosts-1
-    accelerators: frozenset[int]  # accelerator resource indexes this group's hosts carry
-    size: float  # scaled size of a whole replica (ties go to the smaller one)
 
     @property
     def name(self) -> str:
@@ -49,14 +46,8 @@ class Shape:
     vec: Vec
     idx: tuple[int, ...]  # non-zero resources
     selectors: Selectors  # () when it may go anywhere
-    weight: float  # dominant scaled share: the work one unit represents
     eligible: tuple[int, ...]  # groups whose hosts could hold it
-    preferred: tuple[int, ...]  # eligible groups without accelerators it does not use
     ranks: Mapping[int, int]  # eligible group -> index of the first selector its labels match
-    uses: frozenset[int]  # accelerator resource indexes it asks for
-
-    def avoids(self, group: int) -> bool:
-        return group not in self.preferred
 
 
 def host_capacities(space: Space, group: Group) -> tuple[Vec, ...]:
@@ -92,14 +83,11 @@ class Catalog:
         space: Space,
         groups: tuple[Group, ...],
         label_keys: Iterable[str] = (),
-        head_accelerators: frozenset[int] = frozenset(),
     ) -> None:
         self.space = space
         infos = []
         for i, g in enumerate(groups):
-            hosts = host_capacities(space, g)
-            acc = frozenset(a for a in space.accelerators if hosts[0][a] > 0)
-            infos.append(GroupInfo(i, g, hosts, acc, sum(space.size(h) for h in hosts)))
+            infos.append(GroupInfo(i, g, host_capacities(space, g)))
         self.groups: tuple[GroupInfo, ...] = tuple(infos)
         self.by_name = {g.name: g for g in self.groups}
         self.shapes: list[Shape] = []
@@ -108,7 +96,6 @@ class Catalog:
         self._label_sets: list[Mapping[str, str]] = []
         self._label_ids: dict[tuple[tuple[str, str], ...], int] = {}
         self._ranks: dict[tuple[int, int], int | None] = {}  # (shape, label set) -> rank
-        self._head_accelerators = head_accelerators
 
     def group_name(self, group: int) -> str:
         return "" if group == HEAD_GROUP else self.groups[group].name
@@ -145,12 +132,6 @@ class Catalog:
             self._ranks[key] = selector_rank(shape.selectors, self._label_sets[label_set])
         return self._ranks[key]
 
-    def avoids(self, shape: Shape, group: int) -> bool:
-        """Whether ``shape`` should stay off hosts of ``group`` while others can take it."""
-        if group == HEAD_GROUP:
-            return not self._head_accelerators <= shape.uses
-        return shape.avoids(group)
-
     # -- shapes ----------------------------------------------------------------------
     def shape(self, amounts: Mapping[str, float], selectors: Selectors = ()) -> Shape:
         vec = self.space.vec(amounts)
@@ -166,20 +147,7 @@ class Catalog:
             rank = selector_rank(selectors, g.spec.labels)
             if rank is not None and any(fits(host, vec) for host in g.hosts):
                 ranks[g.index] = rank
-        eligible = tuple(ranks)
-        used = frozenset(i for i in self.space.accelerators if vec[i] > 0)
-        preferred = tuple(i for i in eligible if self.groups[i].accelerators <= used)
-        shape = Shape(
-            len(self.shapes),
-            vec,
-            nonzero(vec),
-            selectors,
-            self.space.dominant(vec),
-            eligible,
-            preferred,
-            ranks,
-            used,
-        )
+        shape = Shape(len(self.shapes), vec, nonzero(vec), selectors, tuple(ranks), ranks)
         self.shapes.append(shape)
         self._interned[key] = shape
         return shape

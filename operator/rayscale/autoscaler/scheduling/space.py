@@ -1,9 +1,4 @@
-"""Resource vectors: every resource name of a snapshot gets an index; amounts become tuples.
-
-Comparisons are always per resource, never across units. Where two vectors must be ranked
-(which shape is bigger, which node is fuller), each amount is first divided by the largest
-host capacity of that resource in the snapshot, so memory bytes weigh no more than CPUs.
-"""
+"""Resource vectors: every resource name of a snapshot gets an index; amounts become tuples."""
 
 from __future__ import annotations
 
@@ -13,28 +8,18 @@ Vec = tuple[float, ...]
 
 EPS = 1e-9
 IMPLICIT_PREFIX = "node:__internal_implicit_resource_"
-ACCELERATORS = frozenset({"GPU", "TPU", "neuron_cores"})
 BIG = 1 << 40  # "unlimited" fit count for shapes that request nothing
 
 
 class Space:
-    """The resource names of one snapshot and the scale used to compare amounts."""
+    """The resource names of one snapshot."""
 
-    __slots__ = ("accelerators", "implicit", "index", "names", "scale")
+    __slots__ = ("implicit", "index", "names")
 
-    def __init__(self, names: Iterable[str], capacities: Iterable[Mapping[str, float]]) -> None:
+    def __init__(self, names: Iterable[str]) -> None:
         self.names: tuple[str, ...] = tuple(sorted(set(names)))
         self.index = {name: i for i, name in enumerate(self.names)}
-        scale = [0.0] * len(self.names)
-        for cap in capacities:
-            for name, amount in cap.items():
-                i = self.index[name]
-                scale[i] = max(scale[i], amount)
         self.implicit = tuple(i for i, n in enumerate(self.names) if n.startswith(IMPLICIT_PREFIX))
-        for i in self.implicit:
-            scale[i] = 1.0
-        self.scale: Vec = tuple(s if s > 0 else 1.0 for s in scale)
-        self.accelerators = tuple(i for i, n in enumerate(self.names) if n in ACCELERATORS)
 
     def vec(self, amounts: Mapping[str, float]) -> Vec:
         out = [0.0] * len(self.names)
@@ -48,14 +33,6 @@ class Space:
         for i in self.implicit:
             out[i] = 1.0
         return tuple(out)
-
-    def size(self, v: Vec) -> float:
-        """Sum of scaled amounts: how much of a big host this vector fills, unit-free."""
-        return sum(a / s for a, s in zip(v, self.scale, strict=True))
-
-    def dominant(self, v: Vec) -> float:
-        """Largest scaled amount: the dominant share of a vector."""
-        return max((a / s for a, s in zip(v, self.scale, strict=True)), default=0.0)
 
     def mapping(self, v: Vec) -> dict[str, float]:
         return {n: a for n, a in zip(self.names, v, strict=True) if a}
