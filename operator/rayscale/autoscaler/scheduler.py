@@ -113,6 +113,14 @@ def _merged(selectors: Iterable[Selector]) -> Selector:
     return tuple(sorted(joined, key=lambda c: (c.key, str(c.op), c.values)))
 
 
+def _by_group(bins: Iterable[Bin]) -> dict[int, list[Bin]]:
+    """Hosts by group, groups in the order they first appear (as Ray lists them at its caps)."""
+    out: dict[int, list[Bin]] = {}
+    for b in bins:
+        out.setdefault(b.group, []).append(b)
+    return out
+
+
 class _Pass:
     """The mutable state of one scheduling pass."""
 
@@ -185,7 +193,10 @@ class _Pass:
                     found.append((position, bin_))
         order = [b for _, b in sorted(found, key=lambda item: item[0])]
         head = self._load_head()
-        return ([head] if head is not None else []) + order
+        order = ([head] if head is not None else []) + order
+        for position, b in enumerate(b for bins in _by_group(order).values() for b in bins):
+            self.fleet.hosts[b.host].position = position
+        return order
 
     def _load_head(self) -> Bin | None:
         """The head: its free resources take work, its whole capacity counts for constraints."""
@@ -232,10 +243,7 @@ class _Pass:
         all of them in Ray's termination order with the head last, as Ray lists them."""
         trimmed = over_max_replicas(self.fleet, self.removed)
         cut = over_max_workers(self.fleet, self.removed)
-        by_group: dict[int, list[Bin]] = {}
-        for b in self.placer.order:
-            if not self._gone(b):
-                by_group.setdefault(b.group, []).append(b)
+        by_group = _by_group(b for b in self.placer.order if not self._gone(b))
         for group in trimmed:
             by_group.get(group, []).sort(key=self._termination_order)
         order = [b for bins in by_group.values() for b in bins]

@@ -32,6 +32,7 @@ class Host:
     used_share: float = 0.0  # mean used/capacity, for the termination order
     booting: bool = False  # pending and scheduled: the boot limit applies, not the provisioning one
     lost: RemovalCause | None = None  # DRAINED or NODE_DEAD: its Ray node is going or gone
+    position: int = 1 << 30  # place in Ray's list of hosts: ties in the removal order go first
 
 
 @dataclass(slots=True)

@@ -1,7 +1,8 @@
 """Which existing replicas go: failed launches, lost Ray nodes, caps, and idle ones.
 
 Order of removal when a cap forces a choice (as Ray's): replicas without Ray (a host still
-pending) first, then the longest idle, then the least used, then by name.
+pending) first, then the longest idle, then the least used, then the earlier in Ray's list of
+hosts (grouped by group, in the order the snapshot lists them).
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from rayscale.autoscaler.scheduling.model import RemovalCause
 Removed = dict[int, RemovalCause]  # replica id -> cause
 
 
-def _order(fleet: Fleet, rid: int) -> tuple[bool, float, float, str]:
+def _order(fleet: Fleet, rid: int) -> tuple[bool, float, float, int, str]:
     replica = fleet.replicas[rid]
     hosts = [fleet.hosts[h] for h in replica.hosts]
     has_ray = all(h.rank == RUNNING for h in hosts)
     idle = min(h.idle_seconds for h in hosts) if has_ray else 0.0
     used = sum(h.used_share for h in hosts) / len(hosts)
-    return (has_ray, -idle, used, replica.name or "")
+    return (has_ray, -idle, used, min(h.position for h in hosts), replica.name or "")
 
 
 def _existing(fleet: Fleet, group: int | None = None) -> Iterator[int]:
