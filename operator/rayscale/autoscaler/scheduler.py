@@ -130,6 +130,7 @@ class _Pass:
         self.fleet = Fleet(self.catalog, snapshot.options)
         self.explain = Explainer()
         self.removed: Removed = {}
+        self._short_hosts = 0  # hosts of minimums left unlaunched (Ray launches, then cuts them)
         self.placer = Placer(self.catalog, self.fleet, self._load())
 
     # -- input -----------------------------------------------------------------------
@@ -223,7 +224,9 @@ class _Pass:
         fresh: dict[int, list[Bin]] = {}
         for info in reversed(self.catalog.groups):
             wanted = info.spec.min_replicas - self.fleet.live(info.index)
-            for _ in range(self.fleet.room(info.index, wanted)):
+            room = self.fleet.room(info.index, wanted)
+            self._short_hosts += max(wanted - room, 0) * info.num_hosts
+            for _ in range(room):
                 rid = self.fleet.launch(info.index)
                 for i, h in enumerate(self.fleet.replicas[rid].hosts):
                     fresh.setdefault(info.index, []).append(self.placer.fresh(info.index, h, i))
@@ -240,9 +243,12 @@ class _Pass:
     def caps(self) -> None:
         """Surplus over maxReplicas, then over maxWorkers, goes. The hosts left are listed by
         group (in order of first appearance), a trimmed group's and, after a cluster-wide cut,
-        all of them in Ray's termination order with the head last, as Ray lists them."""
+        all of them in Ray's termination order with the head last, as Ray lists them. (Ray cuts
+        too when the minimums it launched went over the cap, where rayscale launched fewer.)"""
         trimmed = over_max_replicas(self.fleet, self.removed)
         cut = over_max_workers(self.fleet, self.removed)
+        cap = self.snapshot.options.max_workers
+        cut = cut or (cap is not None and self.fleet.host_count() + self._short_hosts > cap)
         by_group = _by_group(b for b in self.placer.order if not self._gone(b))
         for group in trimmed:
             by_group.get(group, []).sort(key=self._termination_order)
