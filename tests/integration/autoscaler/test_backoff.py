@@ -1,11 +1,12 @@
 """Launch failures on the local control plane: a group whose pods no node takes is removed after the
 provisioning timeout (LAUNCH_FAILED), backs off, and its demand moves to a group that schedules.
 
-Two GPU groups can hold a ``{GPU: 1}`` bundle. The scheduler ranks groups that take the same work
-by unused capacity, so it picks ``gpu-bad`` (1 CPU, 1Gi per pod; also listed first) over
-``gpu-good`` (4 CPU, 8Gi). ``gpu-bad``'s pods ask for a node label no node has, so kube-scheduler
-leaves them Pending (Unschedulable). The cluster's ``rayscale.io/max-node-provision-seconds: "5"``
-makes them launch failures after 5 s; the backoff is then 5 minutes, far longer than the test.
+Two GPU groups can hold a ``{CPU: 1, GPU: 1}`` bundle. The scheduler scores a fresh host as Ray
+does, by how fully the work uses it, so it picks ``gpu-bad`` (1 CPU, 1Gi per pod: CPU and GPU fully
+used) over ``gpu-good`` (4 CPU, 8Gi) for both bundles. ``gpu-bad``'s pods ask for a node label no
+node has, so kube-scheduler leaves them Pending (Unschedulable). The cluster's
+``rayscale.io/max-node-provision-seconds: "5"`` makes them launch failures after 5 s; the backoff
+is then 5 minutes, far longer than the test.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from tests.integration.autoscaler.test_resource_requests import NAME, RRR, request
+from tests.integration.autoscaler.test_resource_requests import NAME, RRR
+from tests.integration.autoscaler.test_resource_requests import request as gpu_request
 from tests.integration.autoscaler.watching import versions
 from tests.integration.controller.conftest import Operator
 from tests.integration.controller.helpers import Kube, example, names
@@ -50,6 +52,13 @@ def two_gpu_groups() -> dict[str, Any]:
         gpu_group(BAD, "1", "1Gi", NOWHERE),
         gpu_group(GOOD, "4", "8Gi"),
     ]
+    return body
+
+
+def request(count: int) -> dict[str, Any]:
+    """`count` x {CPU: 1, GPU: 1}: a bundle that fills a ``gpu-bad`` pod's CPU, so Ray's score picks it."""
+    body = gpu_request(count)
+    body["spec"]["bundles"][0]["resources"] = {"CPU": 1, "GPU": 1}
     return body
 
 
@@ -93,7 +102,7 @@ async def test_unschedulable_group_backs_off_and_its_demand_moves_to_the_fallbac
         await kube.create(two_gpu_groups())
         await kube.objects.create_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], request(2))
 
-        # The cheaper group is chosen first; kube-scheduler finds no node for its pods.
+        # The group the bundles fill is chosen first; kube-scheduler finds no node for its pods.
         await eventually(
             lambda: any(v[BAD].get("replicas") == 2 for v in _groups(seen)), timeout=60, message=f"{BAD} -> 2"
         )
