@@ -12,10 +12,12 @@ from rayscale.autoscaler.scheduling.model import (
     Demand,
     Gang,
     Group,
+    Head,
     Node,
     NodeState,
     Snapshot,
     Strategy,
+    Target,
 )
 from rayscale.autoscaler.status import (
     GcsHealth,
@@ -115,6 +117,18 @@ def test_waiting_bundles_counts_placements_not_on_running_workers() -> None:
         constraints=(Constraint({"GPU": 1}, 2),),
     )
     assert waiting_bundles(schedule(snapshot)) == 1  # one on the running worker, one waits for g2
+
+
+def test_bundles_the_head_holds_do_not_wait() -> None:
+    snapshot = Snapshot(
+        groups=(GPU,),
+        head=Head({"CPU": 4, "GPU": 1}),
+        nodes=(Node("g1", "gpu", NodeState.PENDING),),
+        constraints=(Constraint({"GPU": 1}, 2),),
+    )
+    decision = schedule(snapshot)
+    assert [t.on for p in decision.placements for t in p.targets] == [Target.HEAD, Target.PENDING]
+    assert waiting_bundles(decision) == 1  # the head holds one now; one waits for g1
 
 
 def test_backoff_until_and_an_unreachable_gcs() -> None:

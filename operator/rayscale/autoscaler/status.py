@@ -246,11 +246,13 @@ def _units(unmet: Unmet) -> int:
 
 
 def waiting_bundles(decision: Decision) -> int:
-    """Units of demand (tasks/actors, placement group bundles, constraint bundles) not on a running worker.
+    """Units of demand (tasks/actors, placement group bundles, constraint bundles) not on a running host.
 
-    Placed units waiting for a worker that does not run yet, plus the unmet ones.
+    Placed units waiting for a worker that does not run yet, plus the unmet ones. Units the head
+    or a running worker holds do not wait.
     """
-    placed = sum(t.count for p in decision.placements for t in p.targets if t.on is not Target.RUNNING)
+    now = (Target.RUNNING, Target.HEAD)
+    placed = sum(t.count for p in decision.placements for t in p.targets if t.on not in now)
     return placed + sum(_units(u) for u in decision.unmet)
 
 
