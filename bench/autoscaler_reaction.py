@@ -85,37 +85,51 @@ def resource_request(name: str, size: int) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def fake_gcs(running: Callable[[], list[str]]) -> AsyncIterator[str]:
-    """A GCS that reports a Ray node of 1 free CPU for each of the `running` worker pods (as if
-    Ray started the moment the pod runs), and no demand; yields its address."""
+    """A GCS that reports a live head node (no CPU, so it takes no work) and a Ray node of 1 free
+    CPU for each of the `running` worker pods (as if Ray started the moment the pod runs), and no
+    demand, and accepts the autoscaler's reports; yields its address.
+
+    Without the head's raylet alive in it the autoscaler would change nothing (it waits for the
+    head, like Ray's own autoscaler)."""
     import grpc
 
     from rayscale.ray.wire import SERVICE
     from rayscale.ray.wire import autoscaler_pb2 as pb
 
-    def node(pod: str) -> Any:
+    def node(pod: str, resources: dict[str, float]) -> Any:
         return pb.NodeState(
             node_id=hashlib.sha224(pod.encode()).digest(),  # 28 bytes, as Ray's
             instance_id=pod,
-            total_resources={"CPU": 1.0},
-            available_resources={"CPU": 1.0},
+            total_resources=resources,
+            available_resources=resources,
             status=pb.NodeStatus.RUNNING,
         )
 
+    head = node("head", {"CPU": 0.0, "node:__internal_head__": 1.0})
+
     async def state(request: Any, context: Any) -> Any:
-        nodes = [node(pod) for pod in running()]
+        nodes = [head, *(node(pod, {"CPU": 1.0}) for pod in running())]
         return pb.GetClusterResourceStateReply(
-            cluster_resource_state=pb.ClusterResourceState(node_states=nodes)
+            cluster_resource_state=pb.ClusterResourceState(node_states=nodes, cluster_session_name="bench")
         )
 
-    handler = grpc.unary_unary_rpc_method_handler(
-        state,
-        request_deserializer=pb.GetClusterResourceStateRequest.FromString,
-        response_serializer=pb.GetClusterResourceStateReply.SerializeToString,
-    )
+    async def report(request: Any, context: Any) -> Any:
+        return pb.ReportAutoscalingStateReply()
+
+    handlers = {
+        "GetClusterResourceState": grpc.unary_unary_rpc_method_handler(
+            state,
+            request_deserializer=pb.GetClusterResourceStateRequest.FromString,
+            response_serializer=pb.GetClusterResourceStateReply.SerializeToString,
+        ),
+        "ReportAutoscalingState": grpc.unary_unary_rpc_method_handler(
+            report,
+            request_deserializer=pb.ReportAutoscalingStateRequest.FromString,
+            response_serializer=pb.ReportAutoscalingStateReply.SerializeToString,
+        ),
+    }
     server = grpc.aio.server()
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(SERVICE.full_name, {"GetClusterResourceState": handler}),)
-    )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
