@@ -2,7 +2,7 @@
 
     python -m bench.operator_fleet [--clusters 1000] [--workers 9] [--write-docs] [--note TEXT]
 
-DESIGN.md's scale target: 1,000 RayClusters / 10,000 pods on one operator, no cluster waiting
+The scale target: 1,000 RayClusters / 10,000 pods on one operator, no cluster waiting
 behind another, RSS < 300 MB. One `rayscale run --namespace NS` (default settings) in a fresh
 namespace; the bench adds enough fake kwok nodes for every pod (32 CPU, 110 pods each, removed at
 the end), creates the RayClusters (a head and `--workers` workers, 100m CPU / 128Mi pods) in
@@ -279,7 +279,7 @@ def render(r: dict[str, Any]) -> str:
             " per-cluster spread is the API throughput: every pod costs a create and an Event under"
             " the client's rate limit, and clusters are reconciled 16 at a time in the order they"
             " came, so a cluster created later gets its pods later.",
-            f"RSS with {f['pods']:,} pods: {peak_mb:.0f} MB at its peak; DESIGN.md's target is"
+            f"RSS with {f['pods']:,} pods: {peak_mb:.0f} MB at its peak; the target is"
             f" < 300 MB: {'met' if peak_mb < 300 else 'not met'}.",
         )[2:],
     ]

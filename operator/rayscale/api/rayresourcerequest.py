@@ -1,7 +1,8 @@
 """RayResourceRequest (rayscale.io/v1alpha1): a declarative ``request_resources`` for one cluster.
 
-Capacity reserved from outside Ray: all requests for a RayCluster join the GCS's own
-``request_resources`` constraints into one all-or-nothing set (DESIGN.md, "Demand").
+Capacity reserved from outside Ray. Each RayResourceRequest is its own all-or-nothing unit
+(``<namespace>/<name>``), placed after Ray's own ``request_resources`` bundles (which count the
+head's capacity), so one request that cannot be met never blocks another.
 """
 
 from __future__ import annotations

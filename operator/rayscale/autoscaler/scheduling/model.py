@@ -42,7 +42,7 @@ class LabelOp(StrEnum):
 
 
 class UnmetReason(StrEnum):
-    """Why demand is left unplaced (DESIGN.md, plus UPSCALING_LIMIT for Conservative mode)."""
+    """Why demand is left unplaced (UPSCALING_LIMIT: the Conservative upscaling mode held it back)."""
 
     NO_MATCHING_GROUP = "NO_MATCHING_GROUP"
     MAX_REPLICAS = "MAX_REPLICAS"
