@@ -127,10 +127,13 @@ def _partial_launch(outcome: Outcome) -> bool:
 def _whole_replicas(outcome: Outcome, difference: Difference, others: list[Entry]) -> bool:
     """Ray planned, capped or idled single hosts of a multi-host replica."""
     if difference.kind == "idle-only-ray":
-        # Ray idles single hosts of a replica, or cut single hosts at the cap and so had no room
-        # for work that rayscale, having removed the whole replica, places on this one.
+        # Ray idles single hosts of a replica. Or it cut single hosts at the cap, where rayscale
+        # cut whole replicas or other hosts: what is left differs, so the work lands elsewhere
+        # and a host idle in Ray's plan holds work in rayscale's.
         replica = difference.subject in _replica_hosts(outcome)
-        return replica and _splits_replica(outcome, {"IDLE", *RAY_CAP_CAUSES})
+        return (replica and _splits_replica(outcome, {"IDLE"})) or _splits_replica(
+            outcome, set(RAY_CAP_CAUSES)
+        )
     if difference.kind == "cap-removals":
         return _splits_replica(outcome, set(RAY_CAP_CAUSES))
     if difference.kind.startswith(PLACEMENT_KINDS):
