@@ -131,6 +131,7 @@ class _Pass:
         self.explain = Explainer()
         self.removed: Removed = {}
         self._short_hosts = 0  # hosts of minimums left unlaunched (Ray launches, then cuts them)
+        self._trimmed: set[int] = set()  # groups that lost their surplus over maxReplicas
         self.placer = Placer(self.catalog, self.fleet, self._load())
 
     # -- input -----------------------------------------------------------------------
@@ -240,12 +241,17 @@ class _Pass:
         idle_seconds = self.fleet.hosts[b.host].idle_seconds
         return (b.running, -idle_seconds, sum(used) / len(used) if used else 0.0)
 
+    def max_replicas(self) -> None:
+        """Surplus over maxReplicas goes first, as in Ray: the minimums that follow have the
+        room it leaves under the worker cap."""
+        self._trimmed = over_max_replicas(self.fleet, self.removed)
+
     def caps(self) -> None:
-        """Surplus over maxReplicas, then over maxWorkers, goes. The hosts left are listed by
-        group (in order of first appearance), a trimmed group's and, after a cluster-wide cut,
-        all of them in Ray's termination order with the head last, as Ray lists them. (Ray cuts
-        too when the minimums it launched went over the cap, where rayscale launched fewer.)"""
-        trimmed = over_max_replicas(self.fleet, self.removed)
+        """Surplus over maxWorkers goes. The hosts left are listed by group (in order of first
+        appearance), a trimmed group's and, after a cluster-wide cut, all of them in Ray's
+        termination order with the head last, as Ray lists them. (Ray cuts too when the
+        minimums it launched went over the cap, where rayscale launched fewer.)"""
+        trimmed = self._trimmed
         cut = over_max_workers(self.fleet, self.removed)
         cap = self.snapshot.options.max_workers
         cut = cut or (cap is not None and self.fleet.host_count() + self._short_hosts > cap)
@@ -420,6 +426,7 @@ def schedule(snapshot: Snapshot) -> Decision:
     state = _Pass(snapshot)
     launch_failures(state.fleet, state.removed)
     lost_nodes(state.fleet, state.removed)
+    state.max_replicas()
     state.group_minimums()
     state.caps()
     state.constraints()
