@@ -18,8 +18,8 @@ head, running and pending hosts, hosts launched earlier in this pass) are candid
 the order the pass keeps; then new hosts: one fresh host of every group that may still grow.
 Picking a fresh host launches a whole replica of its group (KubeRay creates replicas, not
 hosts); the other hosts of that replica are *spares*: from then on they stand in for fresh
-hosts of their group, as candidates ahead of the fresh ones, so that what would launch a new
-host first fills a host already launched.
+hosts of their group, taking its place among the groups (a group just picked goes last, as in
+Ray), so that what would launch a new host of the group fills a host already launched.
 
 Hosts in the same state (group, free resources, labels, what they hold) give the same result,
 so each state is tried once per round: the work of a round grows with distinct host states
@@ -263,24 +263,34 @@ class Placer:
             take(fill, after)
         done += candidates + exhausted
 
-        templates = [g.index for g in self.catalog.groups if fleet.room(g.index, 1)]
         spares = list(self.spares)
+
+        def offered(group: int) -> bool:
+            return fleet.room(group, 1) > 0 or any(s.group == group for s in spares)
+
+        # New hosts group by group, in Ray's order of its node types (the group just picked goes
+        # last): a group's spares (no launch needed; they win ties), then a fresh host of it.
+        templates = [g.index for g in self.catalog.groups if offered(g.index)]
         while any(left):
-            templates = [g for g in templates if fleet.room(g, 1)]
-            pool = spares + [self.fresh(g) for g in templates]
+            templates = [g for g in templates if offered(g)]
+            pool: list[Bin] = []
+            for g in templates:
+                pool += [s for s in spares if s.group == g]
+                if fleet.room(g, 1):
+                    pool.append(self.fresh(g))
             found = self.best(pool, runs, left, source) if pool else None
             if found is None:
                 break
             i, fill, after = found
-            if i < len(spares):
-                spares.pop(i)
+            group = pool[i].group
+            templates.remove(group)
+            if pool[i].host >= 0:  # a spare
+                spares.remove(pool[i])
             else:
-                group = templates.pop(i - len(spares))
                 rid = fleet.launch(group)
                 hosts = fleet.replicas[rid].hosts
                 after.host = hosts[0]
                 spares += [self.fresh(group, h, k) for k, h in enumerate(hosts) if k > 0]
-                if fleet.room(group, 1):
-                    templates.append(group)
+            templates.append(group)
             take(fill, after)
         return Result(done, spares, fills, left)
