@@ -134,6 +134,10 @@ def _whole_replicas(outcome: Outcome, difference: Difference, others: list[Entry
         return (replica and _splits_replica(outcome, {"IDLE"})) or _splits_replica(
             outcome, set(RAY_CAP_CAUSES)
         )
+    if difference.kind == "idle-only-rayscale":
+        # Ray kept the host for work it placed with part of a replica (or beside a replica it
+        # split at the cap); rayscale, unable to place that work whole, found the host idle.
+        return _partial_launch(outcome) or _splits_replica(outcome, set(RAY_CAP_CAUSES))
     if difference.kind == "cap-removals":
         return _splits_replica(outcome, set(RAY_CAP_CAUSES))
     if difference.kind.startswith(PLACEMENT_KINDS):
@@ -145,7 +149,9 @@ def _whole_replicas(outcome: Outcome, difference: Difference, others: list[Entry
 def _cap_keeps_minimum(outcome: Outcome, difference: Difference, others: list[Entry]) -> bool:
     """Ray's worker cap removed hosts of a group below its minimum (the removals, and what they freed)."""
     snap, ray = outcome.snapshot, outcome.ray
-    if difference.kind != "cap-removals" and not difference.kind.startswith(PLACEMENT_KINDS):
+    # The removals themselves, what they freed, and the idle hosts that freed room changed.
+    kinds = ("cap-removals", "idle-only-ray", "idle-only-rayscale")
+    if difference.kind not in kinds and not difference.kind.startswith(PLACEMENT_KINDS):
         return False
     gone: dict[str, int] = {}
     for t in ray.get("terminate", []):
