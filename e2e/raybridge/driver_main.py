@@ -30,7 +30,7 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, TextIO
 
 import ray
 from ray.autoscaler.sdk import request_resources
@@ -168,11 +168,22 @@ class Commands:
         ]
 
 
+def reply_stream() -> TextIO:
+    """The process's stdout, for replies alone: fd 1 is pointed at stderr (the driver's log), so
+    whatever Ray or a library prints (the autoscaler's "Adding N node(s)" lines, warnings) never
+    lands between two replies."""
+    sys.stdout.flush()
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    return replies
+
+
 def main() -> None:
     address, node_ip = sys.argv[1], sys.argv[2]
+    out = reply_stream()
     ray.init(address=address, _node_ip_address=node_ip, log_to_driver=False, namespace="e2e")
     commands = Commands()
-    print(json.dumps({"ready": True}), flush=True)
+    print(json.dumps({"ready": True}), file=out, flush=True)
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -182,7 +193,7 @@ def main() -> None:
             reply = {"ok": True, "value": getattr(commands, op)(**request)}
         except Exception as exc:
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
-        print(json.dumps(reply), flush=True)
+        print(json.dumps(reply), file=out, flush=True)
 
 
 if __name__ == "__main__":
