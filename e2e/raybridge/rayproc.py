@@ -185,6 +185,17 @@ def _spawn(
     args: list[str], env: Mapping[str, str], log_path: Path, *, die_with_parent: bool
 ) -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    preexec: Callable[[], None] | None = None
+    if die_with_parent:
+        # No Python between fork and exec where we can help it: the bridge runs gRPC and asyncio
+        # threads, and running Python in a child forked from such a process can crash it
+        # (seen as "Fatal Python error: Segmentation fault" in _execute_child). util-linux's
+        # setpriv sets the same signal and execs; without it, the preexec_fn does.
+        setpriv = shutil.which("setpriv")
+        if setpriv:
+            args = [setpriv, "--pdeathsig", "KILL", "--", *args]
+        else:
+            preexec = set_parent_death_signal
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             args,
@@ -193,7 +204,7 @@ def _spawn(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # setsid: pid == process group id
-            preexec_fn=set_parent_death_signal if die_with_parent else None,
+            preexec_fn=preexec,
         )
 
 
