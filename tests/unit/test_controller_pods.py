@@ -119,6 +119,32 @@ def test_shm_metrics_port_init_container() -> None:
     assert _env(init)["FQ_RAY_IP"] == FQDN
 
 
+def test_a_shared_mem_volume_of_the_template_is_mounted_not_added_twice() -> None:
+    mine = {"name": "shared-mem", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}
+    g = group(template={"spec": {"containers": [{"name": "w", "image": "ray"}], "volumes": [mine]}})
+    meta, spec = _setup(cluster(g))
+    pod = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]
+    assert pod["volumes"] == [mine]
+    assert pod["containers"][0]["volumeMounts"] == [{"name": "shared-mem", "mountPath": "/dev/shm"}]
+
+
+def test_a_custom_head_service_name_is_what_workers_dial() -> None:
+    body = cluster(group())
+    body["spec"]["headGroupSpec"]["headService"] = {"metadata": {"name": "my-head"}}
+    meta, spec = _setup(body)
+    assert services.head_service(meta, spec)["metadata"]["name"] == "my-head"
+    fqdn = "my-head.ns.svc.cluster.local"
+    assert pods.head_address(meta, spec) == f"{fqdn}:6379"
+    pod = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]
+    ray = pod["containers"][0]
+    assert f"--address={fqdn}:6379" in ray["args"][0]
+    assert _env(ray)["FQ_RAY_IP"] == fqdn
+    assert _env(ray)["RAY_ADDRESS"] == f"{fqdn}:6379"
+    (init,) = pod["initContainers"]
+    assert f"ray health-check --address {fqdn}:6379" in init["args"][0]
+    assert _env(init)["FQ_RAY_IP"] == fqdn
+
+
 def test_head_pod_autoscaling_has_no_monitor_and_no_sidecar() -> None:
     meta, spec = _setup(cluster(group(), autoscaling=True, autoscalerOptions={"version": "v2"}))
     pod = pods.head_pod(meta, spec)

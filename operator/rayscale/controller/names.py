@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
+from typing import Any
 
 MAX_NAME = 63
 MAX_PREFIX = 50
@@ -42,8 +44,11 @@ def worker_identifier(cluster: str) -> str:
     return trim_front(f"{cluster}-worker")
 
 
-def head_service_name(cluster: str) -> str:
-    return f"{cluster}-head-svc"
+def head_service_name(cluster: str, head_service: Mapping[str, Any] | None = None) -> str:
+    """``headGroupSpec.headService.metadata.name`` when set, else ``<cluster>-head-svc``; the
+    Service, every worker's ``--address`` and the GCS address rayscale dials all use it."""
+    override = ((head_service or {}).get("metadata") or {}).get("name")
+    return str(override) if override else f"{cluster}-head-svc"
 
 
 def headless_worker_service_name(cluster: str) -> str:

@@ -35,7 +35,8 @@ done"""
 
 def head_address(meta: ClusterMeta, spec: RayClusterSpec) -> str:
     port = raystart.head_port(spec.head_group_spec.ray_start_params)
-    return f"{names.fqdn(names.head_service_name(meta.name), meta.namespace)}:{port}"
+    service = names.head_service_name(meta.name, spec.head_group_spec.head_service)
+    return f"{names.fqdn(service, meta.namespace)}:{port}"
 
 
 def _field_env(name: str, path: str) -> dict[str, Any]:
@@ -84,7 +85,9 @@ def _add_shared_memory(
     memory = _memory_of(container)
     if memory is not None:
         empty_dir["sizeLimit"] = memory
-    pod_spec.setdefault("volumes", []).append({"name": "shared-mem", "emptyDir": empty_dir})
+    volumes = pod_spec.setdefault("volumes", [])
+    if not any(v.get("name") == "shared-mem" for v in volumes):  # the template's own is mounted
+        volumes.append({"name": "shared-mem", "emptyDir": empty_dir})
     mounts.append({"name": "shared-mem", "mountPath": "/dev/shm"})
 
 
@@ -177,7 +180,7 @@ def _build(
         raise ValueError("pod template has no containers")
     ray = containers[0]
     port = raystart.head_port(spec.head_group_spec.ray_start_params)
-    service = names.head_service_name(meta.name)
+    service = names.head_service_name(meta.name, spec.head_group_spec.head_service)
     fqdn = names.fqdn(service, meta.namespace)
     params = raystart.start_params(
         user_params=group.ray_start_params,

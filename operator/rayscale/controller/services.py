@@ -44,7 +44,7 @@ def head_service(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest:
     base: dict[str, Any] = copy.deepcopy(head.head_service) if head.head_service else {}
     smeta = base.setdefault("metadata", {})
     sspec = base.setdefault("spec", {})
-    smeta.setdefault("name", names.head_service_name(meta.name))
+    smeta["name"] = names.head_service_name(meta.name, head.head_service)
     smeta["namespace"] = meta.namespace
     smeta["labels"] = {**(smeta.get("labels") or {}), **labels}
     annotations = {**(smeta.get("annotations") or {}), **(spec.head_service_annotations or {})}
