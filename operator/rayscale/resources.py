@@ -104,9 +104,14 @@ def _ceil(value: str | int | float | Decimal) -> int:
     return int(parse_quantity(value).to_integral_value(rounding=ROUND_CEILING))
 
 
+_MIG = re.compile(r"nvidia\.com/mig-\d+g\.\d+gb$")
+
+
 def is_gpu_key(name: str) -> bool:
-    """Resource names KubeRay treats as GPUs: ``nvidia.com/gpu``, ``amd.com/gpu``, ``GPU`` ..."""
-    return name.lower().endswith("gpu")
+    """Resource names KubeRay treats as GPUs: ``nvidia.com/gpu``, ``amd.com/gpu``, ``GPU`` ...
+    and NVIDIA MIG slices (``nvidia.com/mig-1g.5gb``). The one predicate for ``ray start``'s
+    ``--num-gpus``, a host's Ray resources and the GPU column of the status."""
+    return name.lower().endswith("gpu") or bool(_MIG.search(name.lower()))
 
 
 def parse_resources_param(text: str) -> dict[str, float]:
@@ -206,7 +211,7 @@ def _group_map_resources(resources: Mapping[str, Any]) -> dict[str, float]:
     for key, amount in parse_resource_map(resources).items():
         lower = key.lower()
         if lower == "cpu":
-            out["CPU"] = amount
+            out["CPU"] = float(math.ceil(amount))  # ray start takes whole CPUs; KubeRay rounds up
         elif lower == "memory":
             out["memory"] = float(math.ceil(amount))
         elif is_gpu_key(lower):

@@ -54,6 +54,8 @@ def _limits(**limits: str) -> dict[str, Any]:
         (_limits(**{"amd.com/gpu": "1", "nvidia.com/gpu": "0"}), "num-gpus", "1"),
         (_limits(**{"google.com/tpu": "4"}), "resources", """'{"TPU":4}'"""),
         (_limits(**{"aws.amazon.com/neuroncore": "2"}), "resources", """'{"neuron_cores":2}'"""),
+        (_limits(**{"nvidia.com/mig-1g.5gb": "2"}), "num-gpus", "2"),
+        (_limits(memory="1.5"), "memory", "2"),
     ],
 )
 def test_container_resources(container: dict[str, Any], key: str, value: str | None) -> None:
@@ -87,6 +89,12 @@ def test_group_resources_and_labels_override() -> None:
     assert params["num-gpus"] == "1"
     assert params["resources"] == """'{"Custom":2}'"""
     assert params["labels"] == "accel=x,zone=a"
+
+
+def test_group_resources_round_up_to_what_ray_start_takes() -> None:
+    resources = {"cpu": "500m", "memory": "1.5", "nvidia.com/mig-2g.10gb": "1"}
+    params = _params(_limits(cpu="8"), resources=resources)
+    assert (params["num-cpus"], params["memory"], params["num-gpus"]) == ("1", "2", "1")
 
 
 def test_worker_defaults() -> None:

@@ -161,6 +161,9 @@ def group(
             ),
             {"CPU": 2, "memory": GI, "GPU": 1, "Custom": 3},
         ),
+        # whole CPUs, as ray start gets them; NVIDIA MIG slices are GPUs
+        (group(limits={"cpu": "8"}, resources={"cpu": "500m"}), {"CPU": 1}),
+        (group(limits={"cpu": "2", "nvidia.com/mig-1g.5gb": "2"}), {"CPU": 2, "GPU": 2}),
         # GKE TPU node selectors add the slice head resource
         (
             group(

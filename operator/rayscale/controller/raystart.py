@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from decimal import ROUND_CEILING, Decimal
+from decimal import ROUND_CEILING
 from typing import Any
 
 from rayscale.resources import QuantityError, is_gpu_key, parse_quantity, parse_resources_param
@@ -34,11 +34,6 @@ def _nonzero(value: Any) -> bool:
         return False
 
 
-def _number(value: float | Decimal) -> str:
-    d = Decimal(str(value))
-    return str(int(d)) if d == d.to_integral_value() else format(d.normalize(), "f")
-
-
 def _resources_json(resources: Mapping[str, float]) -> str:
     body = {k: (int(v) if float(v).is_integer() else v) for k, v in resources.items()}
     return "'" + json.dumps(body, sort_keys=True, separators=(",", ":")) + "'"
@@ -51,9 +46,9 @@ def apply_group_resources(params: dict[str, str], resources: Mapping[str, str] |
     custom: dict[str, float] = {}
     for key, raw in sorted(resources.items()):
         if key.lower() == "cpu":
-            params["num-cpus"] = _number(parse_quantity(raw))
+            params["num-cpus"] = str(_ceil(raw))  # ray start takes whole numbers; KubeRay rounds up
         elif key.lower() == "memory":
-            params["memory"] = _number(parse_quantity(raw))
+            params["memory"] = str(_ceil(raw))
         elif is_gpu_key(key):
             params["num-gpus"] = str(_ceil(raw))
         else:
@@ -73,7 +68,7 @@ def apply_container_resources(params: dict[str, str], container: Mapping[str, An
         elif _nonzero(requests.get("cpu")):
             params["num-cpus"] = str(_ceil(requests["cpu"]))
     if "memory" not in params and limits.get("memory") is not None and _nonzero(limits["memory"]):
-        params["memory"] = _number(parse_quantity(limits["memory"]))
+        params["memory"] = str(_ceil(limits["memory"]))
     if "num-gpus" not in params:
         for key in sorted(limits):
             if is_gpu_key(key) and _nonzero(limits[key]):
