@@ -94,3 +94,14 @@ def test_status_subresource_columns_and_categories() -> None:
 def test_generated_yaml_round_trips() -> None:
     for text in render_crds().values():
         assert yaml.safe_load(text)["kind"] == "CustomResourceDefinition"
+
+
+def test_field_names_are_kuberays_where_camel_case_differs() -> None:
+    """Field names KubeRay spells otherwise than plain camelCase (``K8s`` is not ``K8S``)."""
+    from rayscale.api.raycluster import AuthOptions
+
+    props = _schema()["properties"]["spec"]["properties"]["authOptions"]["properties"]
+    assert "enableK8sTokenAuth" in props
+    parsed = AuthOptions.model_validate({"mode": "token", "enableK8sTokenAuth": True})
+    assert parsed.enable_k8s_token_auth is True
+    assert parsed.model_dump(by_alias=True, exclude_none=True) == {"mode": "token", "enableK8sTokenAuth": True}

@@ -125,7 +125,7 @@ class AuthOptions(KubeModel):
 
     mode: Literal["disabled", "token"] | None = None
     secret_name: str | None = None
-    enable_k8s_token_auth: bool | None = None
+    enable_k8s_token_auth: bool | None = Field(default=None, alias="enableK8sTokenAuth")
 
 
 class RayClusterSpec(KubeModel):
