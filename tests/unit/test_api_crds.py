@@ -104,4 +104,5 @@ def test_field_names_are_kuberays_where_camel_case_differs() -> None:
     assert "enableK8sTokenAuth" in props
     parsed = AuthOptions.model_validate({"mode": "token", "enableK8sTokenAuth": True})
     assert parsed.enable_k8s_token_auth is True
-    assert parsed.model_dump(by_alias=True, exclude_none=True) == {"mode": "token", "enableK8sTokenAuth": True}
+    dumped = parsed.model_dump(by_alias=True, exclude_none=True)
+    assert dumped == {"mode": "token", "enableK8sTokenAuth": True}
