@@ -4,7 +4,8 @@
 registry here). rayscale then runs out of cluster with a kubeconfig that holds a token of the
 chart's ServiceAccount, with leader election on its Lease in the release namespace, and takes a
 RayCluster through create, scale-up, workersToDelete and delete. `kubectl auth can-i` with the same
-token proves what it may not do: no Lease but its own, no Secret but the named auth token.
+token proves what it may not do: no Lease but its own, no Secret read but the named auth token
+(which rayscale creates, for a cluster with token auth).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class Release:
                "--create-namespace", "--skip-crds", "--set", "replicas=0",
                "--set", f"watchNamespace={{{self.watched}}}",
                "--set", f"autoscaler.authTokenSecrets[0].namespace={self.watched}",
-               "--set", "autoscaler.authTokenSecrets[0].name=ray-token"]  # fmt: skip
+               "--set", "autoscaler.authTokenSecrets[0].name=raycluster-basic"]  # fmt: skip
         out = subprocess.run(
             cmd, env=self.cluster.env, capture_output=True, text=True, timeout=180, check=False
         )
@@ -104,9 +105,10 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("create", "pods"),
         ("delete", "pods"),
         ("create", "services"),
+        ("create", "secrets"),
         ("create", "events"),
         ("patch", "rayresourcerequests.rayscale.io/status"),
-        ("get", "secrets/ray-token"),
+        ("get", "secrets/raycluster-basic"),
     ]
     for verb, resource in needed:
         assert can_i(cluster, kubeconfig, verb, resource, "-n", namespace), f"cannot {verb} {resource}"
@@ -122,8 +124,8 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("get", "secrets/other", "-n", namespace),
         ("list", "secrets", "-n", namespace),
         ("watch", "secrets", "-n", namespace),
-        ("update", "secrets/ray-token", "-n", namespace),
-        ("get", "secrets/ray-token", "-n", release.namespace),
+        ("update", "secrets/raycluster-basic", "-n", namespace),
+        ("get", "secrets/raycluster-basic", "-n", release.namespace),
         ("get", "leases", "-n", release.namespace),
         ("list", "leases", "-n", release.namespace),
         ("get", "leases/other", "-n", release.namespace),
@@ -161,8 +163,12 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         body = example("raycluster-basic.yaml")
         body["spec"]["enableInTreeAutoscaling"] = True  # workersToDelete is honoured as the autoscaler's
         body["spec"]["workerGroupSpecs"][0]["replicas"] = 1
+        body["spec"]["authOptions"] = {"mode": "token"}  # rayscale creates the token Secret, then reads it
         await kube.create(body)
         await eventually(lambda: kube.running_workers("raycluster-basic", 1), timeout=90, message="1 worker")
+        secret = await client.CoreV1Api(api).read_namespaced_secret("raycluster-basic", namespace)
+        assert secret.data["auth_token"], "an empty token"
+        assert secret.metadata.owner_references[0].name == "raycluster-basic"
         await kube.set_group("raycluster-basic", 0, "replicas", 3)
         before = names(await eventually(lambda: kube.running_workers("raycluster-basic", 3), timeout=60))
         victim = sorted(before)[0]

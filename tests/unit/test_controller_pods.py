@@ -8,7 +8,7 @@ from raycluster_factory import cluster, group
 
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.controller import labels as L
-from rayscale.controller import pods, services
+from rayscale.controller import pods, services, tokenauth
 from rayscale.controller.snapshot import ClusterMeta
 
 FQDN = "rc-head-svc.ns.svc.cluster.local"
@@ -244,3 +244,65 @@ def test_autoscaling_without_a_version_runs_ray_autoscaler_v2() -> None:
     meta, parsed = _setup(cluster(group(), autoscaling=True))
     worker = pods.worker_pod(meta, parsed, parsed.workers[0], replica_index=0)["spec"]["containers"][0]
     assert "RAY_enable_autoscaler_v2" not in _env(worker)
+
+
+def _token_cluster(**auth: Any) -> tuple[ClusterMeta, RayClusterSpec]:
+    body = cluster(group())
+    body["spec"]["rayVersion"] = "2.55.0"
+    body["spec"]["authOptions"] = {"mode": "token", **auth}
+    return _setup(body)
+
+
+def test_token_auth_env_from_the_clusters_secret_in_ray_and_wait_gcs_ready() -> None:
+    meta, spec = _token_cluster()
+    ref = {"secretKeyRef": {"name": "rc", "key": "auth_token"}}
+    worker = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]
+    for container in (worker["containers"][0], worker["initContainers"][0]):
+        env = _env(container)
+        assert (env["RAY_AUTH_MODE"], env["RAY_AUTH_TOKEN"]) == ("token", ref)
+    head = pods.head_pod(meta, spec)["spec"]["containers"][0]
+    assert _env(head)["RAY_AUTH_TOKEN"] == ref
+    assert tokenauth.needs_secret(spec.auth_options)
+    secret = tokenauth.secret_manifest(meta, spec.auth_options)
+    assert secret["metadata"]["name"] == "rc"
+    assert secret["metadata"]["labels"] == {L.RAY_CLUSTER: "rc"}
+    assert secret["metadata"]["ownerReferences"][0]["name"] == "rc"
+
+
+def test_token_auth_with_a_named_secret_or_kubernetes_tokens_needs_no_secret() -> None:
+    meta, spec = _token_cluster(secretName="mine")
+    ray = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
+    assert _env(ray)["RAY_AUTH_TOKEN"] == {"secretKeyRef": {"name": "mine", "key": "auth_token"}}
+    assert not tokenauth.needs_secret(spec.auth_options)
+
+    meta, spec = _token_cluster(enableK8sTokenAuth=True)
+    pod = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]
+    assert not tokenauth.needs_secret(spec.auth_options)
+    assert {
+        "name": "ray-token",
+        "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]},
+    } in pod["volumes"]
+    mount = {"name": "ray-token", "mountPath": "/var/run/secrets/ray.io/serviceaccount", "readOnly": True}
+    for container in (pod["containers"][0], pod["initContainers"][0]):
+        env = _env(container)
+        assert (env["RAY_AUTH_MODE"], env["RAY_ENABLE_K8S_TOKEN_AUTH"]) == ("token", "true")
+        assert "RAY_AUTH_TOKEN" not in env
+        assert mount in container["volumeMounts"]
+
+
+def test_token_auth_keeps_the_templates_own_variables() -> None:
+    mine = {"name": "RAY_AUTH_TOKEN", "value": "from-template"}
+    g = group(template={"spec": {"containers": [{"name": "w", "image": "ray", "env": [mine]}]}})
+    body = cluster(g)
+    body["spec"]["rayVersion"] = "2.55.0"
+    body["spec"]["authOptions"] = {"mode": "token"}
+    meta, spec = _setup(body)
+    ray = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
+    assert [e for e in ray["env"] if e["name"] == "RAY_AUTH_TOKEN"] == [mine]
+
+
+def test_no_token_auth_no_variables() -> None:
+    meta, spec = _setup(cluster(group()))
+    ray = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
+    assert "RAY_AUTH_MODE" not in _env(ray)
+    assert not tokenauth.needs_secret(spec.auth_options)

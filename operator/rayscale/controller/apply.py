@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from kubernetes_asyncio import client
 
+from rayscale.controller import tokenauth
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import CreatePod, DeletePod, Manifest, Step
 from rayscale.controller.snapshot import ClusterMeta
@@ -44,6 +46,7 @@ class PlanApplier:
         self.api = api
         self.expectations = expectations
         self.events = events
+        self._secrets_done: set[tuple[str, str]] = set()  # (RayCluster uid, Secret name)
 
     async def create_services(
         self, body: Mapping[str, Any], services: Sequence[Manifest]
@@ -59,6 +62,29 @@ class PlanApplier:
             except ops.KubeError as exc:
                 self.events.post(body, "Warning", "FailedToCreateService", str(exc))
                 return ReconcileError(str(exc))
+        return None
+
+    async def create_secrets(
+        self, body: Mapping[str, Any], secrets: Sequence[Manifest]
+    ) -> ReconcileError | None:
+        """Create each Secret once per RayCluster (with a fresh token); one that exists is kept."""
+        meta = ClusterMeta.from_body(body)
+        for manifest in secrets:
+            name = manifest["metadata"]["name"]
+            key = (meta.uid, name)
+            if key in self._secrets_done:
+                continue
+            secret = copy.deepcopy(manifest)
+            secret["stringData"] = {tokenauth.TOKEN_KEY: tokenauth.new_token()}
+            try:
+                if await ops.create_secret(self.api, meta.namespace, secret):
+                    self.events.post(
+                        body, "Normal", "CreatedSecret", f"Created secret {meta.namespace}/{name}"
+                    )
+            except ops.KubeError as exc:
+                self.events.post(body, "Warning", "FailedToCreateSecret", str(exc))
+                return ReconcileError(str(exc))
+            self._secrets_done.add(key)
         return None
 
     async def run_steps(self, body: Mapping[str, Any], steps: Sequence[Step]) -> ReconcileError | None:

@@ -9,7 +9,7 @@ from typing import Any
 from rayscale import __version__
 from rayscale.api.raycluster import HeadGroupSpec, RayClusterSpec, WorkerGroupSpec
 from rayscale.controller import labels as L
-from rayscale.controller import names, probes, raystart
+from rayscale.controller import names, probes, raystart, tokenauth
 from rayscale.controller.snapshot import ClusterMeta
 
 Manifest = dict[str, Any]
@@ -215,6 +215,7 @@ def _build(
         env = init.setdefault("env", [])
         _add_env(env, {"name": "FQ_RAY_IP", "value": fqdn})
         _add_env(env, {"name": "RAY_IP", "value": service})
+    tokenauth.configure(pod_spec, meta.name, spec.auth_options)
 
     labels = _merge_labels(
         _base_labels(meta, head=head, group=group_name), tmeta.get("labels"), group.labels, extra_labels

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from rayscale.api.raycluster import KUBERAY_MANAGER, RayClusterSpec
 from rayscale.controller import labels as L
-from rayscale.controller import names, services
+from rayscale.controller import names, services, tokenauth
 from rayscale.controller import pods as podspec
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import CreatePod, DeletePod, EventSpec, Plan, Step
@@ -75,6 +75,8 @@ def plan_cluster(
         return plan, parsed
     spec = parsed
 
+    if tokenauth.needs_secret(spec.auth_options):
+        plan.secrets.append(tokenauth.secret_manifest(meta, spec.auth_options))
     existing = _service_names(snapshot)
     head_svc = services.head_service(meta, spec)
     if head_svc["metadata"]["name"] not in existing:

@@ -90,6 +90,12 @@ async def create_service(api: client.ApiClient, namespace: str, manifest: dict[s
     return await _send_unless(call, f"create service {manifest['metadata']['name']}", tolerated=409)
 
 
+async def create_secret(api: client.ApiClient, namespace: str, manifest: dict[str, Any]) -> bool:
+    """Create a Secret; False when one of that name already exists (it is left alone)."""
+    call = _core(api).create_namespaced_secret(namespace, manifest, _preload_content=False)
+    return await _send_unless(call, f"create secret {manifest['metadata']['name']}", tolerated=409)
+
+
 async def patch_raycluster_status(
     api: client.ApiClient, namespace: str, name: str, patch: dict[str, Any]
 ) -> bool:
