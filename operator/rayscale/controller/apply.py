@@ -18,6 +18,7 @@ from rayscale.controller.status import ReconcileError
 from rayscale.kube import ops
 
 log = logging.getLogger(__name__)
+Creator = Callable[[client.ApiClient, str, Manifest], Awaitable[bool]]
 MAX_PARALLEL_CALLS = 16
 
 
@@ -48,42 +49,42 @@ class PlanApplier:
         self.events = events
         self._secrets_done: set[tuple[str, str]] = set()  # (RayCluster uid, Secret name)
 
+    async def _create(
+        self, body: Mapping[str, Any], kind: str, create: Creator, manifest: Manifest
+    ) -> ReconcileError | None:
+        """One create, with KubeRay's Created<Kind> / FailedToCreate<Kind> Events."""
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        try:
+            if await create(self.api, namespace, manifest):
+                self.events.post(
+                    body, "Normal", f"Created{kind}", f"Created {kind.lower()} {namespace}/{name}"
+                )
+        except ops.KubeError as exc:
+            self.events.post(body, "Warning", f"FailedToCreate{kind}", str(exc))
+            return ReconcileError(str(exc))
+        return None
+
     async def create_services(
         self, body: Mapping[str, Any], services: Sequence[Manifest]
     ) -> ReconcileError | None:
-        meta = ClusterMeta.from_body(body)
         for svc in services:
-            name = svc["metadata"]["name"]
-            try:
-                if await ops.create_service(self.api, meta.namespace, svc):
-                    self.events.post(
-                        body, "Normal", "CreatedService", f"Created service {meta.namespace}/{name}"
-                    )
-            except ops.KubeError as exc:
-                self.events.post(body, "Warning", "FailedToCreateService", str(exc))
-                return ReconcileError(str(exc))
+            if error := await self._create(body, "Service", ops.create_service, svc):
+                return error
         return None
 
     async def create_secrets(
         self, body: Mapping[str, Any], secrets: Sequence[Manifest]
     ) -> ReconcileError | None:
         """Create each Secret once per RayCluster (with a fresh token); one that exists is kept."""
-        meta = ClusterMeta.from_body(body)
+        uid = ClusterMeta.from_body(body).uid
         for manifest in secrets:
-            name = manifest["metadata"]["name"]
-            key = (meta.uid, name)
+            key = (uid, manifest["metadata"]["name"])
             if key in self._secrets_done:
                 continue
             secret = copy.deepcopy(manifest)
             secret["stringData"] = {tokenauth.TOKEN_KEY: tokenauth.new_token()}
-            try:
-                if await ops.create_secret(self.api, meta.namespace, secret):
-                    self.events.post(
-                        body, "Normal", "CreatedSecret", f"Created secret {meta.namespace}/{name}"
-                    )
-            except ops.KubeError as exc:
-                self.events.post(body, "Warning", "FailedToCreateSecret", str(exc))
-                return ReconcileError(str(exc))
+            if error := await self._create(body, "Secret", ops.create_secret, secret):
+                return error
             self._secrets_done.add(key)
         return None
 
