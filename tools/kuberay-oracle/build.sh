@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Builds the KubeRay oracle (main.go: KubeRay's own RayCluster reconciler on a fake
+# API server) from the KubeRay Go module pinned in versions.env, into a cache outside
+# the checkout:
+#
+#   ${RAYSCALE_CACHE:-~/.cache/rayscale}/kuberay-oracle-<KubeRay version>-<hash>/
+#     kuberay-oracle            the binary
+#     ray.io_rayclusters.yaml   KubeRay's RayCluster CRD (its defaults), from the module cache
+#     module-dir                the module's directory in the Go module cache; its
+#                               config/samples/ holds KubeRay's sample RayClusters
+#
+# <hash> covers go.mod, go.sum, versions.env, this script, main.go and the Go version, so a
+# fresh clone reuses what an earlier clone built. Prints the directory on stdout (progress
+# goes to stderr).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cd "$here"
+source ./versions.env
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+module=github.com/ray-project/kuberay/ray-operator
+
+required="$(awk -v m="$module" '$1 == m {print $2} $1 == "require" && $2 == m {print $3}' go.mod)"
+if [[ "$required" != "$KUBERAY_VERSION" ]]; then
+  echo "kuberay-oracle: go.mod requires ${module} ${required:-(nothing)}, versions.env says ${KUBERAY_VERSION}; run ${here}/update-gomod.sh" >&2
+  exit 1
+fi
+
+cache_root="${RAYSCALE_CACHE:-$HOME/.cache/rayscale}"
+key="$( (cat go.mod go.sum versions.env build.sh main.go; go env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-12)"
+bindir="${cache_root}/kuberay-oracle-${KUBERAY_VERSION}-${key}"
+
+complete() {
+  [[ -x "${bindir}/kuberay-oracle" && -f "${bindir}/ray.io_rayclusters.yaml" && -f "${bindir}/module-dir" ]] || return 1
+  # The module cache can be cleaned apart from ours (go clean -modcache): build again then.
+  [[ -d "$(cat "${bindir}/module-dir")/config/samples" ]]
+}
+if complete; then
+  echo "$bindir"
+  exit 0
+fi
+
+mkdir -p "$cache_root"
+# One build at a time per cache root (parallel test sessions, make targets).
+exec 9>"${cache_root}/.kuberay-oracle.lock"
+flock 9
+if complete; then echo "$bindir"; exit 0; fi
+
+tmp="${bindir}.tmp.$$"
+rm -rf "$tmp"; mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+
+start=$SECONDS
+echo "kuberay-oracle: downloading modules (first run only) ..." >&2
+go mod download
+echo "kuberay-oracle: building against ${module}@${KUBERAY_VERSION} ..." >&2
+go build -trimpath -ldflags "-s -w" -o "${tmp}/kuberay-oracle" .
+echo "kuberay-oracle: built in $((SECONDS - start))s" >&2
+
+# KubeRay's CRD and samples are read from the module cache (not copied into our repo).
+module_dir="$(go list -m -json "$module" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+cp "${module_dir}/config/crd/bases/ray.io_rayclusters.yaml" "${tmp}/"
+echo "$module_dir" > "${tmp}/module-dir"
+
+rm -rf "$bindir"
+mv "$tmp" "$bindir"
+trap - EXIT
+echo "$bindir"
