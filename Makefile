@@ -39,6 +39,14 @@ unit: install ## unit tests (no cluster), then the scheduler against Ray's on a 
 	$(PY) -m pytest tests/unit -q
 	$(PY) -m pytest tests/differential -q
 
+.PHONY: kuberay-diff
+kuberay-diff: install kuberay-oracle ## what rayscale creates for KubeRay's sample RayClusters against KubeRay's own controller
+	$(PY) -m pytest tests/kuberay -q
+
+.PHONY: kuberay-oracle
+kuberay-oracle: ## build (or reuse) the KubeRay oracle in ~/.cache/rayscale (about 3 minutes the first time)
+	@tools/kuberay-oracle/build.sh >/dev/null
+
 .PHONY: fuzz
 fuzz: install ## the scheduler against Ray 2.60's on many generated cases (FUZZ_CASES=5000 FUZZ_SEED=1)
 	$(PY) -m tests.differential --cases $${FUZZ_CASES:-5000} --seed $${FUZZ_SEED:-1}
@@ -58,7 +66,7 @@ e2e-smoke: install cluster-build ## the end-to-end scenarios `make test` runs
 	$(PY) -m pytest e2e -q -m e2e_smoke
 
 .PHONY: test
-test: lint unit integration ## everything CI runs
+test: lint unit kuberay-diff integration ## everything CI runs
 
 .PHONY: cluster-build
 cluster-build: ## build (or reuse) the control-plane binaries in ~/.cache/rayscale
