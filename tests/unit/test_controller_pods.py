@@ -306,3 +306,51 @@ def test_no_token_auth_no_variables() -> None:
     ray = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
     assert "RAY_AUTH_MODE" not in _env(ray)
     assert not tokenauth.needs_secret(spec.auth_options)
+
+
+def _ft_cluster(annotations: dict[str, str] | None = None, **spec: Any) -> tuple[ClusterMeta, RayClusterSpec]:
+    body = cluster(group())
+    body["metadata"]["annotations"] = annotations or {}
+    body["spec"].update(spec)
+    return _setup(body)
+
+
+def test_gcs_fault_tolerance_with_redis_options() -> None:
+    password = {"valueFrom": {"secretKeyRef": {"name": "redis", "key": "password"}}}
+    options = {"redisAddress": "redis:6379", "redisPassword": password, "redisUsername": {"value": "ray"}}
+    meta, spec = _ft_cluster(gcsFaultToleranceOptions=options)
+    head = pods.head_pod(meta, spec)
+    assert head["metadata"]["annotations"]["ray.io/ft-enabled"] == "true"
+    assert head["metadata"]["annotations"]["ray.io/external-storage-namespace"] == "uid-1"
+    ray = head["spec"]["containers"][0]
+    env = _env(ray)
+    assert env["RAY_REDIS_ADDRESS"] == "redis:6379"
+    assert env["RAY_external_storage_namespace"] == "uid-1"
+    assert env["REDIS_USERNAME"] == "ray"
+    assert env["REDIS_PASSWORD"] == password["valueFrom"]
+    command = ray["args"][0]
+    assert "--redis-password=$REDIS_PASSWORD" in command
+    assert "--redis-username=$REDIS_USERNAME" in command
+    worker = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
+    assert _env(worker)["RAY_gcs_rpc_server_reconnect_timeout_s"] == "600"
+    assert "RAY_REDIS_ADDRESS" not in _env(worker)
+
+
+def test_gcs_fault_tolerance_by_annotation_and_storage_namespace() -> None:
+    annotations = {"ray.io/ft-enabled": "True", "ray.io/external-storage-namespace": "mine"}
+    meta, spec = _ft_cluster(annotations)
+    spec.head_group_spec.ray_start_params = {"redis-password": "secret"}
+    head = pods.head_pod(meta, spec)
+    assert head["metadata"]["annotations"]["ray.io/external-storage-namespace"] == "mine"
+    env = _env(head["spec"]["containers"][0])
+    assert (env["RAY_external_storage_namespace"], env["REDIS_PASSWORD"]) == ("mine", "secret")
+    assert "RAY_REDIS_ADDRESS" not in env
+
+
+def test_no_gcs_fault_tolerance() -> None:
+    meta, spec = _ft_cluster()
+    head = pods.head_pod(meta, spec)
+    assert head["metadata"]["annotations"]["ray.io/ft-enabled"] == "false"
+    assert "ray.io/external-storage-namespace" not in head["metadata"]["annotations"]
+    worker = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
+    assert "RAY_gcs_rpc_server_reconnect_timeout_s" not in _env(worker)

@@ -52,3 +52,28 @@ def _head_env(body: dict[str, Any], name: str, value: str) -> dict[str, Any]:
 )  # fmt: skip
 def test_validation(body: dict[str, Any], expected: str | None) -> None:
     assert _check(body) == expected
+
+
+def _ft(annotations: dict[str, str], **spec: Any) -> dict[str, Any]:
+    body = cluster(group())
+    body["metadata"]["annotations"] = annotations
+    body["spec"].update(spec)
+    return body
+
+
+def test_gcs_fault_tolerance_rules_as_kuberay() -> None:
+    options = {"redisAddress": "redis:6379"}
+    assert _check(_ft({}, gcsFaultToleranceOptions=options)) is None
+    ns = {"ray.io/external-storage-namespace": "x"}
+    assert _check(_ft(ns, gcsFaultToleranceOptions=options)) == (
+        "metadata.annotations.ray.io/external-storage-namespace: not allowed with"
+        " gcsFaultToleranceOptions (use gcsFaultToleranceOptions.externalStorageNamespace)"
+    )
+    assert _check(_ft({"ray.io/ft-enabled": "true"}, gcsFaultToleranceOptions=options)) == (
+        "spec.gcsFaultToleranceOptions: not allowed together with annotation ray.io/ft-enabled"
+    )
+    # The annotation turns it on whatever its case, so RAY_REDIS_ADDRESS is allowed then.
+    assert _check(_head_env(_ft({"ray.io/ft-enabled": "True"}), "RAY_REDIS_ADDRESS", "r:6379")) is None
+    assert _check(_head_env(_ft({}), "RAY_REDIS_ADDRESS", "r:6379")) == (
+        "spec.headGroupSpec.template: env RAY_REDIS_ADDRESS requires GCS fault tolerance"
+    )

@@ -8,8 +8,8 @@ from typing import Any
 
 from rayscale import __version__
 from rayscale.api.raycluster import HeadGroupSpec, RayClusterSpec, WorkerGroupSpec
+from rayscale.controller import gcsft, names, probes, raystart, tokenauth
 from rayscale.controller import labels as L
-from rayscale.controller import names, probes, raystart, tokenauth
 from rayscale.controller.snapshot import ClusterMeta
 
 Manifest = dict[str, Any]
@@ -191,8 +191,12 @@ def _build(
         head_address=f"{fqdn}:{port}",
         autoscaling=spec.autoscaling,
     )
+    if head:
+        gcsft.start_params(spec, meta.annotations, params)
     start_cmd = raystart.render(params, is_head=head)
     version = spec.autoscaler_options.version if spec.autoscaler_options else None
+    annotations = dict(tmeta.get("annotations") or {})
+    gcsft.configure(ray, annotations, head=head, meta=meta, spec=spec, params=params)
     _ray_env(
         ray,
         head=head,
@@ -220,15 +224,9 @@ def _build(
     labels = _merge_labels(
         _base_labels(meta, head=head, group=group_name), tmeta.get("labels"), group.labels, extra_labels
     )
-    annotations = dict(tmeta.get("annotations") or {})
     if L.OVERWRITE_CMD_ANNOTATION in meta.annotations:
         annotations[L.OVERWRITE_CMD_ANNOTATION] = meta.annotations[L.OVERWRITE_CMD_ANNOTATION]
     if head:
-        ft = (
-            spec.gcs_fault_tolerance_options is not None
-            or meta.annotations.get(L.FT_ENABLED_ANNOTATION) == "true"
-        )
-        annotations[L.FT_ENABLED_ANNOTATION] = "true" if ft else "false"
         annotations[L.KUBERAY_VERSION_ANNOTATION] = f"rayscale-{__version__}"
         generate_name = names.head_pod_generate_name(meta.name)
     else:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rayscale.api.raycluster import RayClusterSpec
+from rayscale.controller import gcsft
 from rayscale.controller.names import is_dns1035_label
 from rayscale.controller.probes import version_at_least
 from rayscale.controller.snapshot import ClusterMeta
@@ -125,7 +126,7 @@ def validate_spec(meta: ClusterMeta, spec: RayClusterSpec) -> str | None:
     ft_annotation = "ray.io/ft-enabled" in meta.annotations
     if ft_annotation and spec.gcs_fault_tolerance_options is not None:
         return "spec.gcsFaultToleranceOptions: not allowed together with annotation ray.io/ft-enabled"
-    ft = spec.gcs_fault_tolerance_options is not None or meta.annotations.get("ray.io/ft-enabled") == "true"
+    ft = gcsft.enabled(spec, meta.annotations)
     if not ft and _env(head.template, "RAY_REDIS_ADDRESS") is not None:
         return "spec.headGroupSpec.template: env RAY_REDIS_ADDRESS requires GCS fault tolerance"
     if spec.gcs_fault_tolerance_options is not None:
@@ -136,6 +137,11 @@ def validate_spec(meta: ClusterMeta, spec: RayClusterSpec) -> str | None:
         for env in ("REDIS_PASSWORD", "RAY_REDIS_ADDRESS"):
             if _env(head.template, env) is not None:
                 return f"spec.headGroupSpec.template: env {env} not allowed with gcsFaultToleranceOptions"
+        if meta.annotations.get(gcsft.STORAGE_NS_ANNOTATION):
+            return (
+                f"metadata.annotations.{gcsft.STORAGE_NS_ANNOTATION}: not allowed with"
+                " gcsFaultToleranceOptions (use gcsFaultToleranceOptions.externalStorageNamespace)"
+            )
     if "redis-username" in (head.ray_start_params or {}) or _env(head.template, "REDIS_USERNAME") is not None:
         return "spec.headGroupSpec: redis-username / REDIS_USERNAME not allowed (use redisUsername)"
     if not spec.autoscaling:
