@@ -89,7 +89,7 @@ def test_worker_env_in_kuberay_order() -> None:
     )
     assert ray["command"] == ["/bin/bash", "-c", "--"]
     assert ray["args"] == [
-        "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}; " + env["KUBERAY_GEN_RAY_START_CMD"]
+        "ulimit -n 65536; " + env["KUBERAY_GEN_RAY_START_CMD"]
     ]
 
 

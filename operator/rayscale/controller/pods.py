@@ -13,7 +13,7 @@ from rayscale.controller import labels as L
 from rayscale.controller.snapshot import ClusterMeta
 
 Manifest = dict[str, Any]
-ULIMIT = "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}"
+ULIMIT = "ulimit -n 65536"
 WAIT_GCS_SCRIPT = """SECONDS=0
 while true; do
   if (( SECONDS <= 120 )); then
@@ -27,10 +27,14 @@ while true; do
       echo "GCS is ready. Any error messages above can be safely ignored."
       break
     fi
-    echo "$SECONDS seconds elapsed: Still waiting for GCS to be ready."
+    echo "$SECONDS seconds elapsed: Still waiting for GCS to be ready. {faq}"
   fi
   sleep 5
 done"""
+FAQ = (
+    "For troubleshooting, refer to the FAQ at"
+    " https://docs.ray.io/en/master/cluster/kubernetes/troubleshooting.html."
+)
 
 
 def head_address(meta: ClusterMeta, spec: RayClusterSpec) -> str:
@@ -150,7 +154,7 @@ def _wait_gcs_ready(container: Mapping[str, Any], address: str) -> dict[str, Any
         "name": "wait-gcs-ready",
         "image": container.get("image"),
         "command": ["/bin/bash", "-c", "--"],
-        "args": [WAIT_GCS_SCRIPT.format(address=address)],
+        "args": [WAIT_GCS_SCRIPT.format(address=address, faq=FAQ)],
         "env": copy.deepcopy(container.get("env", [])),
         "resources": {
             "limits": {"cpu": "200m", "memory": "256Mi"},
@@ -179,6 +183,7 @@ def _build(
     if not containers:
         raise ValueError("pod template has no containers")
     ray = containers[0]
+    template_ray = copy.deepcopy(ray)  # what wait-gcs-ready copies: the template's Ray container
     port = raystart.head_port(spec.head_group_spec.ray_start_params)
     service = names.head_service_name(meta.name, spec.head_group_spec.head_service)
     fqdn = names.fqdn(service, meta.namespace)
@@ -214,7 +219,7 @@ def _build(
     if version == "v2":
         pod_spec["restartPolicy"] = "Never"
     if not head:
-        pod_spec.setdefault("initContainers", []).append(_wait_gcs_ready(ray, f"{fqdn}:{port}"))
+        pod_spec.setdefault("initContainers", []).append(_wait_gcs_ready(template_ray, f"{fqdn}:{port}"))
     for init in pod_spec.get("initContainers", []):
         env = init.setdefault("env", [])
         _add_env(env, {"name": "FQ_RAY_IP", "value": fqdn})
