@@ -88,9 +88,7 @@ def test_worker_env_in_kuberay_order() -> None:
         "--memory=2147483648 --metrics-export-port=8080 --num-cpus=1"
     )
     assert ray["command"] == ["/bin/bash", "-c", "--"]
-    assert ray["args"] == [
-        "ulimit -n 65536; " + env["KUBERAY_GEN_RAY_START_CMD"]
-    ]
+    assert ray["args"] == ["ulimit -n 65536; " + env["KUBERAY_GEN_RAY_START_CMD"]]
 
 
 def test_user_command_is_prefixed_and_ray_start_left_alone() -> None:
