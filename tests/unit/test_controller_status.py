@@ -127,6 +127,15 @@ def test_suspend_conditions_sequence() -> None:
     assert _conds(resumed)["RayClusterSuspended"][0] == "False"
 
 
+def test_suspend_conditions_are_written_false_from_the_start() -> None:
+    status = _status(cluster(group(replicas=1)), [pod("h", "headgroup")])
+    conds = _conds(status)
+    assert conds["RayClusterSuspended"] == ("False", "RayClusterSuspended")
+    assert conds["RayClusterSuspending"] == ("False", "RayClusterSuspending")
+    provisioned = next(c for c in status["conditions"] if c["type"] == "RayClusterProvisioned")
+    assert provisioned["message"] == "RayCluster Pods are being provisioned for first time"
+
+
 def test_change_detection_and_patch() -> None:
     old = {"state": "ready", "reason": "x", "lastUpdateTime": "t"}
     new = {"state": "ready", "lastUpdateTime": "u"}

@@ -164,6 +164,63 @@ def _head_pod_ready(head: Obj | None) -> tuple[bool, str, str]:
     return status, reason or "Unknown", str(ready.get("message") or "")
 
 
+def _suspend_conditions(
+    conds: dict[str, dict[str, Any]],
+    spec: RayClusterSpec,
+    pods: Sequence[Obj],
+    complete: bool,
+    *,
+    now: datetime,
+    generation: int,
+) -> None:
+    """RayClusterProvisioned, RayClusterSuspending and RayClusterSuspended as KubeRay writes
+    them: both suspend conditions are always present (False unless suspending or suspended)."""
+    suspending, suspended = _is_true(conds, SUSPENDING), _is_true(conds, SUSPENDED)
+    if not _is_true(conds, PROVISIONED) and not suspended:
+        if complete and all(is_running_and_ready(p) for p in pods):
+            message = "All Ray Pods are ready for the first time"
+            _set(
+                conds,
+                PROVISIONED,
+                True,
+                "AllPodRunningAndReadyFirstTime",
+                message,
+                now=now,
+                generation=generation,
+            )
+        else:
+            message = "RayCluster Pods are being provisioned for first time"
+            _set(
+                conds,
+                PROVISIONED,
+                False,
+                "RayClusterPodsProvisioning",
+                message,
+                now=now,
+                generation=generation,
+            )
+    if suspending:
+        if not pods:
+            message = "RayCluster has been suspended"
+            _set(
+                conds,
+                PROVISIONED,
+                False,
+                "RayClusterPodsProvisioning",
+                message,
+                now=now,
+                generation=generation,
+            )
+            _set(conds, SUSPENDING, False, SUSPENDING, "", now=now, generation=generation)
+            _set(conds, SUSPENDED, True, SUSPENDED, "", now=now, generation=generation)
+    elif suspended:
+        if not spec.suspend:  # KubeRay only on suspend: false; a removed field resumes too
+            _set(conds, SUSPENDED, False, SUSPENDED, "", now=now, generation=generation)
+    else:
+        _set(conds, SUSPENDED, False, SUSPENDED, "", now=now, generation=generation)
+        _set(conds, SUSPENDING, bool(spec.suspend), SUSPENDING, "", now=now, generation=generation)
+
+
 def compute_status(
     meta: ClusterMeta,
     spec: RayClusterSpec,
@@ -190,24 +247,9 @@ def compute_status(
     ready, reason, message = _head_pod_ready(head)
     _set(conds, HEAD_POD_READY, ready, reason, message, now=now, generation=gen)
 
-    suspend = bool(spec.suspend)
-    if suspend and not _is_true(conds, SUSPENDED) and not _is_true(conds, SUSPENDING):
-        _set(conds, SUSPENDING, True, SUSPENDING, "", now=now, generation=gen)
-    if _is_true(conds, SUSPENDING) and not pods:
-        _set(conds, SUSPENDING, False, SUSPENDING, "", now=now, generation=gen)
-        _set(conds, SUSPENDED, True, SUSPENDED, "", now=now, generation=gen)
-        msg = "RayCluster has been suspended"
-        _set(conds, PROVISIONED, False, "RayClusterPodsProvisioning", msg, now=now, generation=gen)
-    if not suspend and _is_true(conds, SUSPENDED):
-        _set(conds, SUSPENDED, False, SUSPENDED, "", now=now, generation=gen)
-
     all_up = bool(pods) and all(is_running_ready_if_present(p) for p in pods)
     complete = len(pods) == status["desiredWorkerReplicas"] + 1 and all_up
-    if not _is_true(conds, PROVISIONED) and not _is_true(conds, SUSPENDED):
-        if complete and all(is_running_and_ready(p) for p in pods):
-            _set(conds, PROVISIONED, True, "AllPodRunningAndReadyFirstTime", "", now=now, generation=gen)
-        else:
-            _set(conds, PROVISIONED, False, "RayClusterPodsProvisioning", "", now=now, generation=gen)
+    _suspend_conditions(conds, spec, pods, complete, now=now, generation=gen)
 
     if error is None:
         conds.pop(REPLICA_FAILURE, None)
