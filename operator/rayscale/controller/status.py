@@ -35,6 +35,7 @@ PROVISIONED = "RayClusterProvisioned"
 REPLICA_FAILURE = "ReplicaFailure"
 SUSPENDING = "RayClusterSuspending"
 SUSPENDED = "RayClusterSuspended"
+PROVISIONING = "RayClusterPodsProvisioning"
 SPEC_VALID = "SpecValid"
 
 #: status keys another writer owns (rayscale's autoscaler): the controller never writes them
@@ -176,49 +177,31 @@ def _suspend_conditions(
     """RayClusterProvisioned, RayClusterSuspending and RayClusterSuspended as KubeRay writes
     them: both suspend conditions are always present (False unless suspending or suspended)."""
     suspending, suspended = _is_true(conds, SUSPENDING), _is_true(conds, SUSPENDED)
+
+    def put(kind: str, value: bool, reason: str, message: str = "") -> None:
+        _set(conds, kind, value, reason, message, now=now, generation=generation)
+
     if not _is_true(conds, PROVISIONED) and not suspended:
         if complete and all(is_running_and_ready(p) for p in pods):
-            message = "All Ray Pods are ready for the first time"
-            _set(
-                conds,
+            put(
                 PROVISIONED,
                 True,
                 "AllPodRunningAndReadyFirstTime",
-                message,
-                now=now,
-                generation=generation,
+                "All Ray Pods are ready for the first time",
             )
         else:
-            message = "RayCluster Pods are being provisioned for first time"
-            _set(
-                conds,
-                PROVISIONED,
-                False,
-                "RayClusterPodsProvisioning",
-                message,
-                now=now,
-                generation=generation,
-            )
+            put(PROVISIONED, False, PROVISIONING, "RayCluster Pods are being provisioned for first time")
     if suspending:
         if not pods:
-            message = "RayCluster has been suspended"
-            _set(
-                conds,
-                PROVISIONED,
-                False,
-                "RayClusterPodsProvisioning",
-                message,
-                now=now,
-                generation=generation,
-            )
-            _set(conds, SUSPENDING, False, SUSPENDING, "", now=now, generation=generation)
-            _set(conds, SUSPENDED, True, SUSPENDED, "", now=now, generation=generation)
+            put(PROVISIONED, False, PROVISIONING, "RayCluster has been suspended")
+            put(SUSPENDING, False, SUSPENDING)
+            put(SUSPENDED, True, SUSPENDED)
     elif suspended:
         if not spec.suspend:  # KubeRay only on suspend: false; a removed field resumes too
-            _set(conds, SUSPENDED, False, SUSPENDED, "", now=now, generation=generation)
+            put(SUSPENDED, False, SUSPENDED)
     else:
-        _set(conds, SUSPENDED, False, SUSPENDED, "", now=now, generation=generation)
-        _set(conds, SUSPENDING, bool(spec.suspend), SUSPENDING, "", now=now, generation=generation)
+        put(SUSPENDED, False, SUSPENDED)
+        put(SUSPENDING, bool(spec.suspend), SUSPENDING)
 
 
 def compute_status(
