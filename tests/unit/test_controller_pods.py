@@ -352,3 +352,26 @@ def test_no_gcs_fault_tolerance() -> None:
     assert "ray.io/external-storage-namespace" not in head["metadata"]["annotations"]
     worker = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
     assert "RAY_gcs_rpc_server_reconnect_timeout_s" not in _env(worker)
+
+
+def test_serve_service_for_the_annotation_with_the_heads_serving_ports() -> None:
+    body = cluster(group())
+    body["metadata"]["annotations"] = {"ray.io/enable-serve-service": "true"}
+    head = body["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head["ports"] = [{"containerPort": 8000, "name": "serve"}, {"containerPort": 9000, "name": "serve-grpc"},
+                     {"containerPort": 8265, "name": "dashboard"}]  # fmt: skip
+    meta, spec = _setup(body)
+    assert services.wants_serve_service(meta)
+    svc = services.serve_service(meta, spec)
+    assert isinstance(svc, dict)
+    assert svc["metadata"]["name"] == "rc-serve-svc"
+    assert svc["metadata"]["labels"][L.SERVE] == "rc-serve"
+    assert svc["spec"] == {
+        "selector": {L.RAY_CLUSTER: "rc"},
+        "ports": [{"name": "serve", "port": 8000}, {"name": "serve-grpc", "port": 9000}],
+        "type": "ClusterIP",
+    }
+    head["ports"] = [{"containerPort": 8265, "name": "dashboard"}]
+    meta, spec = _setup(body)
+    assert "Please specify a port named 'serve'" in str(services.serve_service(meta, spec))
+    assert not services.wants_serve_service(_setup(cluster(group()))[0])

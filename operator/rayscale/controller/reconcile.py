@@ -81,6 +81,13 @@ def plan_cluster(
     head_svc = services.head_service(meta, spec)
     if head_svc["metadata"]["name"] not in existing:
         plan.services.append(head_svc)
+    if services.wants_serve_service(meta):
+        serve = services.serve_service(meta, spec)
+        if isinstance(serve, str):
+            plan.error = serve
+            plan.requeue(ERROR_REQUEUE)
+        elif serve["metadata"]["name"] not in existing:
+            plan.services.append(serve)
     headless = names.headless_worker_service_name(meta.name)
     if services.needs_headless_service(spec) and headless not in existing:
         plan.services.append(services.headless_worker_service(meta))

@@ -1,4 +1,4 @@
-"""The head Service and the headless worker Service (reference §3.6)."""
+"""The head Service, the serve Service and the headless worker Service, as KubeRay builds them."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from rayscale.controller import names, raystart
 from rayscale.controller.snapshot import ClusterMeta
 
 Manifest = dict[str, Any]
+SERVE_ANNOTATION = "ray.io/enable-serve-service"
 DEFAULT_PORTS = {"client": 10001, "gcs-server": 6379, "dashboard": 8265, "metrics": 8080, "serve": 8000}
 
 
@@ -26,15 +27,7 @@ def head_service_labels(meta: ClusterMeta, spec: RayClusterSpec) -> dict[str, st
 
 
 def head_service_ports(spec: RayClusterSpec) -> list[dict[str, Any]]:
-    containers = (spec.head_group_spec.template.get("spec") or {}).get("containers") or [{}]
-    declared = containers[0].get("ports") or []
-    ports: dict[str, int] = {}
-    if not declared:
-        ports = dict(DEFAULT_PORTS)
-    for p in declared:
-        port = int(p.get("containerPort", 0))
-        ports[p.get("name") or f"{port}-port"] = port
-    ports.setdefault("metrics", raystart.METRICS_PORT)
+    ports = _port_map(spec)
     return [{"name": n, "port": ports[n], "appProtocol": "tcp"} for n in sorted(ports)]
 
 
@@ -61,6 +54,59 @@ def head_service(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest:
             sspec["clusterIP"] = "None"
             sspec["publishNotReadyAddresses"] = True
     return {"apiVersion": "v1", "kind": "Service", **base}
+
+
+def _port_map(spec: RayClusterSpec) -> dict[str, int]:
+    containers = (spec.head_group_spec.template.get("spec") or {}).get("containers") or [{}]
+    declared = containers[0].get("ports") or []
+    ports: dict[str, int] = {}
+    if not declared:
+        ports = dict(DEFAULT_PORTS)
+    for p in declared:
+        port = int(p.get("containerPort", 0))
+        ports[p.get("name") or f"{port}-port"] = port
+    ports.setdefault("metrics", raystart.METRICS_PORT)
+    return ports
+
+
+def _serving(name: str) -> bool:
+    return name == "serve" or name.startswith("serve-")
+
+
+def wants_serve_service(meta: ClusterMeta) -> bool:
+    return meta.annotations.get(SERVE_ANNOTATION) == "true"
+
+
+def serve_service(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest | str:
+    """``<cluster>-serve-svc`` over every pod of the cluster, with the head's serving ports
+    (``serve``, ``serve-*``); or why it cannot be built (no such port)."""
+    ports = _port_map(spec)
+    serving = [{"name": n, "port": ports[n]} for n in sorted(ports) if _serving(n)]
+    if not serving:
+        return (
+            "Please specify a port named 'serve' (or with the prefix 'serve-', e.g. 'serve-grpc') in the"
+            " Ray head container; otherwise, the Kubernetes service for Ray Serve will not be created."
+        )
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": names.serve_service_name(meta.name),
+            "namespace": meta.namespace,
+            "labels": {
+                L.ORIGINATED_FROM_CR_NAME: meta.name,
+                L.ORIGINATED_FROM_CRD: "RayCluster",
+                L.SERVE: f"{meta.name}-serve",
+                L.RAY_CLUSTER: meta.name,  # rayscale's own: how the controller's watch finds it
+            },
+            "ownerReferences": [meta.owner_reference()],
+        },
+        "spec": {
+            "selector": {L.RAY_CLUSTER: meta.name},
+            "ports": serving,
+            "type": spec.head_group_spec.service_type or "ClusterIP",
+        },
+    }
 
 
 def headless_worker_service(meta: ClusterMeta) -> Manifest:

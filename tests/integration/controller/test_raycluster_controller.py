@@ -53,6 +53,29 @@ async def test_cluster_becomes_head_service_and_running_workers(kube: Kube, oper
     assert await kube.events("CreatedWorkerPod")
 
 
+async def test_custom_head_service_name_and_serve_service(kube: Kube, operator: Operator) -> None:
+    body = basic(1)
+    body["metadata"]["annotations"] = {"ray.io/enable-serve-service": "true"}
+    head = body["spec"]["headGroupSpec"]
+    head["headService"] = {"metadata": {"name": "my-head"}}
+    head["template"]["spec"]["containers"][0]["ports"] = [
+        {"containerPort": 6379, "name": "gcs-server"}, {"containerPort": 8000, "name": "serve"}
+    ]  # fmt: skip
+    await kube.create(body)
+    (worker,) = await eventually(lambda: kube.running_workers("raycluster-basic", 1), timeout=60)
+    env = {e.name: e.value for e in worker.spec.containers[0].env}
+    assert env["FQ_RAY_IP"] == f"my-head.{kube.ns}.svc.cluster.local"
+
+    async def both() -> set[str]:
+        svcs = {s.metadata.name for s in await kube.services("raycluster-basic")}
+        return svcs if svcs == {"my-head", "raycluster-basic-serve-svc"} else set()
+
+    await eventually(both, timeout=30, message="the custom head Service and the serve Service")
+    serve = await kube.core.read_namespaced_service("raycluster-basic-serve-svc", kube.ns)
+    assert [(p.name, p.port) for p in serve.spec.ports] == [("serve", 8000)]
+    assert serve.spec.selector == {"ray.io/cluster": "raycluster-basic"}
+
+
 async def test_scale_up_and_down(kube: Kube, operator: Operator) -> None:
     await kube.create(basic(1))
     await eventually(lambda: kube.running_workers("raycluster-basic", 1), timeout=60)
