@@ -106,6 +106,7 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("delete", "pods"),
         ("create", "services"),
         ("create", "secrets"),
+        ("create", "ingresses.networking.k8s.io"),
         ("create", "events"),
         ("patch", "rayresourcerequests.rayscale.io/status"),
         ("get", "secrets/raycluster-basic"),
@@ -164,11 +165,15 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         body["spec"]["enableInTreeAutoscaling"] = True  # workersToDelete is honoured as the autoscaler's
         body["spec"]["workerGroupSpecs"][0]["replicas"] = 1
         body["spec"]["authOptions"] = {"mode": "token"}  # rayscale creates the token Secret, then reads it
+        body["spec"]["headGroupSpec"]["enableIngress"] = True  # and the head Ingress
         await kube.create(body)
         await eventually(lambda: kube.running_workers("raycluster-basic", 1), timeout=90, message="1 worker")
         secret = await client.CoreV1Api(api).read_namespaced_secret("raycluster-basic", namespace)
         assert secret.data["auth_token"], "an empty token"
         assert secret.metadata.owner_references[0].name == "raycluster-basic"
+        networking = client.NetworkingV1Api(api)  # created in the same round as the Secret, before pods
+        ing = await networking.read_namespaced_ingress("raycluster-basic-head-ingress", namespace)
+        assert ing.spec.rules[0].http.paths[0].backend.service.name == "raycluster-basic-head-svc"
         await kube.set_group("raycluster-basic", 0, "replicas", 3)
         before = names(await eventually(lambda: kube.running_workers("raycluster-basic", 3), timeout=60))
         victim = sorted(before)[0]

@@ -120,7 +120,7 @@ def _stored_pod(manifest: Obj, rng: random.Random) -> Obj:
 
 def _apply(plan: Plan, meta: ClusterMeta, objects: dict[str, list[Obj]],
            expectations: ScaleExpectations, rng: random.Random) -> None:  # fmt: skip
-    """What PlanApplier does, against lists: Secrets (once, with a fresh token), Services, then
+    """What PlanApplier does, against lists: Secrets (once, with a fresh token), Ingresses, Services, then
     each step's deletes and creates."""
     pods, services, secrets = objects["pods"], objects["services"], objects["secrets"]
     for manifest in plan.secrets:
@@ -128,6 +128,10 @@ def _apply(plan: Plan, meta: ClusterMeta, objects: dict[str, list[Obj]],
             secret = copy.deepcopy(manifest)
             secret["stringData"] = {tokenauth.TOKEN_KEY: tokenauth.new_token()}
             secrets.append(secret)
+    ingresses = objects["ingresses"]
+    for manifest in plan.ingresses:
+        if all(i["metadata"]["name"] != manifest["metadata"]["name"] for i in ingresses):
+            ingresses.append(copy.deepcopy(manifest))
     names = {s["metadata"]["name"] for s in services}
     for svc in plan.services:
         if svc["metadata"]["name"] not in names:
@@ -163,7 +167,7 @@ def render(doc: Mapping[str, Any], *, seed: int = 0) -> dict[str, Any]:
 def _render(doc: Mapping[str, Any], seed: int) -> dict[str, Any]:
     body = admit(doc)
     meta = ClusterMeta.from_body(body)
-    objects: dict[str, list[Obj]] = {"pods": [], "services": [], "secrets": []}
+    objects: dict[str, list[Obj]] = {"pods": [], "services": [], "secrets": [], "ingresses": []}
     pods, services = objects["pods"], objects["services"]
     expectations = ScaleExpectations(clock=lambda: NOW.timestamp())
     rng = random.Random(seed)
@@ -199,7 +203,7 @@ def _render(doc: Mapping[str, Any], seed: int) -> dict[str, Any]:
         "name": meta.name,
         "namespace": meta.namespace,
         "invalid": invalid,
-        "objects": objects["secrets"] + services + pods,
+        "objects": objects["secrets"] + objects["ingresses"] + services + pods,
         "cluster": {"metadata": body["metadata"], "status": body.get("status")},
         "errors": errors,
         "rounds": rounds,

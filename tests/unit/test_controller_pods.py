@@ -7,8 +7,8 @@ from typing import Any
 from raycluster_factory import cluster, group
 
 from rayscale.api.raycluster import RayClusterSpec
+from rayscale.controller import ingress, pods, services, tokenauth
 from rayscale.controller import labels as L
-from rayscale.controller import pods, services, tokenauth
 from rayscale.controller.snapshot import ClusterMeta
 
 FQDN = "rc-head-svc.ns.svc.cluster.local"
@@ -375,3 +375,23 @@ def test_serve_service_for_the_annotation_with_the_heads_serving_ports() -> None
     meta, spec = _setup(body)
     assert "Please specify a port named 'serve'" in str(services.serve_service(meta, spec))
     assert not services.wants_serve_service(_setup(cluster(group()))[0])
+
+
+def test_head_ingress_to_the_dashboard_with_the_clusters_annotations() -> None:
+    body = cluster(group())
+    body["metadata"]["annotations"] = {"kubernetes.io/ingress.class": "nginx", "nginx.ingress/rewrite": "/$1"}
+    body["spec"]["headGroupSpec"]["enableIngress"] = True
+    body["spec"]["headGroupSpec"]["headService"] = {"metadata": {"name": "my-head"}}
+    meta, spec = _setup(body)
+    assert ingress.wanted(spec)
+    ing = ingress.manifest(meta, spec)
+    assert ing["metadata"]["name"] == "rc-head-ingress"
+    assert ing["metadata"]["annotations"] == {"nginx.ingress/rewrite": "/$1"}
+    assert ing["spec"]["ingressClassName"] == "nginx"
+    (path,) = ing["spec"]["rules"][0]["http"]["paths"]
+    assert path == {
+        "path": "/rc/(.*)",
+        "pathType": "Exact",
+        "backend": {"service": {"name": "my-head", "port": {"number": 8265}}},
+    }
+    assert not ingress.wanted(_setup(cluster(group()))[1])

@@ -47,7 +47,7 @@ class PlanApplier:
         self.api = api
         self.expectations = expectations
         self.events = events
-        self._secrets_done: set[tuple[str, str]] = set()  # (RayCluster uid, Secret name)
+        self._created: set[tuple[str, str, str]] = set()  # (RayCluster uid, kind, name) created once
 
     async def _create(
         self, body: Mapping[str, Any], kind: str, create: Creator, manifest: Manifest
@@ -72,20 +72,24 @@ class PlanApplier:
                 return error
         return None
 
-    async def create_secrets(
-        self, body: Mapping[str, Any], secrets: Sequence[Manifest]
+    async def create_once(
+        self, body: Mapping[str, Any], secrets: Sequence[Manifest], ingresses: Sequence[Manifest]
     ) -> ReconcileError | None:
-        """Create each Secret once per RayCluster (with a fresh token); one that exists is kept."""
+        """Create each Secret (with a fresh token) and Ingress once per RayCluster; one that
+        exists is kept."""
         uid = ClusterMeta.from_body(body).uid
-        for manifest in secrets:
-            key = (uid, manifest["metadata"]["name"])
-            if key in self._secrets_done:
+        todo: list[tuple[str, Creator, Manifest]] = [("Secret", ops.create_secret, m) for m in secrets]
+        todo += [("Ingress", ops.create_ingress, m) for m in ingresses]
+        for kind, create, manifest in todo:
+            key = (uid, kind, manifest["metadata"]["name"])
+            if key in self._created:
                 continue
-            secret = copy.deepcopy(manifest)
-            secret["stringData"] = {tokenauth.TOKEN_KEY: tokenauth.new_token()}
-            if error := await self._create(body, "Secret", ops.create_secret, secret):
+            if kind == "Secret":
+                manifest = copy.deepcopy(manifest)
+                manifest["stringData"] = {tokenauth.TOKEN_KEY: tokenauth.new_token()}
+            if error := await self._create(body, kind, create, manifest):
                 return error
-            self._secrets_done.add(key)
+            self._created.add(key)
         return None
 
     async def run_steps(self, body: Mapping[str, Any], steps: Sequence[Step]) -> ReconcileError | None:

@@ -51,6 +51,10 @@ def head_service_name(cluster: str, head_service: Mapping[str, Any] | None = Non
     return str(override) if override else f"{cluster}-head-svc"
 
 
+def head_ingress_name(cluster: str) -> str:
+    return f"{cluster}-head-ingress"
+
+
 def serve_service_name(cluster: str) -> str:
     return f"{cluster}-serve-svc"
 

@@ -49,6 +49,8 @@ class Plan:
     services: list[Manifest] = dataclasses.field(default_factory=list)
     #: Secrets to create once (the Ray auth token's); the applier fills in the token
     secrets: list[Manifest] = dataclasses.field(default_factory=list)
+    #: the head Ingress, created once per RayCluster
+    ingresses: list[Manifest] = dataclasses.field(default_factory=list)
     steps: list[Step] = dataclasses.field(default_factory=list)
     events: list[EventSpec] = dataclasses.field(default_factory=list)
     #: reconcile again after this many seconds (something is still converging)

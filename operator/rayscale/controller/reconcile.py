@@ -10,8 +10,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from rayscale.api.raycluster import KUBERAY_MANAGER, RayClusterSpec
+from rayscale.controller import ingress, names, services, tokenauth
 from rayscale.controller import labels as L
-from rayscale.controller import names, services, tokenauth
 from rayscale.controller import pods as podspec
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import CreatePod, DeletePod, EventSpec, Plan, Step
@@ -81,6 +81,8 @@ def plan_cluster(
     head_svc = services.head_service(meta, spec)
     if head_svc["metadata"]["name"] not in existing:
         plan.services.append(head_svc)
+    if ingress.wanted(spec):
+        plan.ingresses.append(ingress.manifest(meta, spec))
     if services.wants_serve_service(meta):
         serve = services.serve_service(meta, spec)
         if isinstance(serve, str):

@@ -104,7 +104,7 @@ class RayClusterController:
         error = ReconcileError(plan.error) if plan.error else None
         if plan.error:
             self.events.post(body, "Warning", "ReconcileError", plan.error)
-        error = await self.applier.create_secrets(body, plan.secrets) or error
+        error = await self.applier.create_once(body, plan.secrets, plan.ingresses) or error
         error = await self.applier.create_services(body, plan.services) or error
         if error is None or error.reason is None:
             error = await self.applier.run_steps(body, plan.steps) or error

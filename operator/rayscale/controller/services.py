@@ -27,7 +27,7 @@ def head_service_labels(meta: ClusterMeta, spec: RayClusterSpec) -> dict[str, st
 
 
 def head_service_ports(spec: RayClusterSpec) -> list[dict[str, Any]]:
-    ports = _port_map(spec)
+    ports = port_map(spec)
     return [{"name": n, "port": ports[n], "appProtocol": "tcp"} for n in sorted(ports)]
 
 
@@ -56,7 +56,7 @@ def head_service(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest:
     return {"apiVersion": "v1", "kind": "Service", **base}
 
 
-def _port_map(spec: RayClusterSpec) -> dict[str, int]:
+def port_map(spec: RayClusterSpec) -> dict[str, int]:
     containers = (spec.head_group_spec.template.get("spec") or {}).get("containers") or [{}]
     declared = containers[0].get("ports") or []
     ports: dict[str, int] = {}
@@ -80,7 +80,7 @@ def wants_serve_service(meta: ClusterMeta) -> bool:
 def serve_service(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest | str:
     """``<cluster>-serve-svc`` over every pod of the cluster, with the head's serving ports
     (``serve``, ``serve-*``); or why it cannot be built (no such port)."""
-    ports = _port_map(spec)
+    ports = port_map(spec)
     serving = [{"name": n, "port": ports[n]} for n in sorted(ports) if _serving(n)]
     if not serving:
         return (

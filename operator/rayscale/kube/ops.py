@@ -96,6 +96,13 @@ async def create_secret(api: client.ApiClient, namespace: str, manifest: dict[st
     return await _send_unless(call, f"create secret {manifest['metadata']['name']}", tolerated=409)
 
 
+async def create_ingress(api: client.ApiClient, namespace: str, manifest: dict[str, Any]) -> bool:
+    """Create an Ingress; False when one of that name already exists (it is left alone)."""
+    networking: Any = client.NetworkingV1Api(api)
+    call = networking.create_namespaced_ingress(namespace, manifest, _preload_content=False)
+    return await _send_unless(call, f"create ingress {manifest['metadata']['name']}", tolerated=409)
+
+
 async def patch_raycluster_status(
     api: client.ApiClient, namespace: str, name: str, patch: dict[str, Any]
 ) -> bool:
