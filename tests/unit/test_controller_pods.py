@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from raycluster_factory import cluster, group
 
 from rayscale.api.raycluster import RayClusterSpec
@@ -395,3 +396,25 @@ def test_head_ingress_to_the_dashboard_with_the_clusters_annotations() -> None:
         "backend": {"service": {"name": "my-head", "port": {"number": 8265}}},
     }
     assert not ingress.wanted(_setup(cluster(group()))[1])
+
+
+def test_kuberays_environment_switches(monkeypatch: pytest.MonkeyPatch) -> None:
+    meta, spec = _setup(cluster(group()))
+    monkeypatch.setenv("ENABLE_INIT_CONTAINER_INJECTION", "False")
+    monkeypatch.setenv("ENABLE_DETERMINISTIC_HEAD_POD_NAME", "true")
+    monkeypatch.setenv("ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE", "TRUE")
+    monkeypatch.setenv("ENABLE_LOGIN_SHELL", "true")
+    worker = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)
+    assert "initContainers" not in worker["spec"]
+    assert worker["spec"]["containers"][0]["command"] == ["/bin/bash", "-cl", "--"]
+    head = pods.head_pod(meta, spec)
+    assert head["metadata"]["name"] == "rc-head"
+    assert "generateName" not in head["metadata"]
+    svc = services.head_service(meta, spec)["spec"]
+    assert "clusterIP" not in svc
+    assert svc["type"] == "ClusterIP"
+    monkeypatch.delenv("ENABLE_DETERMINISTIC_HEAD_POD_NAME")
+    monkeypatch.setenv("ENABLE_LOGIN_SHELL", "false")
+    head = pods.head_pod(meta, spec)
+    assert head["metadata"]["generateName"] == "rc-head-"
+    assert head["spec"]["containers"][0]["command"] == ["/bin/bash", "-c", "--"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from rayscale import __version__
 from rayscale.api.raycluster import HeadGroupSpec, RayClusterSpec, WorkerGroupSpec
-from rayscale.controller import gcsft, names, probes, raystart, tokenauth
+from rayscale.controller import gcsft, names, probes, raystart, switches, tokenauth
 from rayscale.controller import labels as L
 from rayscale.controller.snapshot import ClusterMeta
 
@@ -102,7 +102,7 @@ def _rewrite_command(container: dict[str, Any], start_cmd: str, annotations: Map
     if "ray start" in user:
         return
     generated = f"{ULIMIT}; {start_cmd}"
-    container["command"] = ["/bin/bash", "-c", "--"]
+    container["command"] = switches.container_command()
     container["args"] = [f"{user} && {generated}" if user else generated]
 
 
@@ -153,7 +153,7 @@ def _wait_gcs_ready(container: Mapping[str, Any], address: str) -> dict[str, Any
     init: dict[str, Any] = {
         "name": "wait-gcs-ready",
         "image": container.get("image"),
-        "command": ["/bin/bash", "-c", "--"],
+        "command": switches.container_command(),
         "args": [WAIT_GCS_SCRIPT.format(address=address, faq=FAQ)],
         "env": copy.deepcopy(container.get("env", [])),
         "resources": {
@@ -218,7 +218,7 @@ def _build(
     probes.inject(ray, head=head, ray_version=spec.ray_version, params=params)
     if version == "v2":
         pod_spec["restartPolicy"] = "Never"
-    if not head:
+    if not head and switches.init_container_injection():
         pod_spec.setdefault("initContainers", []).append(_wait_gcs_ready(template_ray, f"{fqdn}:{port}"))
     for init in pod_spec.get("initContainers", []):
         env = init.setdefault("env", [])
@@ -238,8 +238,11 @@ def _build(
         generate_name = names.worker_pod_generate_name(meta.name, group_name)
     # Like KubeRay, keep the template's metadata (finalizers included) but not its name.
     pod_meta = {k: v for k, v in tmeta.items() if k not in ("name", "generateName", "namespace")}
+    if head and switches.deterministic_head_pod_name():
+        pod_meta["name"] = generate_name.rstrip("-")  # <cluster>-head
+    else:
+        pod_meta["generateName"] = generate_name
     pod_meta.update(
-        generateName=generate_name,
         namespace=meta.namespace,
         labels=labels,
         annotations=annotations,

@@ -7,7 +7,7 @@ from typing import Any
 
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.controller import labels as L
-from rayscale.controller import names, raystart
+from rayscale.controller import names, raystart, switches
 from rayscale.controller.snapshot import ClusterMeta
 
 Manifest = dict[str, Any]
@@ -50,7 +50,7 @@ def head_service(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest:
         sspec.setdefault("type", head.service_type or "ClusterIP")
     else:
         sspec["type"] = head.service_type or "ClusterIP"
-        if sspec["type"] == "ClusterIP":
+        if sspec["type"] == "ClusterIP" and not switches.head_cluster_ip_service():
             sspec["clusterIP"] = "None"
             sspec["publishNotReadyAddresses"] = True
     return {"apiVersion": "v1", "kind": "Service", **base}
