@@ -20,6 +20,7 @@ import kopf
 
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.controller import labels as L
+from rayscale.controller import upgrade
 from rayscale.controller.runner import ClusterKey, ControllerConfig, RayClusterController
 from rayscale.kube.client import make_api_client
 from rayscale.kube.events import EventRecorder
@@ -106,6 +107,9 @@ def _slim(body: Mapping[str, Any], spec_keys: tuple[str, ...]) -> dict[str, Any]
         "status": dict(body.get("status") or {}),
     }  # fmt: skip
 
+
+# The pod annotations rayscale reads: what the head was built from (upgradeStrategy Recreate).
+POD_ANNOTATIONS = (upgrade.HASH_ANNOTATION, L.KUBERAY_VERSION_ANNOTATION)
 
 # The pod conditions rayscale reads, and their keys: Ready (the head's status), PodScheduled (the
 # autoscaler's provisioning and boot clocks, and what a pending pod waits for in Ray's report).
@@ -217,6 +221,9 @@ async def ray_pods_by_group(
     namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
 ) -> dict[Any, Any]:
     pod = _slim(body, ("restartPolicy", "containers"))
+    kept = {k: v for k, v in (body.metadata.annotations or {}).items() if k in POD_ANNOTATIONS}
+    if kept:
+        pod["metadata"]["annotations"] = kept
     pod["spec"]["containers"] = [{"name": c.get("name")} for c in pod["spec"].get("containers", [])[:1]]
     pod["status"] = slim_pod_status(pod["status"])
     cluster, ns = labels[L.RAY_CLUSTER], namespace or ""

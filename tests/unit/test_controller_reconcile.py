@@ -84,3 +84,42 @@ def test_stuck_terminating_pod_is_not_counted() -> None:
     plan = _plan(cluster(group(replicas=1)), [pod("h", "headgroup"), stuck], exp=exp)
     assert _summary(plan) == [("small", 1, 0)]
     assert plan.steps[0].creates[0].manifest["metadata"]["labels"]["ray.io/worker-group-replica-index"] == "0"
+
+
+def _head_built_from(body: dict[str, Any], **annotations: str) -> dict[str, Any]:
+    """The head pod as rayscale built it from `body`, with its annotations (overridable)."""
+    from rayscale.controller import pods as podspec
+    from rayscale.controller.snapshot import ClusterMeta
+    from rayscale.controller.validation import parse_and_validate
+
+    spec = parse_and_validate(ClusterMeta.from_body(body), body["spec"])
+    built = podspec.head_pod(ClusterMeta.from_body(body), spec)  # type: ignore[arg-type]
+    head = pod("h", "headgroup")
+    head["metadata"]["annotations"] = {**built["metadata"]["annotations"], **annotations}
+    return head
+
+
+def test_recreate_upgrade_strategy_deletes_every_pod_when_the_spec_changed() -> None:
+    body = cluster(group(replicas=1), upgradeStrategy={"type": "Recreate"})
+    head = _head_built_from(body)
+    pods = [head, pod("a")]
+    assert _summary(_plan(body, pods)) == []  # unchanged
+    scaled = cluster(group(replicas=3, max_replicas=20), upgradeStrategy={"type": "Recreate"})
+    assert _summary(_plan(scaled, pods)) == [("small", 2, 0)]  # replicas and bounds do not count
+    changed = cluster(group(replicas=1), upgradeStrategy={"type": "Recreate"})
+    changed["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] = "rayproject/ray:2.56.0"
+    plan = _plan(changed, pods)
+    assert _summary(plan) == [("*", 0, 2)]
+    assert {d.why for d in plan.steps[0].deletes} == {"upgrade"}
+    assert [(e.reason, e.message) for e in plan.events] == [
+        (
+            "DeletedPod",
+            "Deleted all Pods for RayCluster ns/rc due to spec change with Recreate upgradeStrategy",
+        )
+    ]
+    # Without Recreate, or for a head another operator built, nothing is deleted.
+    changed["spec"]["upgradeStrategy"] = {"type": "None"}
+    assert _summary(_plan(changed, pods)) == []
+    changed["spec"]["upgradeStrategy"] = {"type": "Recreate"}
+    foreign = _head_built_from(body, **{"ray.io/kuberay-version": "v1.6.2"})
+    assert _summary(_plan(changed, [foreign, pod("a")])) == []

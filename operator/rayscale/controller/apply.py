@@ -20,6 +20,7 @@ from rayscale.kube import ops
 log = logging.getLogger(__name__)
 Creator = Callable[[client.ApiClient, str, Manifest], Awaitable[bool]]
 MAX_PARALLEL_CALLS = 16
+ALL_PODS = ("suspend", "upgrade")  # deletes of every pod: no scale expectations, as KubeRay
 
 
 class EventSink(Protocol):
@@ -115,15 +116,15 @@ class PlanApplier:
             except ops.KubeError as exc:
                 reason = (
                     "FailedDeleteAllPods"
-                    if action.why == "suspend"
+                    if action.why in ALL_PODS
                     else f"FailedDelete{_pod_word(action.kind)}"
                 )
                 self.events.post(body, "Warning", f"FailedToDelete{_pod_word(action.kind)}", str(exc))
                 failures.append(ReconcileError(str(exc), reason))
                 return
-            if action.why != "suspend":
+            if action.why not in ALL_PODS:
                 self.expectations.expect((meta.namespace, meta.name, action.group), action.name, "delete")
-            reason = "DeletedPod" if action.why == "suspend" else f"Deleted{_pod_word(action.kind)}"
+            reason = "DeletedPod" if action.why in ALL_PODS else f"Deleted{_pod_word(action.kind)}"
             self.events.post(
                 body,
                 "Normal",

@@ -21,7 +21,7 @@ class DeletePod:
     name: str
     group: str
     kind: NodeKind
-    why: str  # unhealthy | workersToDelete | scaleDown | suspend | incompleteReplica
+    why: str  # unhealthy | workersToDelete | scaleDown | suspend | upgrade | incompleteReplica
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from rayscale import __version__
 from rayscale.api.raycluster import HeadGroupSpec, RayClusterSpec, WorkerGroupSpec
-from rayscale.controller import gcsft, names, probes, raystart, switches, tokenauth
+from rayscale.controller import gcsft, names, probes, raystart, switches, tokenauth, upgrade
 from rayscale.controller import labels as L
 from rayscale.controller.snapshot import ClusterMeta
 
@@ -232,7 +232,8 @@ def _build(
     if L.OVERWRITE_CMD_ANNOTATION in meta.annotations:
         annotations[L.OVERWRITE_CMD_ANNOTATION] = meta.annotations[L.OVERWRITE_CMD_ANNOTATION]
     if head:
-        annotations[L.KUBERAY_VERSION_ANNOTATION] = f"rayscale-{__version__}"
+        annotations[L.KUBERAY_VERSION_ANNOTATION] = upgrade.OPERATOR_VERSION
+        annotations[upgrade.HASH_ANNOTATION] = upgrade.spec_hash(spec)
         generate_name = names.head_pod_generate_name(meta.name)
     else:
         generate_name = names.worker_pod_generate_name(meta.name, group_name)

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from rayscale.api.raycluster import KUBERAY_MANAGER, RayClusterSpec
-from rayscale.controller import ingress, names, services, tokenauth
+from rayscale.controller import ingress, names, services, tokenauth, upgrade
 from rayscale.controller import labels as L
 from rayscale.controller import pods as podspec
 from rayscale.controller.expectations import ScaleExpectations
@@ -108,6 +108,22 @@ def plan_cluster(
     if _cond_true(snapshot, SUSPENDED) or spec.suspend:
         if spec.suspend:
             plan.requeue(ERROR_REQUEUE)
+        return plan, spec
+
+    live_head = next((p for p in pods if is_head(p) and not is_terminating(p)), None)
+    if upgrade.must_recreate(spec, live_head):
+        doomed = [p for p in pods if not is_terminating(p)]
+        deletes = [
+            DeletePod(pod_name(p), pod_group(p), "head" if is_head(p) else "worker", "upgrade")
+            for p in doomed
+        ]
+        plan.steps.append(Step(group="*", deletes=deletes))
+        message = (
+            f"Deleted all Pods for RayCluster {meta.namespace}/{meta.name} due to spec change with"
+            " Recreate upgradeStrategy"
+        )
+        plan.events.append(EventSpec("Normal", "DeletedPod", message))
+        plan.requeue(ERROR_REQUEUE)
         return plan, spec
 
     by_name = {pod_name(p): p for p in pods}

@@ -76,6 +76,35 @@ async def test_custom_head_service_name_and_serve_service(kube: Kube, operator: 
     assert serve.spec.selector == {"ray.io/cluster": "raycluster-basic"}
 
 
+async def test_recreate_upgrade_strategy_replaces_every_pod_on_a_spec_change(
+    kube: Kube, operator: Operator
+) -> None:
+    body = basic(1)
+    body["spec"]["upgradeStrategy"] = {"type": "Recreate"}
+    await kube.create(body)
+    before = names(await eventually(lambda: kube.running_workers("raycluster-basic", 1), timeout=60))
+    before |= names(await eventually(lambda: kube.pods("raycluster-basic", group="headgroup")))
+    await kube.set_group("raycluster-basic", 0, "replicas", 2)  # not a reason to recreate
+    both = names(await eventually(lambda: kube.running_workers("raycluster-basic", 2), timeout=60))
+    assert before - both == {p for p in before if "head" in p}, "a worker was replaced by a scale-up"
+    await kube.patch_json("raycluster-basic", [
+        {"op": "add", "path": "/spec/workerGroupSpecs/0/template/spec/containers/0/env",
+         "value": [{"name": "NEW_SETTING", "value": "1"}]},
+    ])  # fmt: skip
+
+    async def all_new() -> list[Any]:
+        pods = await kube.running_workers("raycluster-basic", 2)
+        heads = await kube.pods("raycluster-basic", group="headgroup")
+        fresh = pods and heads and not (names(pods) | names(heads)) & (before | both)
+        return pods if fresh else []
+
+    pods = await eventually(all_new, timeout=90, message="every pod recreated")
+    for p in pods:
+        assert ("NEW_SETTING", "1") in [(e.name, e.value) for e in p.spec.containers[0].env]
+    events = [e.message for e in await kube.events("DeletedPod")]
+    assert any("due to spec change with Recreate upgradeStrategy" in m for m in events), events
+
+
 async def test_scale_up_and_down(kube: Kube, operator: Operator) -> None:
     await kube.create(basic(1))
     await eventually(lambda: kube.running_workers("raycluster-basic", 1), timeout=60)
