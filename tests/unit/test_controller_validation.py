@@ -77,3 +77,27 @@ def test_gcs_fault_tolerance_rules_as_kuberay() -> None:
     assert _check(_head_env(_ft({}), "RAY_REDIS_ADDRESS", "r:6379")) == (
         "spec.headGroupSpec.template: env RAY_REDIS_ADDRESS requires GCS fault tolerance"
     )
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"tlsOptions": {}}, "spec.tlsOptions: not implemented by rayscale (remove it)"),
+        ({"networkPolicy": {"enabled": True}}, "spec.networkPolicy: not implemented by rayscale (remove it)"),
+        ({"historyServerOptions": {}}, "spec.historyServerOptions: not implemented by rayscale (remove it)"),
+        ({"gcsFaultToleranceOptions": {"backend": "rocksdb"}},
+         "spec.gcsFaultToleranceOptions.backend: rocksdb is not implemented (use redis)"),
+        ({"gcsFaultToleranceOptions": {"redisAddress": "r:6379", "storage": {"size": "1Gi"}}},
+         "spec.gcsFaultToleranceOptions.storage: not implemented by rayscale (remove it)"),
+    ],
+)  # fmt: skip
+def test_fields_rayscale_does_not_implement_are_refused(extra: dict[str, Any], expected: str) -> None:
+    body = cluster(group())
+    body["spec"].update(extra)
+    assert _check(body) == expected
+
+
+def test_ingress_options_are_refused() -> None:
+    body = cluster(group())
+    body["spec"]["headGroupSpec"]["ingressOptions"] = {"host": "x"}
+    assert _check(body) == "spec.headGroupSpec.ingressOptions: not implemented by rayscale (remove it)"

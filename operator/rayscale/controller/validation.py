@@ -95,7 +95,29 @@ def parse_and_validate(meta: ClusterMeta, raw: Mapping[str, Any]) -> RayClusterS
     return Invalid("InvalidRayClusterSpec", message) if message else spec
 
 
+def _unimplemented(spec: RayClusterSpec) -> str | None:
+    """Fields of newer KubeRay APIs that rayscale (like KubeRay v1.6's operator) does not act on:
+    refused, so that nobody believes them in force."""
+    fields: list[tuple[str, object]] = [
+        ("spec.networkPolicy", spec.network_policy),
+        ("spec.tlsOptions", spec.tls_options),
+        ("spec.historyServerOptions", spec.history_server_options),
+        ("spec.headGroupSpec.ingressOptions", spec.head_group_spec.ingress_options),
+    ]
+    ft = spec.gcs_fault_tolerance_options
+    if ft is not None:
+        fields.append(("spec.gcsFaultToleranceOptions.storage", ft.storage))
+        if ft.backend == "rocksdb":
+            return "spec.gcsFaultToleranceOptions.backend: rocksdb is not implemented (use redis)"
+    for path, value in fields:
+        if value is not None:
+            return f"{path}: not implemented by rayscale (remove it)"
+    return None
+
+
 def validate_spec(meta: ClusterMeta, spec: RayClusterSpec) -> str | None:
+    if problem := _unimplemented(spec):
+        return problem
     head = spec.head_group_spec
     problem = _group_checks(
         "spec.headGroupSpec", head.template, head.ray_start_params, head.resources, head.labels
