@@ -114,8 +114,6 @@ def _ray_env(
     port: int,
     fqdn: str,
     service: str,
-    autoscaler_version: str | None,
-    autoscaling: bool,
 ) -> None:
     env: list[dict[str, Any]] = container.setdefault("env", [])
     if not head:
@@ -132,15 +130,19 @@ def _ray_env(
     if head:
         tags = f"kuberay_version=rayscale-{__version__};kuberay_crd=RayCluster"
         _add_env(env, {"name": "RAY_USAGE_STATS_EXTRA_TAGS", "value": tags}, if_absent=False)
-        if autoscaler_version in ("v1", "v2"):
-            value = "true" if autoscaler_version == "v2" else "false"
-            _add_env(env, {"name": "RAY_enable_autoscaler_v2", "value": value})
-        elif autoscaling:
-            # Unlike KubeRay: rayscale's autoscaler speaks only Ray's v2 protocol, and Ray
-            # (before its own KubeRay default) starts v1 when nothing says otherwise. Unlike an
-            # explicit v2, restartPolicy is left alone.
-            _add_env(env, {"name": "RAY_enable_autoscaler_v2", "value": "true"})
     _add_env(env, {"name": "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "value": "1"})
+
+
+def _autoscaler_env(container: dict[str, Any], version: str | None, autoscaling: bool) -> None:
+    env: list[dict[str, Any]] = container.setdefault("env", [])
+    if version in ("v1", "v2"):
+        value = "true" if version == "v2" else "false"
+        _add_env(env, {"name": "RAY_enable_autoscaler_v2", "value": value})
+    elif autoscaling:
+        # Unlike KubeRay: rayscale's autoscaler speaks only Ray's v2 protocol, and Ray (before
+        # its own KubeRay default) starts v1 when nothing says otherwise. Unlike an explicit v2,
+        # restartPolicy is left alone.
+        _add_env(env, {"name": "RAY_enable_autoscaler_v2", "value": "true"})
 
 
 def _add_metrics_port(container: dict[str, Any]) -> None:
@@ -201,30 +203,25 @@ def _build(
     start_cmd = raystart.render(params, is_head=head)
     version = spec.autoscaler_options.version if spec.autoscaler_options else None
     annotations = dict(tmeta.get("annotations") or {})
+    # In KubeRay's order: the init container (a copy of the template's Ray container), the
+    # autoscaler's switch, GCS fault tolerance, token auth; then the variables every pod gets.
+    if not head and switches.init_container_injection():
+        pod_spec.setdefault("initContainers", []).append(_wait_gcs_ready(template_ray, f"{fqdn}:{port}"))
+    if head:
+        _autoscaler_env(ray, version, spec.autoscaling)
     gcsft.configure(ray, annotations, head=head, meta=meta, spec=spec, params=params)
-    _ray_env(
-        ray,
-        head=head,
-        start_cmd=start_cmd,
-        port=port,
-        fqdn=fqdn,
-        service=service,
-        autoscaler_version=version,
-        autoscaling=spec.autoscaling,
-    )
+    tokenauth.configure(pod_spec, meta.name, spec.auth_options)
+    _ray_env(ray, head=head, start_cmd=start_cmd, port=port, fqdn=fqdn, service=service)
     _rewrite_command(ray, start_cmd, meta.annotations)
     _add_metrics_port(ray)
     _add_shared_memory(pod_spec, ray, params)
     probes.inject(ray, head=head, ray_version=spec.ray_version, params=params)
     if version == "v2":
         pod_spec["restartPolicy"] = "Never"
-    if not head and switches.init_container_injection():
-        pod_spec.setdefault("initContainers", []).append(_wait_gcs_ready(template_ray, f"{fqdn}:{port}"))
     for init in pod_spec.get("initContainers", []):
         env = init.setdefault("env", [])
         _add_env(env, {"name": "FQ_RAY_IP", "value": fqdn})
         _add_env(env, {"name": "RAY_IP", "value": service})
-    tokenauth.configure(pod_spec, meta.name, spec.auth_options)
 
     labels = _merge_labels(
         _base_labels(meta, head=head, group=group_name), tmeta.get("labels"), group.labels, extra_labels
