@@ -267,7 +267,12 @@ def _mark(memo: Any, kwargs: Mapping[str, Any], key: ClusterKey, *, controller: 
 
 
 @kopf.on.event(*RAYCLUSTERS, registry=registry)
-async def raycluster_event(namespace: str | None, name: str, memo: Any, **kwargs: Any) -> None:
+async def raycluster_event(
+    type: str | None, namespace: str | None, name: str, body: kopf.Body, memo: Any, **kwargs: Any
+) -> None:
+    runtime: Runtime = memo.runtime
+    if runtime.run_controller and runtime.metrics is not None:  # series of the RayCluster controller
+        runtime.metrics.raycluster_watched(body, deleted=type == "DELETED")
     _mark(memo, kwargs, (namespace or "", name))
 
 

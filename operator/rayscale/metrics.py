@@ -1,16 +1,20 @@
-"""Prometheus metrics: controller-runtime's reconcile series for both loops, and the autoscaler's.
+"""Prometheus metrics: controller-runtime's reconcile series for both loops, the autoscaler's, and
+KubeRay's ``kuberay_cluster_*`` series about RayClusters.
 
 Every metric lives in the registry of one `Metrics` object (the operator makes one, tests make
 their own and read values with ``registry.get_sample_value``). The loops call the small methods
 below; per-cluster series are remembered so `forget_cluster` can remove them all when the cluster
-is deleted or stops autoscaling.
+is deleted or stops autoscaling. The ``kuberay_cluster_*`` series follow the RayClusters the
+controller's watch delivers (`raycluster_watched`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Mapping
-from typing import TypeVar
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -23,7 +27,14 @@ from prometheus_client import (
     ProcessCollector,
     start_http_server,
 )
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics_core import Metric
+
+from rayscale.api.raycluster import KUBERAY_MANAGER
+from rayscale.controller.labels import ORIGINATED_FROM_CRD
+from rayscale.controller.snapshot import parse_time
+from rayscale.controller.status import PROVISIONED
 
 __all__ = ["RESULTS", "Metrics", "QueueMetrics", "process_registry", "serve"]
 
@@ -36,6 +47,18 @@ RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 
                      0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9,
                      10, 15, 20, 25, 30, 40, 50, 60)  # fmt: skip
 DECISION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# KubeRay's RayCluster series: names, help texts and labels exactly as KubeRay (v1.6.2) exports them
+KUBERAY_CLUSTER = ("name", "namespace", "uid")
+PROVISIONED_DURATION = (
+    "kuberay_cluster_provisioned_duration_seconds",
+    "The time, in seconds, when a RayCluster's `RayClusterProvisioned` status transitions from false (or "
+    "unset) to true",
+)
+CLUSTER_INFO = ("kuberay_cluster_info", "Metadata information about RayCluster custom resources")
+CONDITION_PROVISIONED = (
+    "kuberay_cluster_condition_provisioned",
+    "Indicates whether the RayCluster is provisioned",
+)
 
 
 def process_registry() -> CollectorRegistry:
@@ -67,6 +90,54 @@ class QueueMetrics:
         if result == "error":
             self._errors.inc()
         self._time.observe(seconds)
+
+
+@dataclasses.dataclass(frozen=True)
+class RayClusterFacts:
+    """What KubeRay's RayCluster series say about one RayCluster, read from its body."""
+
+    uid: str
+    owner_kind: str  # the ray.io/originated-from-crd label (RayJob, RayService), else "None"
+    provisioned: bool  # its RayClusterProvisioned condition is True
+    created: datetime | None
+    reconciled: bool  # spec.managedBy leaves it to this controller
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> RayClusterFacts:
+        meta = body.get("metadata") or {}
+        conditions = (body.get("status") or {}).get("conditions") or []
+        managed_by = (body.get("spec") or {}).get("managedBy")
+        return cls(
+            uid=str(meta.get("uid") or ""),
+            owner_kind=str((meta.get("labels") or {}).get(ORIGINATED_FROM_CRD, "None")),
+            provisioned=any(c.get("type") == PROVISIONED and c.get("status") == "True" for c in conditions),
+            created=parse_time(meta.get("creationTimestamp")),
+            reconciled=managed_by in (None, "", KUBERAY_MANAGER),
+        )
+
+
+class RayClusterCollector:
+    """``kuberay_cluster_info`` and ``kuberay_cluster_condition_provisioned``, made at scrape time from
+    the RayClusters last seen, as KubeRay's collector makes them from its informer's cache: a series
+    per RayCluster that exists, gone with it."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families({})
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families(self._metrics.rayclusters())
+
+    @staticmethod
+    def _families(clusters: Mapping[ClusterKey, RayClusterFacts]) -> list[Metric]:
+        info = GaugeMetricFamily(*CLUSTER_INFO, labels=[*KUBERAY_CLUSTER, "owner_kind"])
+        provisioned = GaugeMetricFamily(*CONDITION_PROVISIONED, labels=[*KUBERAY_CLUSTER, "condition"])
+        for (namespace, name), facts in sorted(clusters.items()):
+            info.add_metric([name, namespace, facts.uid, facts.owner_kind], 1)
+            provisioned.add_metric([name, namespace, facts.uid, str(facts.provisioned).lower()], 1)
+        return [info, provisioned]
 
 
 class Metrics:
@@ -106,9 +177,13 @@ class Metrics:
                                   "GCS", CLUSTER, registry=r)
         self.gcs_reachable = Gauge(f"{a}_gcs_reachable", "1 when the latest read of the cluster's GCS "
                                    "succeeded, else 0", CLUSTER, registry=r)
+        self.provisioned_duration = Gauge(*PROVISIONED_DURATION, KUBERAY_CLUSTER, registry=r)
         # fmt: on
         self._series: dict[ClusterKey, set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
+        self._rayclusters: dict[ClusterKey, RayClusterFacts] = {}
+        self._provisioned_uids: dict[ClusterKey, set[str]] = {}
         self._lock = threading.Lock()
+        r.register(RayClusterCollector(self))
 
     def queue(self, controller: str) -> QueueMetrics:
         return QueueMetrics(self, controller)
@@ -169,6 +244,45 @@ class Metrics:
             series = self._series.pop(key, set())
         for metric, values in series:
             metric.remove(*values)
+
+    # ---- KubeRay's RayCluster series ----
+
+    def raycluster_watched(
+        self, body: Mapping[str, Any], *, deleted: bool = False, now: datetime | None = None
+    ) -> None:
+        """A RayCluster as the watch delivers it (`deleted`: its deletion).
+
+        Its ``kuberay_cluster_info`` and ``kuberay_cluster_condition_provisioned`` follow it; when
+        its RayClusterProvisioned condition turned True since the watch last delivered it,
+        ``kuberay_cluster_provisioned_duration_seconds`` is set to its age, as KubeRay sets it when
+        its status write turns the condition True. The first delivery (also after a restart) is
+        the baseline: a cluster provisioned before is not measured again. A deleted RayCluster
+        loses all its series, the duration of every uid it had under its name included.
+        """
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if deleted:
+            with self._lock:
+                self._rayclusters.pop(key, None)
+                uids = self._provisioned_uids.pop(key, set())
+            for uid in uids:
+                self.provisioned_duration.remove(key[1], key[0], uid)
+            return
+        facts = RayClusterFacts.of(body)
+        with self._lock:
+            before = self._rayclusters.get(key)
+            self._rayclusters[key] = facts
+        turned = before is not None and before.uid == facts.uid and not before.provisioned
+        if turned and facts.provisioned and facts.reconciled and facts.created is not None:
+            age = ((now or datetime.now(UTC)) - facts.created).total_seconds()
+            self.provisioned_duration.labels(key[1], key[0], facts.uid).set(age)
+            with self._lock:
+                self._provisioned_uids.setdefault(key, set()).add(facts.uid)
+
+    def rayclusters(self) -> dict[ClusterKey, RayClusterFacts]:
+        """The RayClusters last seen, by (namespace, name)."""
+        with self._lock:
+            return dict(self._rayclusters)
 
 
 def serve(metrics: Metrics, address: str, port: int) -> WSGIServer:

@@ -1,10 +1,12 @@
 """What the autoscaler tells users on the local control plane (no Ray: the GCS is unreachable):
-status.autoscaler beside the controller's status, the UnmetDemand Event, and /metrics."""
+status.autoscaler beside the controller's status, the UnmetDemand Event, and /metrics (the
+autoscaler's series, and KubeRay's kuberay_cluster_* series the controller exports)."""
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -82,6 +84,17 @@ def of_cluster(samples: list[Sample], namespace: str, name: str = "") -> list[Sa
         and s[1].get("cluster") == NAME
         and (not name or s[0] == name)
     ]
+
+
+def of_kuberay(samples: list[Sample], namespace: str) -> dict[str, list[dict[str, str]]]:
+    """KubeRay's kuberay_cluster_* series of the test's RayCluster: name -> the label sets (value 1 for
+    the info and condition series, the seconds under "value" for the duration)."""
+    found: dict[str, list[dict[str, str]]] = {}
+    for name, labels, value in samples:
+        if name.startswith("kuberay_cluster_") and labels.get("namespace") == namespace:
+            assert labels["name"] == NAME
+            found.setdefault(name, []).append({**labels, "value": str(value)})
+    return found
 
 
 def never_wiped(versions: list[dict[str, Any]]) -> None:
@@ -192,7 +205,8 @@ async def test_metrics_show_the_cluster_and_forget_it_when_it_is_deleted(
     api: client.ApiClient, namespace: str, observed: Observed
 ) -> None:
     kube = Kube(api, namespace)
-    await kube.create(cpu_and_gpu_cluster())
+    created = await kube.create(cpu_and_gpu_cluster())
+    uid = created["metadata"]["uid"]
     await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], request(3))
 
     async def scaled() -> list[Sample]:
@@ -230,9 +244,31 @@ async def test_metrics_show_the_cluster_and_forget_it_when_it_is_deleted(
     (series,) = await eventually(unmet, timeout=60, message="unmet demand in /metrics")
     assert (series[1]["reason"], series[2]) == ("MAX_REPLICAS", 10)
 
+    # KubeRay's series: the cluster, its RayClusterProvisioned condition, how long it took.
+    async def provisioned() -> dict[str, list[dict[str, str]]]:
+        found = of_kuberay(await observed.scrape(), namespace)
+        conditions = [s["condition"] for s in found.get("kuberay_cluster_condition_provisioned", [])]
+        return found if conditions == ["true"] else {}
+
+    kuberay = await eventually(provisioned, timeout=60, message="kuberay_cluster_* series, provisioned")
+    (info,) = kuberay["kuberay_cluster_info"]
+    assert info == {"name": NAME, "namespace": namespace, "uid": uid, "owner_kind": "None", "value": "1.0"}
+    assert kuberay["kuberay_cluster_condition_provisioned"][0]["uid"] == uid
+    (took,) = kuberay["kuberay_cluster_provisioned_duration_seconds"]
+    condition = await kube.condition(NAME, "RayClusterProvisioned")
+    assert condition is not None
+    assert condition["status"] == "True"
+    age_then = datetime.fromisoformat(condition["lastTransitionTime"]) - datetime.fromisoformat(
+        created["metadata"]["creationTimestamp"]
+    )
+    assert took["uid"] == uid
+    # Measured when the condition turned True: its transition time (whole seconds), a moment more.
+    assert age_then.total_seconds() <= float(took["value"]) < age_then.total_seconds() + 5
+
     await kube.delete_cluster(NAME)
 
     async def gone() -> bool:
-        return not of_cluster(await observed.scrape(), namespace)
+        samples = await observed.scrape()
+        return not of_cluster(samples, namespace) and not of_kuberay(samples, namespace)
 
     await eventually(gone, timeout=60, message="the cluster's series removed from /metrics")
