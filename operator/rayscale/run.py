@@ -110,6 +110,7 @@ async def _run(args: argparse.Namespace, metrics: Metrics) -> int:
         resync_seconds=args.resync_seconds,
         stuck_terminating_seconds=args.stuck_terminating_seconds,
         random_delete=os.environ.get("ENABLE_RANDOM_POD_DELETE", "").lower() == "true",
+        sidecar_autoscaler=args.mode == "controller",
     )
     namespaces: list[str] | None = args.namespaces or None
     autoscaler = None

@@ -145,6 +145,10 @@ def check_watch_namespaces(docs: list[dict[str, Any]], args: list[str]) -> None:
     assert {"--namespace=team-a", "--namespace=team-b", "--mode=controller"} <= set(args)
     roles = {d["metadata"]["namespace"] for d in of_kind(docs, "Role") if "pods" in str(d["rules"])}
     assert roles == {"team-a", "team-b"}
+    # --mode controller runs Ray's autoscaler sidecar: it creates its ServiceAccount, Role, RoleBinding.
+    for role in of_kind(docs, "Role"):
+        if "pods" in str(role["rules"]):
+            assert {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["create"]} in role["rules"]
 
 
 def check_autoscaler_mode(docs: list[dict[str, Any]], args: list[str]) -> None:

@@ -28,7 +28,7 @@ from rayscale.api.registry import RAYCLUSTER
 from rayscale.controller import tokenauth
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import Plan
-from rayscale.controller.reconcile import plan_cluster
+from rayscale.controller.reconcile import PlannerOptions, plan_cluster
 from rayscale.controller.snapshot import ClusterMeta, ClusterSnapshot
 from rayscale.controller.status import (
     ReconcileError,
@@ -128,6 +128,10 @@ def _apply(plan: Plan, meta: ClusterMeta, objects: dict[str, list[Obj]],
             secret = copy.deepcopy(manifest)
             secret["stringData"] = {tokenauth.TOKEN_KEY: tokenauth.new_token()}
             secrets.append(secret)
+    for manifest in plan.rbac:
+        if all((o["kind"], o["metadata"]["name"]) != (manifest["kind"], manifest["metadata"]["name"])
+               for o in objects["rbac"]):  # fmt: skip
+            objects["rbac"].append(copy.deepcopy(manifest))
     ingresses = objects["ingresses"]
     for manifest in plan.ingresses:
         if all(i["metadata"]["name"] != manifest["metadata"]["name"] for i in ingresses):
@@ -158,16 +162,17 @@ def kuberay_defaults() -> Iterator[None]:
         os.environ.update(saved)
 
 
-def render(doc: Mapping[str, Any], *, seed: int = 0) -> dict[str, Any]:
-    """What rayscale creates for one RayCluster document, shaped like one oracle answer."""
+def render(doc: Mapping[str, Any], *, seed: int = 0, sidecar: bool = False) -> dict[str, Any]:
+    """What rayscale creates for one RayCluster document, shaped like one oracle answer;
+    ``sidecar``: as ``rayscale run --mode controller`` (Ray's autoscaler in the head pod)."""
     with kuberay_defaults():
-        return _render(doc, seed)
+        return _render(doc, seed, sidecar)
 
 
-def _render(doc: Mapping[str, Any], seed: int) -> dict[str, Any]:
+def _render(doc: Mapping[str, Any], seed: int, sidecar: bool) -> dict[str, Any]:
     body = admit(doc)
     meta = ClusterMeta.from_body(body)
-    objects: dict[str, list[Obj]] = {"pods": [], "services": [], "secrets": [], "ingresses": []}
+    objects: dict[str, list[Obj]] = {"pods": [], "services": [], "secrets": [], "ingresses": [], "rbac": []}
     pods, services = objects["pods"], objects["services"]
     expectations = ScaleExpectations(clock=lambda: NOW.timestamp())
     rng = random.Random(seed)
@@ -182,7 +187,7 @@ def _render(doc: Mapping[str, Any], seed: int) -> dict[str, Any]:
         snapshot = ClusterSnapshot(
             body, [copy.deepcopy(p) for p in pods], [copy.deepcopy(s) for s in services]
         )
-        plan, spec = plan_cluster(snapshot, expectations)
+        plan, spec = plan_cluster(snapshot, expectations, PlannerOptions(sidecar_autoscaler=sidecar))
         if plan.skip or spec is None:
             break
         old = snapshot.status
@@ -203,7 +208,7 @@ def _render(doc: Mapping[str, Any], seed: int) -> dict[str, Any]:
         "name": meta.name,
         "namespace": meta.namespace,
         "invalid": invalid,
-        "objects": objects["secrets"] + objects["ingresses"] + services + pods,
+        "objects": objects["secrets"] + objects["ingresses"] + objects["rbac"] + services + pods,
         "cluster": {"metadata": body["metadata"], "status": body.get("status")},
         "errors": errors,
         "rounds": rounds,

@@ -216,3 +216,29 @@ def test_rayscale_side_is_rayscales_controller() -> None:
     assert len([o for o in answer["objects"] if o["kind"] == "Pod"]) == 3
     doc.body["metadata"]["name"] = "x" * 60
     assert render_rayscale(doc.body)["invalid"]["reason"] == "InvalidRayClusterMetadata"
+
+
+# ----------------------------------------------------------------------------- --mode controller
+
+# Entries about rayscale's embedded autoscaler: in --mode controller the head runs Ray's own.
+EMBEDDED_ONLY = {"embedded-autoscaler", "autoscaler-v2-by-default"}
+
+
+def test_controller_mode_runs_rays_autoscaler_as_kuberay_does(rendered: runner.Rendered) -> None:
+    """Every autoscaling RayCluster rendered as `rayscale run --mode controller` renders it: the
+    autoscaler sidecar, its log volume, ServiceAccount, Role and RoleBinding as KubeRay makes them."""
+    autoscaling = [
+        (d, k) for d, k, _ in rendered if (d.body.get("spec") or {}).get("enableInTreeAutoscaling")
+    ]
+    assert len(autoscaling) >= 5, "too few autoscaling documents to judge"
+    compared = []
+    for doc, kuberay in autoscaling:
+        mine = render_rayscale(doc.body, sidecar=True)
+        head = next(o for o in mine["objects"] if o["kind"] == "Pod" and "-head-" in str(o["metadata"]))
+        assert "autoscaler" in [c["name"] for c in head["spec"]["containers"]], doc.id
+        refused = bool(kuberay.get("invalid")) and bool(mine.get("invalid"))
+        compared.append((doc.id, refused, compare(doc.id, kuberay, mine)))
+    allowlist = [e for e in entries.load_allowlist() if e.id not in EMBEDDED_ONLY]
+    report = runner.classify(compared, allowlist, entries.load_known())
+    if report.unexplained:
+        pytest.fail("--mode controller differs from KubeRay:\n" + report.summary(), pytrace=False)

@@ -70,6 +70,19 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
   verbs: ["create"]
+{{- if eq .Values.mode "controller" }}
+# Ray's autoscaler sidecar of autoscaling clusters: its ServiceAccount, Role and RoleBinding. The
+# Role grants pods patch and pods/resize patch, which Kubernetes lets only a holder grant.
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["create"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["create"]
+- apiGroups: [""]
+  resources: ["pods", "pods/resize"]
+  verbs: ["patch"]
+{{- end }}
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

@@ -74,13 +74,18 @@ class PlanApplier:
         return None
 
     async def create_once(
-        self, body: Mapping[str, Any], secrets: Sequence[Manifest], ingresses: Sequence[Manifest]
+        self,
+        body: Mapping[str, Any],
+        secrets: Sequence[Manifest],
+        ingresses: Sequence[Manifest],
+        rbac: Sequence[Manifest] = (),
     ) -> ReconcileError | None:
-        """Create each Secret (with a fresh token) and Ingress once per RayCluster; one that
-        exists is kept."""
+        """Create each Secret (with a fresh token), Ingress and RBAC object once per RayCluster;
+        one that exists is kept."""
         uid = ClusterMeta.from_body(body).uid
         todo: list[tuple[str, Creator, Manifest]] = [("Secret", ops.create_secret, m) for m in secrets]
         todo += [("Ingress", ops.create_ingress, m) for m in ingresses]
+        todo += [(m["kind"], ops.create_rbac, m) for m in rbac]
         for kind, create, manifest in todo:
             key = (uid, kind, manifest["metadata"]["name"])
             if key in self._created:

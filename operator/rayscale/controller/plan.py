@@ -51,6 +51,8 @@ class Plan:
     secrets: list[Manifest] = dataclasses.field(default_factory=list)
     #: the head Ingress, created once per RayCluster
     ingresses: list[Manifest] = dataclasses.field(default_factory=list)
+    #: Ray's autoscaler sidecar's ServiceAccount, Role and RoleBinding (--mode controller), once
+    rbac: list[Manifest] = dataclasses.field(default_factory=list)
     steps: list[Step] = dataclasses.field(default_factory=list)
     events: list[EventSpec] = dataclasses.field(default_factory=list)
     #: reconcile again after this many seconds (something is still converging)

@@ -8,7 +8,7 @@ from typing import Any
 
 from rayscale import __version__
 from rayscale.api.raycluster import HeadGroupSpec, RayClusterSpec, WorkerGroupSpec
-from rayscale.controller import gcsft, names, probes, raystart, switches, tokenauth, upgrade
+from rayscale.controller import gcsft, names, probes, raystart, sidecar, switches, tokenauth, upgrade
 from rayscale.controller import labels as L
 from rayscale.controller.snapshot import ClusterMeta
 
@@ -95,6 +95,17 @@ def _add_shared_memory(
     mounts.append({"name": "shared-mem", "mountPath": "/dev/shm"})
 
 
+def _add_empty_dir(pod_spec: dict[str, Any], container: dict[str, Any], name: str, path: str) -> None:
+    """An emptyDir ``name`` mounted at ``path`` in ``container`` (KubeRay's addEmptyDir)."""
+    mounts = container.setdefault("volumeMounts", [])
+    if any(m.get("mountPath") == path for m in mounts):
+        return
+    volumes = pod_spec.setdefault("volumes", [])
+    if not any(v.get("name") == name for v in volumes):
+        volumes.append({"name": name, "emptyDir": {}})
+    mounts.append({"name": name, "mountPath": path})
+
+
 def _rewrite_command(container: dict[str, Any], start_cmd: str, annotations: Mapping[str, str]) -> None:
     if annotations.get(L.OVERWRITE_CMD_ANNOTATION, "").lower() == "true":
         return
@@ -177,6 +188,7 @@ def _build(
     head: bool,
     group_name: str,
     extra_labels: Mapping[str, str],
+    sidecar_autoscaler: bool = False,
 ) -> Manifest:
     template: dict[str, Any] = copy.deepcopy(group.template)
     tmeta = template.get("metadata") or {}
@@ -207,7 +219,14 @@ def _build(
     # autoscaler's switch, GCS fault tolerance, token auth; then the variables every pod gets.
     if not head and switches.init_container_injection():
         pod_spec.setdefault("initContainers", []).append(_wait_gcs_ready(template_ray, f"{fqdn}:{port}"))
-    if head:
+    with_sidecar = head and sidecar_autoscaler and spec.autoscaling
+    if with_sidecar:
+        # Ray's own autoscaler beside Ray, as KubeRay runs it (rayscale --mode controller).
+        pod_spec["serviceAccountName"] = names.check_name(sidecar.service_account_name(meta, spec))
+        containers.append(sidecar.container(meta, spec, ray.get("image")))
+        if sidecar.v2(spec):
+            _add_env(ray.setdefault("env", []), {"name": "RAY_enable_autoscaler_v2", "value": "true"})
+    elif head:
         _autoscaler_env(ray, version, spec.autoscaling)
     gcsft.configure(ray, annotations, head=head, meta=meta, spec=spec, params=params)
     tokenauth.configure(pod_spec, meta.name, spec.auth_options)
@@ -215,6 +234,9 @@ def _build(
     _rewrite_command(ray, start_cmd, meta.annotations)
     _add_metrics_port(ray)
     _add_shared_memory(pod_spec, ray, params)
+    if with_sidecar:
+        for container in (ray, containers[-1]):
+            _add_empty_dir(pod_spec, container, sidecar.LOG_VOLUME, sidecar.LOG_MOUNT)
     probes.inject(ray, head=head, ray_version=spec.ray_version, params=params)
     if version == "v2":
         pod_spec["restartPolicy"] = "Never"
@@ -249,8 +271,18 @@ def _build(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
 
 
-def head_pod(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest:
-    return _build(meta, spec, spec.head_group_spec, head=True, group_name=L.HEAD_GROUP, extra_labels={})
+def head_pod(meta: ClusterMeta, spec: RayClusterSpec, *, sidecar_autoscaler: bool = False) -> Manifest:
+    """The head pod; with ``sidecar_autoscaler`` (``--mode controller``) an autoscaling cluster's
+    head runs Ray's own autoscaler beside Ray, as under KubeRay."""
+    return _build(
+        meta,
+        spec,
+        spec.head_group_spec,
+        head=True,
+        group_name=L.HEAD_GROUP,
+        extra_labels={},
+        sidecar_autoscaler=sidecar_autoscaler,
+    )
 
 
 def worker_pod(

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from rayscale.api.raycluster import KUBERAY_MANAGER, RayClusterSpec
-from rayscale.controller import ingress, names, services, tokenauth, upgrade
+from rayscale.controller import ingress, names, services, sidecar, tokenauth, upgrade
 from rayscale.controller import labels as L
 from rayscale.controller import pods as podspec
 from rayscale.controller.expectations import ScaleExpectations
@@ -34,6 +34,7 @@ ERROR_REQUEUE = 2.0
 @dataclasses.dataclass(frozen=True)
 class PlannerOptions:
     random_delete: bool = False  # ENABLE_RANDOM_POD_DELETE
+    sidecar_autoscaler: bool = False  # --mode controller: Ray's autoscaler in the head, as KubeRay
     suffix: Callable[[], str] = random_suffix
 
 
@@ -81,6 +82,8 @@ def plan_cluster(
     head_svc = services.head_service(meta, spec)
     if head_svc["metadata"]["name"] not in existing:
         plan.services.append(head_svc)
+    if options.sidecar_autoscaler and spec.autoscaling:
+        plan.rbac.extend(sidecar.rbac(meta, spec))
     if ingress.wanted(spec):
         plan.ingresses.append(ingress.manifest(meta, spec))
     if services.wants_serve_service(meta):
@@ -127,7 +130,7 @@ def plan_cluster(
         return plan, spec
 
     by_name = {pod_name(p): p for p in pods}
-    if not _plan_head(snapshot, spec, expectations, pods, by_name, plan):
+    if not _plan_head(snapshot, spec, expectations, pods, by_name, plan, options):
         return plan, spec
     for group in spec.workers:
         key = (meta.namespace, meta.name, group.group_name)
@@ -155,6 +158,7 @@ def _plan_head(
     pods: Sequence[Obj],
     by_name: dict[str, Obj],
     plan: Plan,
+    options: PlannerOptions,
 ) -> bool:
     """Plan the head pod; False when the workers must wait (KubeRay returns an error there)."""
     meta = snapshot.meta
@@ -176,5 +180,6 @@ def _plan_head(
     no_restart = meta.annotations.get(L.DISABLE_HEAD_RESTART_ANNOTATION) == "true"
     if _cond_true(snapshot, PROVISIONED) and no_restart:
         return False
-    plan.steps.append(Step(group="", creates=[CreatePod("", "head", podspec.head_pod(meta, spec))]))
+    head = podspec.head_pod(meta, spec, sidecar_autoscaler=options.sidecar_autoscaler)
+    plan.steps.append(Step(group="", creates=[CreatePod("", "head", head)]))
     return True

@@ -46,6 +46,7 @@ class ControllerConfig:
     resync_seconds: float = 60.0
     stuck_terminating_seconds: float = STUCK_TERMINATING_AFTER
     random_delete: bool = False
+    sidecar_autoscaler: bool = False  # --mode controller: Ray's autoscaler in the head pod
 
 
 class RayClusterController:
@@ -67,7 +68,9 @@ class RayClusterController:
         self.queue: WorkQueue[ClusterKey] = WorkQueue(
             self.reconcile, concurrency=config.concurrency, observer=observer
         )
-        self.options = PlannerOptions(random_delete=config.random_delete)
+        self.options = PlannerOptions(
+            random_delete=config.random_delete, sidecar_autoscaler=config.sidecar_autoscaler
+        )
         self.last_resync = time.monotonic()
 
     def mark(self, key: ClusterKey) -> None:
@@ -104,7 +107,7 @@ class RayClusterController:
         error = ReconcileError(plan.error) if plan.error else None
         if plan.error:
             self.events.post(body, "Warning", "ReconcileError", plan.error)
-        error = await self.applier.create_once(body, plan.secrets, plan.ingresses) or error
+        error = await self.applier.create_once(body, plan.secrets, plan.ingresses, plan.rbac) or error
         error = await self.applier.create_services(body, plan.services) or error
         if error is None or error.reason is None:
             error = await self.applier.run_steps(body, plan.steps) or error

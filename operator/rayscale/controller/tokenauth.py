@@ -22,7 +22,15 @@ from rayscale.controller import labels as L
 from rayscale.controller import names
 from rayscale.controller.snapshot import ClusterMeta
 
-__all__ = ["configure", "enabled", "needs_secret", "new_token", "secret_manifest", "secret_name"]
+__all__ = [
+    "configure",
+    "configure_container",
+    "enabled",
+    "needs_secret",
+    "new_token",
+    "secret_manifest",
+    "secret_name",
+]
 
 Manifest = dict[str, Any]
 TOKEN_KEY = "auth_token"
@@ -50,7 +58,8 @@ def _has_env(container: Mapping[str, Any], name: str) -> bool:
     return any(e.get("name") == name for e in container.get("env") or [])
 
 
-def _container(container: dict[str, Any], cluster: str, auth: AuthOptions | None) -> None:
+def configure_container(container: dict[str, Any], cluster: str, auth: AuthOptions | None) -> None:
+    """The variables (and, with Kubernetes tokens, the mount) of one container."""
     env: list[dict[str, Any]] = container.setdefault("env", [])
     if not _has_env(container, "RAY_AUTH_MODE"):
         env.append({"name": "RAY_AUTH_MODE", "value": "token"})
@@ -69,7 +78,7 @@ def configure(pod_spec: dict[str, Any], cluster: str, auth: AuthOptions | None) 
     """Token auth for the Ray container (the first) and the ``wait-gcs-ready`` init container."""
     if not enabled(auth):
         return
-    _container(pod_spec["containers"][0], cluster, auth)
+    configure_container(pod_spec["containers"][0], cluster, auth)
     if _k8s(auth):
         volumes: list[dict[str, Any]] = pod_spec.setdefault("volumes", [])
         if not any(v.get("name") == TOKEN_VOLUME for v in volumes):
@@ -77,7 +86,7 @@ def configure(pod_spec: dict[str, Any], cluster: str, auth: AuthOptions | None) 
             volumes.append({"name": TOKEN_VOLUME, "projected": {"sources": [token]}})
     for init in pod_spec.get("initContainers") or []:
         if init.get("name") == WAIT_GCS_READY:
-            _container(init, cluster, auth)
+            configure_container(init, cluster, auth)
 
 
 def needs_secret(auth: AuthOptions | None) -> bool:

@@ -103,6 +103,19 @@ async def create_ingress(api: client.ApiClient, namespace: str, manifest: dict[s
     return await _send_unless(call, f"create ingress {manifest['metadata']['name']}", tolerated=409)
 
 
+async def create_rbac(api: client.ApiClient, namespace: str, manifest: dict[str, Any]) -> bool:
+    """Create a ServiceAccount, Role or RoleBinding; False when it already exists (left alone)."""
+    kind = manifest["kind"]
+    what = f"create {kind.lower()} {manifest['metadata']['name']}"
+    if kind == "ServiceAccount":
+        call = _core(api).create_namespaced_service_account(namespace, manifest, _preload_content=False)
+    else:
+        rbac: Any = client.RbacAuthorizationV1Api(api)
+        create = rbac.create_namespaced_role if kind == "Role" else rbac.create_namespaced_role_binding
+        call = create(namespace, manifest, _preload_content=False)
+    return await _send_unless(call, what, tolerated=409)
+
+
 async def patch_raycluster_status(
     api: client.ApiClient, namespace: str, name: str, patch: dict[str, Any]
 ) -> bool:

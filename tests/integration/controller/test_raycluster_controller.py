@@ -105,6 +105,21 @@ async def test_recreate_upgrade_strategy_replaces_every_pod_on_a_spec_change(
     assert any("due to spec change with Recreate upgradeStrategy" in m for m in events), events
 
 
+async def test_controller_mode_runs_rays_autoscaler_in_the_head(kube: Kube, operator: Operator) -> None:
+    """`--mode controller` (this fixture's) is KubeRay's drop-in: an autoscaling cluster's head gets
+    Ray's autoscaler sidecar, with its ServiceAccount, Role and RoleBinding."""
+    await kube.create(basic(1, autoscaling=True))
+    (head,) = await eventually(lambda: kube.pods("raycluster-basic", group="headgroup"), message="head pod")
+    assert [c.name for c in head.spec.containers] == ["ray-head", "autoscaler"]
+    assert head.spec.service_account_name == "raycluster-basic"
+    rbac = client.RbacAuthorizationV1Api(kube.core.api_client)
+    await kube.core.read_namespaced_service_account("raycluster-basic", kube.ns)
+    role = await rbac.read_namespaced_role("raycluster-basic", kube.ns)
+    assert {"pods", "pods/resize"} <= {r for rule in role.rules for r in rule.resources}
+    binding = await rbac.read_namespaced_role_binding("raycluster-basic", kube.ns)
+    assert binding.subjects[0].name == "raycluster-basic"
+
+
 async def test_scale_up_and_down(kube: Kube, operator: Operator) -> None:
     await kube.create(basic(1))
     await eventually(lambda: kube.running_workers("raycluster-basic", 1), timeout=60)
