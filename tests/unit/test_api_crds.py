@@ -1,7 +1,9 @@
-"""The CRDs in crds/ are exactly what the models generate, and they are structural."""
+"""The CRDs in crds/ are exactly what the models generate, and they are structural; RayCluster's
+v1alpha1 is served beside v1 as KubeRay serves it."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +108,107 @@ def test_field_names_are_kuberays_where_camel_case_differs() -> None:
     assert parsed.enable_k8s_token_auth is True
     dumped = parsed.model_dump(by_alias=True, exclude_none=True)
     assert dumped == {"mode": "token", "enableK8sTokenAuth": True}
+
+
+# ---- ray.io/v1alpha1, served beside v1 as KubeRay serves it ----
+
+# What a schema node says about its values (descriptions and nested nodes aside).
+FACETS = ("type", "format", "default", "enum", "nullable", "pattern", "x-kubernetes-int-or-string")
+
+
+def _versions() -> dict[str, dict[str, Any]]:
+    return {v["name"]: v for v in crd_manifest(RAYCLUSTER)["spec"]["versions"]}
+
+
+def _flat(node: dict[str, Any], path: str = "", *, stop_at: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Every schema node by path (`.spec.workerGroupSpecs[].template`), with its facets, `required`
+    and whether it keeps unknown fields; nothing below a path in `stop_at` or a preserved node."""
+    facets = {k: node[k] for k in FACETS if k in node}
+    if node.get("required"):
+        facets["required"] = sorted(node["required"])
+    preserved = bool(node.get("x-kubernetes-preserve-unknown-fields"))
+    if preserved:
+        facets["preserved"] = True
+    out = {path: facets}
+    if preserved or path in stop_at:
+        return out
+    for key, child in node.get("properties", {}).items():
+        out.update(_flat(child, f"{path}.{key}", stop_at=stop_at))
+    if isinstance(node.get("items"), dict):
+        out.update(_flat(node["items"], f"{path}[]", stop_at=stop_at))
+    if isinstance(node.get("additionalProperties"), dict):
+        out.update(_flat(node["additionalProperties"], f"{path}{{}}", stop_at=stop_at))
+    return out
+
+
+def test_v1alpha1_is_served_not_stored_with_v1s_columns_and_no_conversion() -> None:
+    crd = crd_manifest(RAYCLUSTER)
+    assert [(v["name"], v["served"], v["storage"]) for v in crd["spec"]["versions"]] == [
+        ("v1", True, True),
+        ("v1alpha1", True, False),
+    ]
+    assert "conversion" not in crd["spec"]  # strategy None: only apiVersion changes
+    v1, alpha = _versions()["v1"], _versions()["v1alpha1"]
+    assert "deprecated" not in alpha  # KubeRay's CRD sets no deprecation warning for it
+    assert alpha["subresources"] == {"status": {}}
+    assert alpha["additionalPrinterColumns"] == v1["additionalPrinterColumns"]
+    assert _walk(alpha["schema"]["openAPIV3Schema"]) == []
+
+
+def test_v1alpha1_schema_is_v1s_cut_down_so_storing_it_as_v1_keeps_every_field() -> None:
+    """The API server stores a v1alpha1 object as v1 without converting it: every v1alpha1 field must
+    be a v1 field with the same type, format and default (its own `required` and `nullable` aside)."""
+    v1 = _flat(_versions()["v1"]["schema"]["openAPIV3Schema"])
+    alpha = _flat(_versions()["v1alpha1"]["schema"]["openAPIV3Schema"])
+
+    def comparable(facets: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in facets.items() if k not in ("required", "nullable")}
+
+    assert {p: comparable(f) for p, f in alpha.items() if comparable(f) != comparable(v1.get(p, {}))} == {}
+    assert len(alpha) < len(v1)
+    assert ".status.conditions" not in alpha
+    assert ".spec.workerGroupSpecs[].numOfHosts" not in alpha
+    assert alpha[".spec.headGroupSpec"]["required"] == ["rayStartParams", "template"]
+    assert alpha[".spec.workerGroupSpecs[]"]["required"] == ["groupName", "rayStartParams", "template"]
+    assert "required" not in alpha[""]  # KubeRay's v1alpha1 does not require spec
+
+
+def _kuberay_crd() -> dict[str, Any]:
+    """KubeRay's own RayCluster CRD, from the Go module cache (the version tests/kuberay pins)."""
+    from tests.kuberay.oracle import kuberay_version
+
+    try:
+        cache = subprocess.run(
+            ["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True, timeout=60
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"no Go to find KubeRay's module: {exc}")
+    module = Path(cache) / f"github.com/ray-project/kuberay/ray-operator@{kuberay_version()}"
+    path = module / "config" / "crd" / "bases" / "ray.io_rayclusters.yaml"
+    if not path.exists():
+        pytest.skip(f"KubeRay's module is not in the Go module cache ({path}): run `make kuberay-oracle`")
+    crd: dict[str, Any] = yaml.safe_load(path.read_text())
+    return crd
+
+
+def test_v1alpha1_schema_is_kuberays() -> None:
+    """Field for field what KubeRay's CRD has for v1alpha1, where rayscale keeps core objects (pod
+    templates, the head Service, env) as preserved objects, as it does for v1."""
+    theirs = {v["name"]: v for v in _kuberay_crd()["spec"]["versions"]}["v1alpha1"]
+    ours = _versions()["v1alpha1"]
+    assert (ours["served"], ours["storage"]) == (theirs["served"], theirs["storage"])
+    assert ("deprecated" in ours, "deprecationWarning" in ours) == (
+        "deprecated" in theirs,
+        "deprecationWarning" in theirs,
+    )
+    mine = _flat(ours["schema"]["openAPIV3Schema"])
+    preserved = frozenset(p for p, f in mine.items() if f.get("preserved"))
+    kuberay = _flat(theirs["schema"]["openAPIV3Schema"], stop_at=preserved)
+    for path in preserved:
+        mine[path] = kuberay[path] = {"type": "object"}
+    # KubeRay lists minReplicas and maxReplicas as required too; both have defaults, which the API
+    # server applies before it validates, so an object can never miss them (the same holds in v1).
+    groups = kuberay[".spec.workerGroupSpecs[]"]
+    groups["required"] = [r for r in groups["required"] if r not in ("minReplicas", "maxReplicas")]
+    assert set(mine) == set(kuberay)
+    assert {p: (f, kuberay[p]) for p, f in mine.items() if f != kuberay[p]} == {}

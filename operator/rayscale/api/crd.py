@@ -22,6 +22,22 @@ class PrinterColumn:
 
 
 @dataclasses.dataclass(frozen=True)
+class OlderVersion:
+    """A version served beside the definition's own, with the schema of its own (older) models.
+
+    Served without conversion (strategy None, as KubeRay serves ray.io/v1alpha1): the API server
+    stores an object written in this version as the storage version by changing only its
+    apiVersion, prunes it by each version's schema, and serves it under both. So its models must
+    be a subset of the storage version's: the same fields, meaning and defaults, fewer of them.
+    """
+
+    name: str
+    spec_model: type[BaseModel]
+    status_model: type[BaseModel] | None = None
+    spec_required: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
 class CrdDefinition:
     group: str
     kind: str
@@ -35,6 +51,7 @@ class CrdDefinition:
     short_names: tuple[str, ...] = ()
     printer_columns: tuple[PrinterColumn, ...] = ()
     spec_required: bool = True
+    older_versions: tuple[OlderVersion, ...] = ()  # served after `versions`, never stored
 
     @property
     def name(self) -> str:
@@ -45,7 +62,7 @@ class CrdDefinition:
         return f"{self.group}_{self.plural}.yaml"
 
 
-def object_schema(defn: CrdDefinition) -> JsonDict:
+def object_schema(defn: CrdDefinition | OlderVersion) -> JsonDict:
     """The openAPIV3Schema of one version: apiVersion, kind, metadata, spec and status."""
     properties: JsonDict = {
         "apiVersion": {"type": "string"},
@@ -62,7 +79,8 @@ def object_schema(defn: CrdDefinition) -> JsonDict:
 
 
 def crd_manifest(defn: CrdDefinition) -> JsonDict:
-    """The CustomResourceDefinition object for `defn`; the first version is the storage version."""
+    """The CustomResourceDefinition object for `defn`; the first version is the storage version,
+    its older versions follow (served, not stored), with the same columns and subresources."""
     names: JsonDict = {
         "kind": defn.kind,
         "listKind": f"{defn.kind}List",
@@ -75,15 +93,17 @@ def crd_manifest(defn: CrdDefinition) -> JsonDict:
         names["shortNames"] = list(defn.short_names)
     schema = object_schema(defn)
     versions = []
-    for i, version in enumerate(defn.versions):
+    served = [(v, schema, defn.status_model) for v in defn.versions]
+    served += [(o.name, object_schema(o), o.status_model) for o in defn.older_versions]
+    for i, (version, version_schema, status_model) in enumerate(served):
         entry: JsonDict = {"name": version, "served": True, "storage": i == 0}
         if defn.printer_columns:
             entry["additionalPrinterColumns"] = [
                 {"name": c.name, "type": c.type, "jsonPath": c.json_path, "priority": c.priority}
                 for c in defn.printer_columns
             ]
-        entry["schema"] = {"openAPIV3Schema": schema}
-        if defn.status_model is not None:
+        entry["schema"] = {"openAPIV3Schema": version_schema}
+        if status_model is not None:
             entry["subresources"] = {"status": {}}
         versions.append(entry)
     return {

@@ -15,6 +15,7 @@ from rayscale.api.schema import KubeModel, PreservedObject, Quantity, crd_defaul
 MAX_INT32 = 2147483647
 KUBERAY_MANAGER = "ray.io/kuberay-operator"
 StringMap = dict[str, str]
+UpscalingMode = Literal["Default", "Aggressive", "Conservative"]
 
 
 class IngressOptions(KubeModel):
@@ -67,7 +68,7 @@ class AutoscalerOptions(KubeModel):
     """Options of the in-tree autoscaler (rayscale's embedded autoscaler reads the Ray-side ones)."""
 
     version: Literal["v1", "v2"] | None = None
-    upscaling_mode: Literal["Default", "Aggressive", "Conservative"] | None = None
+    upscaling_mode: UpscalingMode | None = None
     idle_timeout_seconds: int | None = int32()
     resources: PreservedObject | None = None
     image: str | None = None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rayscale.api.crd import CrdDefinition, PrinterColumn
+from rayscale.api import raycluster_v1alpha1 as v1alpha1
+from rayscale.api.crd import CrdDefinition, OlderVersion, PrinterColumn
 from rayscale.api.raycluster import RayClusterSpec, RayClusterStatus
 from rayscale.api.rayresourcerequest import RayResourceRequestSpec, RayResourceRequestStatus
 
@@ -26,6 +27,10 @@ RAYCLUSTER = CrdDefinition(
         PrinterColumn("age", "date", ".metadata.creationTimestamp"),
         PrinterColumn("head pod IP", "string", ".status.head.podIP", priority=1),
         PrinterColumn("head service IP", "string", ".status.head.serviceIP", priority=1),
+    ),
+    # As KubeRay's CRD: v1alpha1 served with its own (older) schema, v1 stored, no conversion.
+    older_versions=(
+        OlderVersion("v1alpha1", v1alpha1.RayClusterSpec, v1alpha1.RayClusterStatus, spec_required=False),
     ),
 )
 
