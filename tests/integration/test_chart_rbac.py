@@ -107,6 +107,8 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("create", "services"),
         ("create", "secrets"),
         ("create", "ingresses.networking.k8s.io"),
+        ("create", "jobs.batch"),
+        ("get", "jobs.batch"),
         ("create", "events"),
         ("patch", "rayresourcerequests.rayscale.io/status"),
         ("get", "secrets/raycluster-basic"),

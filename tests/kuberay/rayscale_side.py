@@ -190,6 +190,10 @@ def _render(doc: Mapping[str, Any], seed: int, sidecar: bool) -> dict[str, Any]:
         plan, spec = plan_cluster(snapshot, expectations, PlannerOptions(sidecar_autoscaler=sidecar))
         if plan.skip or spec is None:
             break
+        if plan.add_finalizer is not None:  # what the runner does before anything else
+            body["metadata"]["finalizers"] = [*body["metadata"].get("finalizers", []), plan.add_finalizer]
+            meta = ClusterMeta.from_body(body)
+            continue
         old = snapshot.status
         if isinstance(spec, Invalid):
             invalid = {"reason": spec.reason, "message": spec.message}

@@ -70,6 +70,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
   verbs: ["create"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "create"]
 {{- if eq .Values.mode "controller" }}
 # Ray's autoscaler sidecar of autoscaling clusters: its ServiceAccount, Role and RoleBinding. The
 # Role grants pods patch and pods/resize patch, which Kubernetes lets only a holder grant.

@@ -53,6 +53,8 @@ class Plan:
     ingresses: list[Manifest] = dataclasses.field(default_factory=list)
     #: Ray's autoscaler sidecar's ServiceAccount, Role and RoleBinding (--mode controller), once
     rbac: list[Manifest] = dataclasses.field(default_factory=list)
+    #: a finalizer to add to the RayCluster before anything else is done (Redis cleanup)
+    add_finalizer: str | None = None
     steps: list[Step] = dataclasses.field(default_factory=list)
     events: list[EventSpec] = dataclasses.field(default_factory=list)
     #: reconcile again after this many seconds (something is still converging)

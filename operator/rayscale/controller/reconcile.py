@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from rayscale.api.raycluster import KUBERAY_MANAGER, RayClusterSpec
-from rayscale.controller import ingress, names, services, sidecar, tokenauth, upgrade
+from rayscale.controller import ingress, names, redis_cleanup, services, sidecar, tokenauth, upgrade
 from rayscale.controller import labels as L
 from rayscale.controller import pods as podspec
 from rayscale.controller.expectations import ScaleExpectations
@@ -75,6 +75,11 @@ def plan_cluster(
             plan.events.append(EventSpec("Warning", parsed.reason, parsed.message, action="Validate"))
         return plan, parsed
     spec = parsed
+    if redis_cleanup.enabled(spec, meta.annotations) and redis_cleanup.FINALIZER not in meta.finalizers:
+        # As KubeRay: nothing is created before the finalizer that cleans Redis up is in place.
+        plan.add_finalizer = redis_cleanup.FINALIZER
+        plan.requeue(ERROR_REQUEUE)
+        return plan, spec
 
     if tokenauth.needs_secret(spec.auth_options):
         plan.secrets.append(tokenauth.secret_manifest(meta, spec.auth_options))

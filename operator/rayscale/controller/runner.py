@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio import client
 
+from rayscale.controller import finalize, redis_cleanup
 from rayscale.controller.apply import EventSink, PlanApplier
 from rayscale.controller.expectations import STUCK_TERMINATING_AFTER, ScaleExpectations
 from rayscale.controller.queue import QueueObserver, WorkQueue
@@ -93,7 +94,12 @@ class RayClusterController:
             self.queue.forget(key)
             return None
         snapshot = ClusterSnapshot(body, list(self.source.pods(key)), list(self.source.services(key)))
+        if snapshot.meta.deleting and redis_cleanup.FINALIZER in snapshot.meta.finalizers:
+            return await finalize.redis_cleanup_step(self.api, self.applier, self.events, snapshot)
         plan, spec = plan_cluster(snapshot, self.expectations, self.options)
+        if plan.add_finalizer is not None:
+            await finalize.add_finalizer(self.api, body, plan.add_finalizer)
+            return plan.requeue_after
         if plan.skip or spec is None:
             return None
         meta = snapshot.meta

@@ -21,6 +21,7 @@ class ClusterMeta:
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
     deleting: bool = False
+    finalizers: tuple[str, ...] = ()
 
     @classmethod
     def from_body(cls, body: Obj) -> ClusterMeta:
@@ -33,6 +34,7 @@ class ClusterMeta:
             labels=dict(meta.get("labels") or {}),
             annotations=dict(meta.get("annotations") or {}),
             deleting=bool(meta.get("deletionTimestamp")),
+            finalizers=tuple(meta.get("finalizers") or ()),
         )
 
     def owner_reference(self) -> dict[str, Any]:

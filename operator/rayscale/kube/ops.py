@@ -116,6 +116,27 @@ async def create_rbac(api: client.ApiClient, namespace: str, manifest: dict[str,
     return await _send_unless(call, what, tolerated=409)
 
 
+async def create_job(api: client.ApiClient, namespace: str, manifest: dict[str, Any]) -> bool:
+    """Create a Job; False when one of that name already exists."""
+    batch: Any = client.BatchV1Api(api)
+    call = batch.create_namespaced_job(namespace, manifest, _preload_content=False)
+    return await _send_unless(call, f"create job {manifest['metadata']['name']}", tolerated=409)
+
+
+async def get_job(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    """The Job as a dict, or None when there is none."""
+    batch: Any = client.BatchV1Api(api)
+    try:
+        found: dict[str, Any] = await send(
+            batch.read_namespaced_job(name, namespace, _preload_content=False), f"get job {name}", body=True
+        )
+    except KubeError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return found
+
+
 async def patch_raycluster_status(
     api: client.ApiClient, namespace: str, name: str, patch: dict[str, Any]
 ) -> bool:

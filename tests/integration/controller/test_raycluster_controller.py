@@ -120,6 +120,35 @@ async def test_controller_mode_runs_rays_autoscaler_in_the_head(kube: Kube, oper
     assert binding.subjects[0].name == "raycluster-basic"
 
 
+async def test_fault_tolerant_cluster_cleans_redis_before_it_goes(kube: Kube, operator: Operator) -> None:
+    """As KubeRay: the finalizer first; on deletion every pod goes, then the Redis cleanup Job runs
+    (kwok completes its pod), then the finalizer is removed and the RayCluster is gone."""
+    body = basic(1)
+    body["spec"]["gcsFaultToleranceOptions"] = {"redisAddress": "redis:6379"}
+    await kube.create(body)
+    await eventually(lambda: kube.running_workers("raycluster-basic", 1), timeout=60, message="1 worker")
+    finalizers = (await kube.get("raycluster-basic"))["metadata"].get("finalizers") or []
+    assert "ray.io/gcs-ft-redis-cleanup-finalizer" in finalizers
+    await kube.delete_cluster("raycluster-basic")
+    batch = client.BatchV1Api(kube.core.api_client)
+
+    async def job() -> Any:
+        jobs = (await batch.list_namespaced_job(kube.ns)).items
+        return next((j for j in jobs if j.metadata.name == "raycluster-basic-redis-cleanup"), None)
+
+    created = await eventually(job, timeout=60, message="the Redis cleanup Job")
+    assert created.metadata.labels["ray.io/node-type"] == "redis-cleanup"
+    assert "cleanup_redis_storage" in created.spec.template.spec.containers[0].args[0]
+    assert not await kube.pods("raycluster-basic", live=True), "pods still running when the Job was created"
+
+    async def gone() -> bool:
+        clusters = await kube.objects.list_namespaced_custom_object("ray.io", "v1", kube.ns, "rayclusters")
+        return not clusters["items"]
+
+    await eventually(gone, timeout=90, message="the RayCluster deleted after the cleanup")
+    assert [e.message for e in await kube.events("CreatedRedisCleanupJob")]
+
+
 async def test_scale_up_and_down(kube: Kube, operator: Operator) -> None:
     await kube.create(basic(1))
     await eventually(lambda: kube.running_workers("raycluster-basic", 1), timeout=60)

@@ -1,0 +1,122 @@
+"""Cleaning a cluster's GCS data out of Redis when the RayCluster is deleted, as KubeRay does.
+
+With GCS fault tolerance on, the RayCluster gets the finalizer
+``ray.io/gcs-ft-redis-cleanup-finalizer`` before any pod is created. When it is deleted, every
+pod is deleted first (the GCS must stop writing); once the head is gone, a Job
+``<cluster>-redis-cleanup`` runs Ray's ``cleanup_redis_storage`` on the cluster's storage
+namespace with the head's image, Redis address and credentials. When the Job has finished
+(succeeded or failed: KubeRay's rule; a failed cleanup is reported and left to the user), or
+after ``ray.io/gcs-ft-deletion-timeout`` seconds (300) since the deletion, the finalizer is
+removed and the RayCluster goes. ``ENABLE_GCS_FT_REDIS_CLEANUP=false`` turns all of it off.
+
+Pure: the controller's runner does the calls.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from rayscale.api.raycluster import RayClusterSpec
+from rayscale.controller import gcsft, names, switches
+from rayscale.controller import labels as L
+from rayscale.controller import pods as podspec
+from rayscale.controller.snapshot import ClusterMeta
+
+__all__ = ["FINALIZER", "deletion_timed_out", "enabled", "job_finished", "job_manifest", "job_name"]
+
+FINALIZER = "ray.io/gcs-ft-redis-cleanup-finalizer"
+TIMEOUT_ANNOTATION = "ray.io/gcs-ft-deletion-timeout"
+DEFAULT_TIMEOUT_SECONDS = 300
+NODE_TYPE = "redis-cleanup"
+Manifest = dict[str, Any]
+
+_FAQ = (
+    'echo "To get more information about manually deleting the storage namespace in Redis and removing'
+    " the RayCluster's finalizer, please check"
+    ' https://docs.ray.io/en/master/cluster/kubernetes/user-guides/kuberay-gcs-ft.html for more details." && '
+)
+_SCRIPT = (
+    'python -c "from ray._private.gcs_utils import cleanup_redis_storage; '
+    "from urllib.parse import urlparse; import os; import sys; "
+    "redis_address = os.getenv('RAY_REDIS_ADDRESS', '').split(',')[0]; "
+    "redis_address = redis_address if '://' in redis_address else 'redis://' + redis_address; "
+    "parsed = urlparse(redis_address); "
+    "sys.exit(1) if not cleanup_redis_storage(host=parsed.hostname, port=parsed.port, {user}"
+    "password=os.getenv('REDIS_PASSWORD', parsed.password or ''), use_ssl=parsed.scheme=='rediss', "
+    "storage_namespace=os.getenv('RAY_external_storage_namespace')) else None\""
+)
+
+
+def enabled(spec: RayClusterSpec, annotations: Mapping[str, str]) -> bool:
+    off = os.environ.get("ENABLE_GCS_FT_REDIS_CLEANUP", "").lower() == "false"
+    return not off and gcsft.enabled(spec, annotations)
+
+
+def job_name(cluster: str) -> str:
+    return names.trim_front(f"{cluster}-redis-cleanup")
+
+
+def job_manifest(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest:
+    """KubeRay's cleanup Job: the head pod's Ray container (image, env, mounts), nothing else."""
+    head = podspec.head_pod(meta, spec)
+    pod_meta = head["metadata"]
+    pod_meta["labels"][L.NODE_TYPE] = NODE_TYPE
+    pod_spec = head["spec"]
+    ray: dict[str, Any] = copy.deepcopy(pod_spec["containers"][0])
+    user = any(e.get("name") == "REDIS_USERNAME" for e in ray.get("env") or [])
+    username = "username=os.getenv('REDIS_USERNAME', parsed.username), " if user else ""
+    ray["command"] = switches.container_command()
+    ray["args"] = [_FAQ + _SCRIPT.format(user=username)]
+    ray.pop("livenessProbe", None)
+    ray.pop("readinessProbe", None)
+    ray.setdefault("env", []).extend(
+        [
+            {"name": "RAY_redis_db_connect_retries", "value": "120"},
+            {"name": "RAY_redis_db_connect_wait_milliseconds", "value": "500"},
+        ]
+    )
+    fixed = {"cpu": "200m", "memory": "256Mi"}
+    ray["resources"] = {"limits": dict(fixed), "requests": dict(fixed)}
+    pod_spec["containers"] = [ray]
+    pod_spec["restartPolicy"] = "Never"
+    template_meta = {
+        k: v for k, v in pod_meta.items() if k not in ("ownerReferences", "generateName", "name")
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(meta.name),
+            "namespace": meta.namespace,
+            "labels": dict(pod_meta["labels"]),
+            "annotations": dict(pod_meta.get("annotations") or {}),
+            "ownerReferences": [meta.owner_reference()],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": 300,
+            "template": {"metadata": template_meta, "spec": pod_spec},
+        },
+    }
+
+
+def job_finished(job: Mapping[str, Any]) -> str | None:
+    """``Complete`` or ``Failed`` once the Job has finished (KubeRay's test), else None."""
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c.get("status") != "True":
+            continue
+        if c.get("type") in ("Complete", "Failed"):
+            return str(c["type"])
+        if c.get("type") == "FailureTarget":
+            return "Failed"
+    return None
+
+
+def deletion_timed_out(meta: ClusterMeta, deleted_at: datetime, now: datetime) -> bool:
+    raw = meta.annotations.get(TIMEOUT_ANNOTATION, "")
+    timeout = int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_TIMEOUT_SECONDS
+    return (now - deleted_at).total_seconds() >= timeout

@@ -1,0 +1,77 @@
+"""The Redis cleanup finalizer and Job of fault-tolerant clusters (KubeRay's rules)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from raycluster_factory import cluster, group
+
+from rayscale.controller import redis_cleanup
+from rayscale.controller.expectations import ScaleExpectations
+from rayscale.controller.reconcile import plan_cluster
+from rayscale.controller.snapshot import ClusterMeta, ClusterSnapshot
+from rayscale.controller.validation import parse_and_validate
+
+OPTIONS = {"redisAddress": "redis:6379", "redisUsername": {"value": "ray"}}
+
+
+def _ft(**metadata: Any) -> dict[str, Any]:
+    body = cluster(group(replicas=1), gcsFaultToleranceOptions=OPTIONS)
+    body["metadata"].update(metadata)
+    return body
+
+
+def test_the_finalizer_comes_before_anything_is_created() -> None:
+    plan, _ = plan_cluster(ClusterSnapshot(_ft(), [], []), ScaleExpectations())
+    assert plan.add_finalizer == "ray.io/gcs-ft-redis-cleanup-finalizer"
+    assert (plan.steps, plan.services) == ([], [])
+    plan, _ = plan_cluster(
+        ClusterSnapshot(_ft(finalizers=[redis_cleanup.FINALIZER]), [], []), ScaleExpectations()
+    )
+    assert plan.add_finalizer is None
+    assert plan.steps
+
+
+def test_no_finalizer_without_fault_tolerance_or_when_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    plan, _ = plan_cluster(ClusterSnapshot(cluster(group()), [], []), ScaleExpectations())
+    assert plan.add_finalizer is None
+    monkeypatch.setenv("ENABLE_GCS_FT_REDIS_CLEANUP", "false")
+    plan, _ = plan_cluster(ClusterSnapshot(_ft(), [], []), ScaleExpectations())
+    assert plan.add_finalizer is None
+
+
+def test_the_cleanup_job_runs_the_heads_ray_container_once() -> None:
+    body = _ft()
+    meta = ClusterMeta.from_body(body)
+    spec = parse_and_validate(meta, body["spec"])
+    job = redis_cleanup.job_manifest(meta, spec)  # type: ignore[arg-type]
+    assert job["metadata"]["name"] == "rc-redis-cleanup"
+    assert job["metadata"]["labels"]["ray.io/node-type"] == "redis-cleanup"
+    assert (job["spec"]["backoffLimit"], job["spec"]["activeDeadlineSeconds"]) == (0, 300)
+    pod = job["spec"]["template"]["spec"]
+    (ray,) = pod["containers"]
+    assert pod["restartPolicy"] == "Never"
+    assert "livenessProbe" not in ray
+    assert "readinessProbe" not in ray
+    assert "username=os.getenv('REDIS_USERNAME', parsed.username)" in ray["args"][0]
+    env = {e["name"]: e.get("value") for e in ray["env"]}
+    assert env["RAY_REDIS_ADDRESS"] == "redis:6379"
+    assert env["RAY_external_storage_namespace"] == "uid-1"
+    assert env["RAY_redis_db_connect_retries"] == "120"
+    assert ray["resources"]["limits"] == {"cpu": "200m", "memory": "256Mi"}
+
+
+def test_job_finished_and_deletion_timeout() -> None:
+    assert redis_cleanup.job_finished({"status": {}}) is None
+    done = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    assert redis_cleanup.job_finished(done) == "Complete"
+    target = {"status": {"conditions": [{"type": "FailureTarget", "status": "True"}]}}
+    assert redis_cleanup.job_finished(target) == "Failed"
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    meta = ClusterMeta.from_body(_ft())
+    assert not redis_cleanup.deletion_timed_out(meta, now - timedelta(seconds=299), now)
+    assert redis_cleanup.deletion_timed_out(meta, now - timedelta(seconds=300), now)
+    short = ClusterMeta.from_body(_ft(annotations={"ray.io/gcs-ft-deletion-timeout": "10"}))
+    assert redis_cleanup.deletion_timed_out(short, now - timedelta(seconds=10), now)
