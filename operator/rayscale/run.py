@@ -121,6 +121,7 @@ async def _run(args: argparse.Namespace, metrics: Metrics) -> int:
             max_node_provision_seconds=args.max_node_provision_seconds,
             max_node_boot_seconds=args.max_node_boot_seconds,
             head_restart_grace_seconds=args.head_restart_grace_seconds,
+            beside_kuberay=args.mode == "autoscaler",
         )
     runtime = handlers.Runtime(
         config=config,

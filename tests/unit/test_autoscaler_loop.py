@@ -648,3 +648,33 @@ async def test_a_compatible_ray_gets_a_true_condition_and_no_event(monkeypatch: 
     condition = compat(api)
     assert (condition["status"], condition["reason"]) == ("True", "Compatible")
     assert [r for _, r, _ in events.posted if r in ("RayCompatible", "DrainUnsupported")] == []
+
+
+def _beside_kuberay(source: Source, events: Events) -> Autoscaler:
+    config = AutoscalerConfig(interval=5, beside_kuberay=True)
+    clock = Clock()
+    return Autoscaler(None, source, events, config, clock=clock.mono, wall_clock=clock.now)  # type: ignore[arg-type]
+
+
+async def test_beside_kuberay_only_opted_in_clusters_without_ray_autoscaler_are_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = Api(monkeypatch)
+    events = Events()
+    # In-tree autoscaling on: KubeRay runs Ray's autoscaler there; rayscale keeps off, silently.
+    body = rc(group("cpu", replicas=0), gpu_group())
+    assert await _beside_kuberay(Source(body, requests=[rrr(3)]), events).step(KEY) is None
+    assert (api.patches, events.posted) == ([], [])
+    # ... and says why once when the cluster asks for rayscale anyway.
+    body["metadata"]["annotations"] = {"rayscale.io/autoscaler": "true"}
+    scaler = _beside_kuberay(Source(body, requests=[rrr(3)]), events)
+    await scaler.step(KEY)
+    await scaler.step(KEY)
+    assert api.patches == []
+    ((kind, reason, message),) = events.posted
+    assert (kind, reason) == ("Warning", "AutoscalingRefused")
+    assert "enableInTreeAutoscaling is true" in message
+    # Opted in with in-tree autoscaling off: rayscale autoscales it.
+    body["spec"]["enableInTreeAutoscaling"] = False
+    assert await _beside_kuberay(Source(body, requests=[rrr(3)]), Events()).step(KEY) == 5
+    assert api.patches[-1][-1] == {"op": "replace", "path": "/spec/workerGroupSpecs/1/replicas", "value": 3}

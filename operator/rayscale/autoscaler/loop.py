@@ -50,6 +50,7 @@ from rayscale.autoscaler.compat import (
     find_condition,
 )
 from rayscale.autoscaler.drain import DrainUnit, drain_plan, drain_units, still_draining, without
+from rayscale.autoscaler.eligibility import OPT_IN_ANNOTATION, eligibility
 from rayscale.autoscaler.patch import JsonPatch, build_patch, writable
 from rayscale.autoscaler.ray_report import (
     LaunchFailure,
@@ -113,6 +114,7 @@ class AutoscalerConfig:
     max_node_boot_seconds: float = 3600.0
     head_restart_grace_seconds: float = DEFAULT_GRACE_SECONDS  # no removals this long after a session change
     status_refresh_seconds: float = REFRESH_SECONDS  # rewrite an unchanged status.autoscaler this often
+    beside_kuberay: bool = False  # --mode autoscaler: only opted-in clusters (eligibility.py)
 
 
 class AutoscalerSource(Protocol):
@@ -161,6 +163,7 @@ class Autoscaler:
         self._unmet: dict[ClusterKey, UnmetKey] = {}  # the unmet demand last posted as an Event
         self._support: dict[ClusterKey, GcsSupport] = {}  # which GCS methods answered
         self._compat: dict[ClusterKey, Obj] = {}  # the RayCompatible condition last reported
+        self._refused: dict[ClusterKey, str] = {}  # the refusal last posted as an Event
         self._failures: dict[ClusterKey, tuple[LaunchFailure, ...]] = {}  # recent launch failures
         self._report_version: dict[ClusterKey, int] = {}  # the version of the last report to Ray
 
@@ -183,13 +186,9 @@ class Autoscaler:
     async def step(self, key: ClusterKey) -> float | None:
         cluster = self.source.cluster(key)
         requests = list(self.source.requests(key))
-        if cluster is None or not (cluster.get("spec") or {}).get("enableInTreeAutoscaling"):
-            why = "does not exist" if cluster is None else "does not have enableInTreeAutoscaling: true"
-            message = f"RayCluster {key[1]} {why} in namespace {key[0]}"
-            await self._write_statuses(requests, lambda r: pending_status(r, message))
-            await self._forget(key, keep_backoff=cluster is not None)
-            if cluster is not None:
-                await self._write_cluster_status(key, clear_autoscaler_patch(_autoscaler_status(cluster)))
+        taken = None if cluster is None else eligibility(cluster, beside_kuberay=self.config.beside_kuberay)
+        if cluster is None or taken is None or not taken.take:
+            await self._not_taken(key, cluster, requests, taken.refusal if taken else None)
             return None
         if (cluster.get("metadata") or {}).get("deletionTimestamp"):
             return None
@@ -471,6 +470,28 @@ class Autoscaler:
         cached = self._gcs.pop(key, None)
         if cached is not None:
             await cached[2].close()
+
+    async def _not_taken(
+        self, key: ClusterKey, cluster: Obj | None, requests: list[Obj], refusal: str | None
+    ) -> None:
+        """A cluster rayscale does not autoscale: its requests wait, its state is dropped, and a
+        refusal (the user asked, but it cannot be done) is posted once as a Warning Event."""
+        if cluster is not None and refusal and self._refused.get(key) != refusal:
+            self._refused[key] = refusal
+            self.events.post(cluster, "Warning", "AutoscalingRefused", refusal)
+        if cluster is None:
+            why = "does not exist"
+        elif self.config.beside_kuberay:
+            why = (
+                f"is not autoscaled by rayscale (it needs {OPT_IN_ANNOTATION}: true, in-tree autoscaling off)"
+            )
+        else:
+            why = "does not have enableInTreeAutoscaling: true"
+        message = f"RayCluster {key[1]} {why} in namespace {key[0]}"
+        await self._write_statuses(requests, lambda r: pending_status(r, message))
+        await self._forget(key, keep_backoff=cluster is not None)
+        if cluster is not None:
+            await self._write_cluster_status(key, clear_autoscaler_patch(_autoscaler_status(cluster)))
 
     async def _forget(self, key: ClusterKey, *, keep_backoff: bool) -> None:
         self.queue.forget(key)

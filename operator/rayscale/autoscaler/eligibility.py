@@ -1,0 +1,49 @@
+"""Which RayClusters rayscale's autoscaler takes, by how rayscale runs.
+
+- ``--mode all`` (rayscale is also the controller): clusters with ``enableInTreeAutoscaling: true``,
+  whose head runs no autoscaler of its own.
+- ``--mode autoscaler`` (beside KubeRay's operator): KubeRay's operator runs Ray's own autoscaler in
+  the head of every ``enableInTreeAutoscaling: true`` cluster, and two autoscalers writing one
+  ``replicas`` and ``workersToDelete`` would fight. So rayscale takes only clusters that keep
+  in-tree autoscaling off and opt in with the annotation ``rayscale.io/autoscaler: "true"``;
+  KubeRay's controller honours the ``replicas`` and ``workersToDelete`` rayscale writes there. A
+  cluster that opts in with in-tree autoscaling on is refused, with a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["OPT_IN_ANNOTATION", "Eligibility", "eligibility"]
+
+OPT_IN_ANNOTATION = "rayscale.io/autoscaler"
+
+
+class Eligibility:
+    """``take``: autoscale it; ``refusal``: why not, when the user asked for it (else None)."""
+
+    __slots__ = ("refusal", "take")
+
+    def __init__(self, take: bool, refusal: str | None = None) -> None:
+        self.take = take
+        self.refusal = refusal
+
+
+def eligibility(cluster: Mapping[str, Any], *, beside_kuberay: bool) -> Eligibility:
+    spec = cluster.get("spec") or {}
+    in_tree = bool(spec.get("enableInTreeAutoscaling"))
+    if not beside_kuberay:
+        return Eligibility(in_tree)
+    annotations = (cluster.get("metadata") or {}).get("annotations") or {}
+    opted = str(annotations.get(OPT_IN_ANNOTATION, "")).lower() == "true"
+    if not opted:
+        return Eligibility(False)
+    if in_tree:
+        return Eligibility(
+            False,
+            "enableInTreeAutoscaling is true, so KubeRay's operator runs Ray's autoscaler in the head;"
+            " rayscale --mode autoscaler leaves the cluster to it. To have rayscale autoscale it, set"
+            f' enableInTreeAutoscaling: false and keep the annotation {OPT_IN_ANNOTATION}: "true".',
+        )
+    return Eligibility(True)
