@@ -47,6 +47,10 @@ kuberay-diff: install kuberay-oracle ## what rayscale creates for KubeRay's samp
 kuberay-oracle: ## build (or reuse) the KubeRay oracle in ~/.cache/rayscale (about 3 minutes the first time)
 	@tools/kuberay-oracle/build.sh >/dev/null
 
+.PHONY: kuberay-operator
+kuberay-operator: ## build (or reuse) KubeRay's own operator binary in ~/.cache/rayscale, for the migration tests
+	@tools/kuberay-oracle/build-operator.sh >/dev/null
+
 .PHONY: fuzz
 fuzz: install ## the scheduler against Ray 2.60's on many generated cases (FUZZ_CASES=5000 FUZZ_SEED=1)
 	$(PY) -m tests.differential --cases $${FUZZ_CASES:-5000} --seed $${FUZZ_SEED:-1}

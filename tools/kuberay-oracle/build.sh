@@ -13,20 +13,9 @@
 # fresh clone reuses what an earlier clone built. Prints the directory on stdout (progress
 # goes to stderr).
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-cd "$here"
-source ./versions.env
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
-module=github.com/ray-project/kuberay/ray-operator
+source "$(dirname "$0")/common.sh"
 
-required="$(awk -v m="$module" '$1 == m {print $2} $1 == "require" && $2 == m {print $3}' go.mod)"
-if [[ "$required" != "$KUBERAY_VERSION" ]]; then
-  echo "kuberay-oracle: go.mod requires ${module} ${required:-(nothing)}, versions.env says ${KUBERAY_VERSION}; run ${here}/update-gomod.sh" >&2
-  exit 1
-fi
-
-cache_root="${RAYSCALE_CACHE:-$HOME/.cache/rayscale}"
-key="$( (cat go.mod go.sum versions.env build.sh main.go; go env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-12)"
+key="$( (cat go.mod go.sum versions.env common.sh build.sh main.go; go env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-12)"
 bindir="${cache_root}/kuberay-oracle-${KUBERAY_VERSION}-${key}"
 
 complete() {

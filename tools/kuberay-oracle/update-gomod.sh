@@ -13,5 +13,8 @@ go 1.26.0
 GOMOD
 rm -f go.sum
 go get "github.com/ray-project/kuberay/ray-operator@${KUBERAY_VERSION}"
+# KubeRay's operator itself (its main package), for build-operator.sh: a tool of this module,
+# so go.sum also covers what only the operator imports and both builds use one version.
+go get -tool "github.com/ray-project/kuberay/ray-operator@${KUBERAY_VERSION}"
 go mod tidy
 echo "go.mod regenerated for KubeRay ${KUBERAY_VERSION}"
