@@ -161,3 +161,49 @@ def test_multi_host_scale_down_removes_youngest_replica() -> None:
     pods = _slice("tpu-x", 0, created=T0) + _slice("tpu-y", 1, created=T2) + _slice("tpu-z", 2, created=T1)
     plan = _plan(group("tpu", replicas=2, hosts=2), pods)
     assert {d.name for d in plan.deletes} == {"tpu-y-0", "tpu-y-1"}
+
+
+def _unlabelled(*names: str, created: str = T0) -> list[dict[str, Any]]:
+    """Multi-host pods as KubeRay makes them without RayMultiHostIndexing: no replica labels."""
+    return [pod(n, "tpu", created=created) for n in names]
+
+
+def test_multi_host_adopts_pods_without_replica_labels() -> None:
+    # one replica of 2 hosts made by KubeRay without RayMultiHostIndexing: nothing to do
+    plan = _plan(group("tpu", replicas=1, hosts=2), _unlabelled("k-0", "k-1"))
+    assert plan == GroupPlan()
+    # an odd count is never completed nor deleted: ceil(3 / 2) replicas
+    plan = _plan(group("tpu", replicas=2, hosts=2), _unlabelled("k-0", "k-1", "k-2"))
+    assert plan == GroupPlan()
+
+
+def test_multi_host_scale_up_beside_unlabelled_pods_creates_one_labelled_replica() -> None:
+    pods = _unlabelled("k-0", "k-1") + _slice("tpu-x", 1)
+    plan = _plan(group("tpu", replicas=3, hosts=2), pods)
+    assert plan.deletes == []
+    assert _created_indices(plan) == ["0", "0"]
+    assert {c.manifest["metadata"]["labels"][L.REPLICA_NAME] for c in plan.creates} == {"tpu-aaaaa"}
+
+
+def test_multi_host_workers_to_delete_of_unlabelled_pod_deletes_exactly_it() -> None:
+    g = group("tpu", replicas=1, hosts=2, scaleStrategy={"workersToDelete": ["k-2"]})
+    plan = _plan(g, _unlabelled("k-0", "k-1", "k-2", "k-3"), autoscaling=True)
+    assert _deleted(plan) == [("k-2", "workersToDelete")]
+    assert plan.creates == []
+    assert plan.requeue
+
+
+def test_multi_host_unhealthy_unlabelled_pod_deleted_alone() -> None:
+    pods = _unlabelled("k-0", "k-1")
+    pods[0]["status"]["phase"] = "Failed"
+    plan = _plan(group("tpu", replicas=1, hosts=2), pods)
+    assert _deleted(plan) == [("k-0", "unhealthy")]
+
+
+def test_multi_host_scale_down_removes_unlabelled_pods_by_hosts() -> None:
+    pods = _slice("tpu-x", 0, created=T0) + _unlabelled("k-0", "k-1", created=T1)
+    pods += _unlabelled("k-2", "k-3", created=T2)
+    plan = _plan(group("tpu", replicas=2, hosts=2), pods)
+    assert {d.name for d in plan.deletes} == {"k-2", "k-3"}
+    assert all(d.why == "scaleDown" for d in plan.deletes)
+    assert _plan(group("tpu", replicas=2, hosts=2), pods, autoscaling=True).deletes == []

@@ -132,14 +132,26 @@ def _plan_multi_host(
     may_scale_down: bool,
     suffix: Callable[[], str],
 ) -> GroupPlan:
+    """Whole replicas of `numOfHosts` pods sharing `ray.io/worker-group-replica-name`.
+
+    Pods without that label were created by KubeRay without its RayMultiHostIndexing feature
+    (the default before v1.6), one by one: nothing says which of them form a replica. They are
+    adopted, never deleted for lacking the label: they count as ceil(n / numOfHosts) replicas
+    (so no replica is created beside them), a named or unhealthy one is deleted alone (as KubeRay
+    deletes them), and a scale-down removes them `numOfHosts` at a time, not ready and youngest
+    first. New replicas always get the labels.
+    """
     name = group.group_name
     hosts = num_hosts(group)
     plan = GroupPlan()
     replicas: dict[str, list[Obj]] = defaultdict(list)
+    unlabelled: list[Obj] = []
     for pod in pods:
         replica = pod_labels(pod).get(L.REPLICA_NAME)
         if replica:
             replicas[replica].append(pod)
+        else:
+            unlabelled.append(pod)
 
     doomed: dict[str, str] = {}
     for replica, members in replicas.items():
@@ -151,16 +163,21 @@ def _plan_multi_host(
     for replica, members in replicas.items():
         if replica not in doomed and any(pod_name(p) in named for p in members):
             doomed[replica] = "workersToDelete"
-    if doomed:
-        for replica, why in doomed.items():
-            plan.deletes += [_delete(p, name, why) for p in replicas[replica] if not is_terminating(p)]
+    for replica, why in doomed.items():
+        plan.deletes += [_delete(p, name, why) for p in replicas[replica] if not is_terminating(p)]
+    for pod in unlabelled:
+        why = "unhealthy" if is_unhealthy(pod) else "workersToDelete" if pod_name(pod) in named else ""
+        if why and not is_terminating(pod):
+            plan.deletes.append(_delete(pod, name, why))
+    if doomed or plan.deletes:
         plan.requeue = True
         return plan
 
-    expected = expected_replicas(group)
-    diff = expected - len(replicas)
+    ordered = sorted(unlabelled, key=_not_ready_first_then_youngest)
+    units = list(replicas.values()) + [ordered[i : i + hosts] for i in range(0, len(ordered), hosts)]
+    diff = expected_replicas(group) - len(units)
     if diff > 0:
-        used = {i for members in replicas.values() for p in members if (i := replica_index(p)) is not None}
+        used = {i for p in pods if (i := replica_index(p)) is not None}
         for index in _lowest_free(used, diff):
             replica_name = f"{name}-{suffix()}"
             for host in range(hosts):
@@ -169,7 +186,7 @@ def _plan_multi_host(
                 )
                 plan.creates.append(CreatePod(group=name, kind="worker", manifest=manifest))
     elif diff < 0 and may_scale_down:
-        ordered = sorted(replicas.values(), key=lambda ms: min(_not_ready_first_then_youngest(p) for p in ms))
-        for members in ordered[:-diff]:
+        units.sort(key=lambda ms: min(_not_ready_first_then_youngest(p) for p in ms))
+        for members in units[:-diff]:
             plan.deletes += [_delete(p, name, "scaleDown") for p in members if not is_terminating(p)]
     return plan
