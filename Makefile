@@ -51,6 +51,10 @@ kuberay-oracle: ## build (or reuse) the KubeRay oracle in ~/.cache/rayscale (abo
 kuberay-operator: ## build (or reuse) KubeRay's own operator binary in ~/.cache/rayscale, for the migration tests
 	@tools/kuberay-oracle/build-operator.sh >/dev/null
 
+.PHONY: migration
+migration: install cluster-build kuberay-operator ## KubeRay's operator -> rayscale -> KubeRay on one RayCluster (also part of make integration)
+	$(PY) -m pytest tests/integration/test_migration_from_kuberay.py -q -m integration
+
 .PHONY: fuzz
 fuzz: install ## the scheduler against Ray 2.60's on many generated cases (FUZZ_CASES=5000 FUZZ_SEED=1)
 	$(PY) -m tests.differential --cases $${FUZZ_CASES:-5000} --seed $${FUZZ_SEED:-1}

@@ -207,3 +207,9 @@ def test_multi_host_scale_down_removes_unlabelled_pods_by_hosts() -> None:
     assert {d.name for d in plan.deletes} == {"k-2", "k-3"}
     assert all(d.why == "scaleDown" for d in plan.deletes)
     assert _plan(group("tpu", replicas=2, hosts=2), pods, autoscaling=True).deletes == []
+
+
+def test_multi_host_scale_down_removes_an_incomplete_unlabelled_remainder_first() -> None:
+    pods = _unlabelled("k-0", created=T0) + _slice("tpu-x", 1, created=T2)
+    plan = _plan(group("tpu", replicas=1, hosts=2), pods)
+    assert _deleted(plan) == [("k-0", "scaleDown")]

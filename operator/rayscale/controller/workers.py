@@ -138,8 +138,8 @@ def _plan_multi_host(
     (the default before v1.6), one by one: nothing says which of them form a replica. They are
     adopted, never deleted for lacking the label: they count as ceil(n / numOfHosts) replicas
     (so no replica is created beside them), a named or unhealthy one is deleted alone (as KubeRay
-    deletes them), and a scale-down removes them `numOfHosts` at a time, not ready and youngest
-    first. New replicas always get the labels.
+    deletes them), and a scale-down removes them `numOfHosts` at a time, an incomplete remainder
+    first, then not ready and youngest first. New replicas always get the labels.
     """
     name = group.group_name
     hosts = num_hosts(group)
@@ -186,7 +186,8 @@ def _plan_multi_host(
                 )
                 plan.creates.append(CreatePod(group=name, kind="worker", manifest=manifest))
     elif diff < 0 and may_scale_down:
-        units.sort(key=lambda ms: min(_not_ready_first_then_youngest(p) for p in ms))
+        # an incomplete run of unlabelled pods first, then not ready and youngest first
+        units.sort(key=lambda ms: (len(ms) >= hosts, min(_not_ready_first_then_youngest(p) for p in ms)))
         for members in units[:-diff]:
             plan.deletes += [_delete(p, name, "scaleDown") for p in members if not is_terminating(p)]
     return plan

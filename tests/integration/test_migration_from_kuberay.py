@@ -1,0 +1,266 @@
+"""Migration from KubeRay's real operator to rayscale and back (docs/migrating-from-kuberay.md).
+
+KubeRay's operator (tools/kuberay-oracle/build-operator.sh, the version of versions.env, built
+on first use) creates a RayCluster with a single-host and a multi-host group on the local
+control plane (kwok runs the pods). Then KubeRay stops and `rayscale run --mode all` takes the
+namespace: it must adopt every pod (none deleted, none added, after several reconciles), write
+its own status, scale each group up by exactly one replica and delete exactly what
+`workersToDelete` names. Then rayscale stops and KubeRay comes back: nothing is recreated.
+
+Run twice: with KubeRay v1.6's default feature gates (multi-host pods carry the replica labels)
+and with RayMultiHostIndexing off, as KubeRay before v1.6 creates them (no replica labels).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import testcluster
+from kubernetes_asyncio import client
+
+import localk8s
+from tests.integration.controller.conftest import Operator, raycluster_crd
+from tests.integration.controller.helpers import Kube
+from tests.integration.polling import eventually
+
+__all__ = ["raycluster_crd"]  # the fixture, used by name
+
+ROOT = Path(__file__).resolve().parents[2]
+L_REPLICA_NAME = "ray.io/worker-group-replica-name"
+NAME = "mig"
+
+
+@pytest.fixture(scope="session")
+async def kuberay_bindir(cluster: testcluster.ClusterHandle, raycluster_crd: None) -> Path:
+    """KubeRay's operator binary (built on first use), and KubeRay's other CRDs installed.
+
+    The RayCluster CRD stays rayscale's (crds/, what the migration guide applies over
+    KubeRay's); RayJob and RayService are KubeRay's own, as a KubeRay install has them.
+    """
+    bindir = _build()
+    for kind in ("rayjobs", "rayservices"):
+        crd = bindir / "crds" / f"ray.io_{kind}.yaml"
+        cluster.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", str(crd))
+        await eventually(lambda: _established(cluster, f"{kind}.ray.io"), message=f"CRD {kind}.ray.io")  # noqa: B023
+    return bindir
+
+
+def _build() -> Path:
+    """make kuberay-operator: the binary's cache directory (about 2 minutes the first time)."""
+    script = ROOT / "tools" / "kuberay-oracle" / "build-operator.sh"
+    out = subprocess.run([str(script)], capture_output=True, text=True, check=True, timeout=900)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def _established(cluster: testcluster.ClusterHandle, crd: str) -> bool:
+    body = json.loads(cluster.kubectl_run("get", f"crd/{crd}", "-o", "json"))
+    conds = (body.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+
+
+class KubeRayOperator(Operator):
+    """KubeRay's own operator on one namespace, leader election off, no listening ports.
+
+    Started, stopped and logged as the `rayscale run` fixture is; only the command differs.
+    """
+
+    def __init__(self, bindir: Path, cluster: testcluster.ClusterHandle, namespace: str, gates: str) -> None:
+        super().__init__(cluster, namespace)
+        self.cmd = [
+            str(bindir / "kuberay-operator"),
+            f"--watch-namespace={namespace}",
+            "--metrics-addr=0",
+            "--health-probe-bind-address=0",
+            "--enable-leader-election=false",
+            f"--feature-gates={gates}",
+        ]
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.cmd,
+                env=self.cluster.env,  # KUBECONFIG
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=localk8s.set_parent_death_signal,
+            )
+
+
+@pytest.fixture
+def kuberay(
+    kuberay_bindir: Path,
+    cluster: testcluster.ClusterHandle,
+    namespace: str,
+    request: pytest.FixtureRequest,
+) -> Iterator[KubeRayOperator]:
+    """Not started: the test starts and stops it. Stopped at teardown."""
+    op = KubeRayOperator(kuberay_bindir, cluster, namespace, request.param)
+    try:
+        yield op
+    finally:
+        op.stop()
+        op.log.unlink(missing_ok=True)
+
+
+def _raycluster() -> dict[str, Any]:
+    def container(name: str, cpu: str) -> dict[str, Any]:
+        limits = {"cpu": cpu, "memory": "1Gi"}
+        return {"name": name, "image": "rayproject/ray:2.46.0", "resources": {"limits": limits}}
+
+    def group(name: str, hosts: int) -> dict[str, Any]:
+        return {
+            "groupName": name, "replicas": 1, "minReplicas": 0, "maxReplicas": 5, "numOfHosts": hosts,
+            "rayStartParams": {}, "template": {"spec": {"containers": [container("ray-worker", "1")]}},
+        }  # fmt: skip
+
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": NAME},
+        "spec": {
+            "headGroupSpec": {
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [container("ray-head", "1")]}},
+            },
+            "workerGroupSpecs": [group("single", 1), group("multi", 2)],
+        },
+    }
+
+
+Pods = dict[str, str]  # name -> uid
+
+
+async def _pods(kube: Kube, count: int) -> Pods:
+    """The cluster's pods when exactly `count` live ones exist, all Running and none terminating."""
+    pods = await kube.pods(NAME)
+    ok = len(pods) == count and all(
+        p.status.phase == "Running" and not p.metadata.deletion_timestamp for p in pods
+    )
+    return {p.metadata.name: p.metadata.uid for p in pods} if ok else {}
+
+
+async def _unchanged(kube: Kube, before: Pods) -> bool:
+    now = {p.metadata.name: p.metadata.uid for p in await kube.pods(NAME)}
+    assert now == before, f"pods changed: {sorted(set(now.items()) ^ set(before.items()))}"
+    return True
+
+
+async def _observed(kube: Kube, *, rayscale: bool) -> bool:
+    """The status was written for the current generation, by rayscale (its HeadPodReady
+    condition carries observedGeneration) or by KubeRay (which leaves it unset)."""
+    body = await kube.get(NAME)
+    status = body.get("status") or {}
+    generation = body["metadata"]["generation"]
+    head = next((c for c in status.get("conditions") or [] if c["type"] == "HeadPodReady"), {})
+    return status.get("observedGeneration") == generation and head.get("observedGeneration") == (
+        generation if rayscale else None
+    )
+
+
+async def _touch(kube: Kube, max_replicas: int) -> None:
+    """A spec change with no effect on pods, to make the operator reconcile and say so."""
+    await kube.set_group(NAME, 0, "maxReplicas", max_replicas)
+    await kube.set_group(NAME, 1, "maxReplicas", max_replicas)
+
+
+async def _scale(kube: Kube, workers_to_delete: dict[int, list[str]], *, replicas: int) -> None:
+    ops: list[dict[str, Any]] = []
+    for index, names in workers_to_delete.items():
+        group = f"/spec/workerGroupSpecs/{index}"
+        ops.append({"op": "add", "path": f"{group}/scaleStrategy", "value": {"workersToDelete": names}})
+        ops.append({"op": "add", "path": f"{group}/replicas", "value": replicas})
+    await kube.patch_json(NAME, ops)
+
+
+@pytest.mark.parametrize(
+    "kuberay", ["", "RayMultiHostIndexing=false"], ids=["v1.6-defaults", "no-replica-labels"], indirect=True
+)
+async def test_migration_from_kuberay_and_back(
+    api: client.ApiClient,
+    cluster: testcluster.ClusterHandle,
+    namespace: str,
+    kuberay: KubeRayOperator,
+) -> None:
+    rayscale = Operator(cluster, namespace, mode="all")
+    try:
+        await _migrate(Kube(api, namespace), kuberay, rayscale)
+    except BaseException:
+        print(f"--- KubeRay operator log ---\n{kuberay.output()}")
+        print(f"--- rayscale log ---\n{rayscale.output()}")
+        raise
+    finally:
+        rayscale.stop()
+        rayscale.log.unlink(missing_ok=True)
+
+
+async def _migrate(kube: Kube, kuberay: KubeRayOperator, rayscale: Operator) -> None:
+    indexing = "RayMultiHostIndexing=false" not in kuberay.cmd[-1]
+
+    # 1. KubeRay's operator makes the cluster: head, 1 single-host worker, 1 replica of 2 hosts.
+    kuberay.start()
+    await kube.create(_raycluster())
+    kuberay_pods = await eventually(lambda: _pods(kube, 4), timeout=60, message="KubeRay's 4 pods Running")
+    multi = await kube.workers(NAME, group="multi")
+    assert all((L_REPLICA_NAME in p.metadata.labels) == indexing for p in multi), [
+        p.metadata.labels for p in multi
+    ]
+    await eventually(lambda: _observed(kube, rayscale=False), message="KubeRay's status")
+    kuberay.stop()
+
+    # 2. rayscale adopts it: its status, several reconciles, not one pod deleted or created.
+    rayscale.start()
+    try:
+        await eventually(lambda: _observed(kube, rayscale=True), message="rayscale's status")
+        for max_replicas in (6, 7):
+            await _touch(kube, max_replicas)
+            await eventually(lambda: _observed(kube, rayscale=True), message="rayscale reconciled the change")
+            await _unchanged(kube, kuberay_pods)
+        status = (await kube.get(NAME))["status"]
+        assert status["state"] == "ready"
+        assert status["availableWorkerReplicas"] == status["desiredWorkerReplicas"] == 3
+
+        # 3. Scale-up of each group by one replica: exactly 1 + 2 new pods, one new replica.
+        await kube.set_group(NAME, 0, "replicas", 2)
+        await kube.set_group(NAME, 1, "replicas", 2)
+        scaled = await eventually(lambda: _pods(kube, 7), timeout=60, message="7 pods Running")
+        assert kuberay_pods.items() <= scaled.items()
+        new = {p.metadata.name: p for p in await kube.pods(NAME) if p.metadata.name not in kuberay_pods}
+        assert sorted(p.metadata.labels["ray.io/group"] for p in new.values()) == ["multi", "multi", "single"]
+        replicas = {
+            p.metadata.labels.get(L_REPLICA_NAME)
+            for p in new.values()
+            if p.metadata.labels["ray.io/group"] == "multi"
+        }
+        assert len(replicas) == 1
+        assert None not in replicas
+
+        # 4. workersToDelete (replicas lowered, as an autoscaler does): the adopted single-host
+        # worker, and KubeRay's multi-host replica: with replica labels one host named deletes
+        # both; without them nothing says which pods form a replica, so both are named.
+        single = next(n for n in kuberay_pods if "-single-" in n)
+        kuberay_multi = sorted(p.metadata.name for p in multi)
+        named = kuberay_multi[:1] if indexing else kuberay_multi
+        await _scale(kube, {0: [single], 1: named}, replicas=1)  # one patch, as an autoscaler writes it
+        gone = {single, *kuberay_multi}
+        expected = {n: u for n, u in scaled.items() if n not in gone}
+        await eventually(lambda: _pods(kube, 4), timeout=60, message="4 pods left")
+        await _unchanged(kube, expected)
+        await _scale(kube, {0: [], 1: []}, replicas=1)
+        await eventually(lambda: _observed(kube, rayscale=True), message="rayscale reconciled")
+        await _unchanged(kube, expected)
+    finally:
+        rayscale.stop()
+
+    # 5. The way back: KubeRay's operator again, nothing recreated after it reconciled twice.
+    kuberay.start()
+    for max_replicas in (8, 9):
+        await _touch(kube, max_replicas)
+        await eventually(lambda: _observed(kube, rayscale=False), timeout=60, message="KubeRay reconciled")
+        await _unchanged(kube, expected)
+    assert (await kube.get(NAME))["status"]["state"] == "ready"
