@@ -13,6 +13,7 @@ and with RayMultiHostIndexing off, as KubeRay before v1.6 creates them (no repli
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 from collections.abc import Iterator
@@ -188,8 +189,15 @@ async def test_migration_from_kuberay_and_back(
     kuberay: KubeRayOperator,
 ) -> None:
     rayscale = Operator(cluster, namespace, mode="all")
-    try:
+    with beside(kuberay, rayscale):
         await _migrate(Kube(api, namespace), kuberay, rayscale)
+
+
+@contextlib.contextmanager
+def beside(kuberay: KubeRayOperator, rayscale: Operator) -> Iterator[None]:
+    """Both operators' logs printed when the body fails; rayscale stopped after it."""
+    try:
+        yield
     except BaseException:
         print(f"--- KubeRay operator log ---\n{kuberay.output()}")
         print(f"--- rayscale log ---\n{rayscale.output()}")

@@ -1,0 +1,89 @@
+"""rayscale's autoscaler beside KubeRay's real operator never makes two autoscalers.
+
+KubeRay v1.6.2's operator (the migration test's fixture, built on first use) is the controller;
+`rayscale run --mode autoscaler` runs beside it on the same namespace. The GCS is unreachable
+(no Ray here), so rayscale scales for RayResourceRequests alone.
+
+- ``inside``: enableInTreeAutoscaling: true and the opt-in annotation. KubeRay runs Ray's
+  autoscaler in its head; rayscale refuses it (one AutoscalingRefused Warning Event) and its
+  request's demand changes nothing.
+- ``optin``: in-tree autoscaling off and the annotation. rayscale scales it for its request, and
+  KubeRay's controller creates the pods rayscale asked for.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import testcluster
+from kubernetes_asyncio import client
+
+from tests.integration.autoscaler.test_resource_requests import RRR
+from tests.integration.controller.conftest import Operator
+from tests.integration.controller.helpers import Kube, example
+from tests.integration.polling import eventually
+from tests.integration.test_migration_from_kuberay import (
+    KubeRayOperator,
+    beside,
+    kuberay,
+    kuberay_bindir,
+    raycluster_crd,
+)
+
+__all__ = ["kuberay", "kuberay_bindir", "raycluster_crd"]  # fixtures, used by name
+
+OPT_IN = {"rayscale.io/autoscaler": "true", "rayscale.io/gcs-address": "127.0.0.1:1"}
+
+
+def _cluster(name: str, *, in_tree: bool) -> dict[str, Any]:
+    body = copy.deepcopy(example("raycluster-basic.yaml"))
+    body["metadata"] = {"name": name, "annotations": dict(OPT_IN)}
+    body["spec"]["enableInTreeAutoscaling"] = in_tree
+    group = body["spec"]["workerGroupSpecs"][0]
+    group.update({"replicas": 0, "minReplicas": 0, "maxReplicas": 4})
+    return body
+
+
+def _request(cluster: str, cpus: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "rayscale.io/v1alpha1",
+        "kind": "RayResourceRequest",
+        "metadata": {"name": f"{cluster}-cpus"},
+        "spec": {"clusterName": cluster, "bundles": [{"resources": {"CPU": 1}, "count": cpus}]},
+    }
+
+
+async def _replicas(kube: Kube, name: str) -> int:
+    return int((await kube.get(name))["spec"]["workerGroupSpecs"][0].get("replicas") or 0)
+
+
+@pytest.mark.parametrize("kuberay", [""], ids=["v1.6-defaults"], indirect=True)
+async def test_autoscaler_mode_beside_kuberays_operator_takes_only_opted_in_clusters(
+    api: client.ApiClient, cluster: testcluster.ClusterHandle, namespace: str, kuberay: KubeRayOperator
+) -> None:
+    kube = Kube(api, namespace)
+    cluster.kubectl_run(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/rayresourcerequests.rayscale.io"
+    )
+    rayscale = Operator(cluster, namespace, mode="autoscaler", extra=["--autoscaler-interval", "1"])
+    kuberay.start()
+    rayscale.start()
+    with beside(kuberay, rayscale):
+        await kube.create(_cluster("inside", in_tree=True))
+        await kube.create(_cluster("optin", in_tree=False))
+        for name in ("inside", "optin"):
+            await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], _request(name, 2))
+
+        # KubeRay runs Ray's autoscaler in the head of the in-tree cluster ...
+        (head,) = await eventually(lambda: kube.pods("inside", group="headgroup"), timeout=60, message="head")
+        assert "autoscaler" in [c.name for c in head.spec.containers]
+        # ... so rayscale refuses it, once, and the opted-in cluster gets its workers from KubeRay.
+        refused = await eventually(lambda: kube.events("AutoscalingRefused"), timeout=60, message="refusal")
+        assert [e.involved_object.name for e in refused] == ["inside"]
+        assert "enableInTreeAutoscaling is true" in refused[0].message
+        await eventually(lambda: kube.running_workers("optin", 2), timeout=60, message="2 optin workers")
+        assert await _replicas(kube, "optin") == 2
+        assert await _replicas(kube, "inside") == 0, "rayscale scaled a cluster Ray's autoscaler owns"
+        assert await kube.workers("inside") == []
