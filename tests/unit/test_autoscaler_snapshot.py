@@ -354,6 +354,16 @@ def test_multi_host_replicas() -> None:
     assert schedule(snap).groups["tpu"].replicas == 2
 
 
+def test_multi_host_pods_without_replica_labels_form_replicas_of_num_of_hosts() -> None:
+    """KubeRay before v1.6 labels no replica: 2 pods of a 2-host group are one replica, not two."""
+    body = rc(a=group("tpu", replicas=1, hosts=2))
+    pods = [pod("t-x", "tpu"), pod("t-y", "tpu")]
+    snap = build(body, pods, gcs(ray_node("t-x"), ray_node("t-y")))
+    assert [n.replica for n in snap.nodes] == ["unlabelled:tpu:0", "unlabelled:tpu:0"]
+    decision = schedule(snap)
+    assert (decision.groups["tpu"].replicas, decision.terminate) == (1, ())
+
+
 def test_demand_gangs_and_gcs_constraints() -> None:
     body = rc(a=group(replicas=0))
     zone = ray.LabelSelector((ray.LabelConstraint("zone", ray.LabelOperator.IN, ("a", "b")),))

@@ -270,6 +270,32 @@ def _unborn(group: Group, count: int, pending_seconds: float) -> list[Node]:
     return out
 
 
+UNLABELLED_PREFIX = "unlabelled:"
+
+
+def _group_unlabelled(nodes: list[Node], groups: Mapping[str, Group]) -> list[Node]:
+    """Hosts of a multi-host group whose pods carry no replica name (KubeRay before v1.6 makes
+    them so) form replicas of ``numOfHosts`` in name order, as the controller counts them; they
+    are never a replica per host."""
+    counts: dict[str, int] = {}
+    out: list[Node] = []
+    for node in nodes:
+        group = groups.get(node.group)
+        if (
+            group is None
+            or group.num_of_hosts <= 1
+            or node.replica is not None
+            or node.state is NodeState.TERMINATING
+        ):
+            out.append(node)
+            continue
+        index = counts.get(node.group, 0)
+        counts[node.group] = index + 1
+        replica = f"{UNLABELLED_PREFIX}{node.group}:{index // group.num_of_hosts}"
+        out.append(dataclasses.replace(node, replica=replica))
+    return out
+
+
 def _nodes(
     cluster: Obj,
     groups: Sequence[Group],
@@ -285,6 +311,7 @@ def _nodes(
         group = by_name.get(pod_group(pod))
         if group is not None and is_worker(pod):
             nodes.append(_node(pod, group, listed.get(group.name, set()), state, clocks))
+    nodes = _group_unlabelled(nodes, by_name)
     wanted = _spec_replicas(cluster)
     for group in groups:
         live = {
