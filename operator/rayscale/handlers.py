@@ -224,7 +224,8 @@ async def ray_pods_by_group(
     kept = {k: v for k, v in (body.metadata.annotations or {}).items() if k in POD_ANNOTATIONS}
     if kept:
         pod["metadata"]["annotations"] = kept
-    pod["spec"]["containers"] = [{"name": c.get("name")} for c in pod["spec"].get("containers", [])[:1]]
+    # Container names only: the first is Ray's; an "autoscaler" one is Ray's autoscaler sidecar.
+    pod["spec"]["containers"] = [{"name": c.get("name")} for c in pod["spec"].get("containers", [])]
     pod["status"] = slim_pod_status(pod["status"])
     cluster, ns = labels[L.RAY_CLUSTER], namespace or ""
     return {(ns, cluster, labels.get(L.GROUP, "")): pod, (ns, cluster, ALL): pod}

@@ -9,6 +9,10 @@ KubeRay v1.6.2's operator (the migration test's fixture, built on first use) is 
   request's demand changes nothing.
 - ``optin``: in-tree autoscaling off and the annotation. rayscale scales it for its request, and
   KubeRay's controller creates the pods rayscale asked for.
+
+Then KubeRay's operator goes and `rayscale run --mode all` takes over: the head KubeRay made for
+``inside`` still runs Ray's autoscaler, so rayscale refuses the cluster until that head is
+deleted; the new head (rayscale's) has no sidecar, and rayscale scales the cluster.
 """
 
 from __future__ import annotations
@@ -87,3 +91,31 @@ async def test_autoscaler_mode_beside_kuberays_operator_takes_only_opted_in_clus
         assert await _replicas(kube, "optin") == 2
         assert await _replicas(kube, "inside") == 0, "rayscale scaled a cluster Ray's autoscaler owns"
         assert await kube.workers("inside") == []
+
+    # Switch to rayscale alone (--mode all): the head KubeRay made still runs Ray's autoscaler, so
+    # rayscale keeps off that cluster until the head is recreated without it.
+    kuberay.stop()
+    alone = Operator(cluster, namespace, mode="all", extra=["--autoscaler-interval", "1"])
+    alone.start()
+    with beside(kuberay, alone):
+
+        async def sidecar_refusal() -> bool:
+            return any(
+                "runs Ray's own autoscaler" in e.message for e in await kube.events("AutoscalingRefused")
+            )
+
+        await eventually(
+            sidecar_refusal, timeout=60, message="refused while Ray's autoscaler runs in the head"
+        )
+        assert await _replicas(kube, "inside") == 0
+        await kube.core.delete_namespaced_pod(head.metadata.name, namespace)
+
+        async def new_head() -> list[Any]:
+            heads = await kube.pods("inside", group="headgroup", live=True)
+            return [h for h in heads if h.metadata.name != head.metadata.name]
+
+        (fresh,) = await eventually(new_head, timeout=60, message="a new head from rayscale")
+        assert [c.name for c in fresh.spec.containers] == ["ray-head"]
+        await eventually(
+            lambda: kube.running_workers("inside", 2), timeout=60, message="rayscale scales it now"
+        )

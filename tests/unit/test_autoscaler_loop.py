@@ -678,3 +678,23 @@ async def test_beside_kuberay_only_opted_in_clusters_without_ray_autoscaler_are_
     body["spec"]["enableInTreeAutoscaling"] = False
     assert await _beside_kuberay(Source(body, requests=[rrr(3)]), Events()).step(KEY) == 5
     assert api.patches[-1][-1] == {"op": "replace", "path": "/spec/workerGroupSpecs/1/replicas", "value": 3}
+
+
+async def test_a_head_still_running_rays_autoscaler_is_not_autoscaled_beside_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = Api(monkeypatch)
+    events = Events()
+    head = pod("rc-head", "headgroup")
+    head.setdefault("spec", {})["containers"] = [{"name": "ray-head"}, {"name": "autoscaler"}]
+    source = Source(rc(group("cpu", replicas=0), gpu_group()), [head], requests=[rrr(3)])
+    scaler = autoscaler(source, events)
+    assert await scaler.step(KEY) is None
+    await scaler.step(KEY)
+    assert api.patches == []
+    ((kind, reason, message),) = events.posted
+    assert (kind, reason) == ("Warning", "AutoscalingRefused")
+    assert "runs Ray's own autoscaler" in message
+    head["spec"]["containers"] = [{"name": "ray-head"}]  # recreated without the sidecar
+    assert await scaler.step(KEY) == 5
+    assert api.patches

@@ -87,7 +87,7 @@ from rayscale.autoscaler.trust import (
 )
 from rayscale.controller.apply import EventSink
 from rayscale.controller.queue import WorkQueue
-from rayscale.controller.snapshot import is_head, phase, pod_name
+from rayscale.controller.snapshot import is_head, is_terminating, phase, pod_name
 from rayscale.kube import ops
 from rayscale.metrics import Metrics
 from rayscale.ray.address import AddressError, auth_token_secret, gcs_address
@@ -186,7 +186,9 @@ class Autoscaler:
     async def step(self, key: ClusterKey) -> float | None:
         cluster = self.source.cluster(key)
         requests = list(self.source.requests(key))
-        taken = None if cluster is None else eligibility(cluster, beside_kuberay=self.config.beside_kuberay)
+        head = next((p for p in self.source.pods(key) if is_head(p) and not is_terminating(p)), None)
+        beside = self.config.beside_kuberay
+        taken = None if cluster is None else eligibility(cluster, beside_kuberay=beside, head=head)
         if cluster is None or taken is None or not taken.take:
             await self._not_taken(key, cluster, requests, taken.refusal if taken else None)
             return None
