@@ -272,3 +272,53 @@ async def _migrate(kube: Kube, kuberay: KubeRayOperator, rayscale: Operator) -> 
         await eventually(lambda: _observed(kube, rayscale=False), timeout=60, message="KubeRay reconciled")
         await _unchanged(kube, expected)
     assert (await kube.get(NAME))["status"]["state"] == "ready"
+
+
+def _crd(cluster: testcluster.ClusterHandle) -> dict[str, Any]:
+    crd: dict[str, Any] = json.loads(cluster.kubectl_run("get", "crd/rayclusters.ray.io", "-o", "json"))
+    return crd
+
+
+async def test_rayscale_crd_replaces_kuberays_with_v1alpha1_stored(
+    api: client.ApiClient, cluster: testcluster.ClusterHandle, namespace: str, kuberay_bindir: Path
+) -> None:
+    """The migration guide's CRD steps: rayscale's CRD applied over KubeRay's own, whose
+    storedVersions still lists v1alpha1; the RayCluster stays readable under both versions; then
+    the guide's clean-up leaves storedVersions at v1. (The CRD is cluster-wide: rayscale's is put
+    back whatever happens.)"""
+    kube = Kube(api, namespace)
+    apply = ("apply", "--server-side", "--force-conflicts", "-f")
+    try:
+        cluster.kubectl_run(*apply, str(kuberay_bindir / "crds" / "ray.io_rayclusters.yaml"))
+        await eventually(lambda: _established(cluster, "rayclusters.ray.io"), message="KubeRay's CRD")
+        both = '{"status":{"storedVersions":["v1alpha1","v1"]}}'
+        cluster.kubectl_run(
+            "patch", "crd", "rayclusters.ray.io", "--subresource=status", "--type=merge", "-p", both
+        )
+        await kube.create(_raycluster())
+
+        cluster.kubectl_run(*apply, str(ROOT / "crds"))  # the guide's step 1
+        await eventually(lambda: _established(cluster, "rayclusters.ray.io"), message="rayscale's CRD")
+        crd = _crd(cluster)
+        served = {v["name"]: (v["served"], v["storage"]) for v in crd["spec"]["versions"]}
+        assert served == {"v1": (True, True), "v1alpha1": (True, False)}
+        assert crd["status"]["storedVersions"] == ["v1alpha1", "v1"]
+        assert (await kube.get(NAME))["metadata"]["name"] == NAME
+        old = await kube.objects.get_namespaced_custom_object(
+            "ray.io", "v1alpha1", namespace, "rayclusters", NAME
+        )
+        assert old["apiVersion"] == "ray.io/v1alpha1"
+
+        # The guide's storedVersions clean-up (one namespace here, -A there).
+        stored = cluster.kubectl_run("get", "rayclusters.v1.ray.io", "-n", namespace, "-o", "json")
+        cluster.kubectl_run("replace", "-f", "-", input=stored)
+        only_v1 = '{"status":{"storedVersions":["v1"]}}'
+        cluster.kubectl_run(
+            "patch", "crd", "rayclusters.ray.io", "--subresource=status", "--type=merge", "-p", only_v1
+        )
+        assert _crd(cluster)["status"]["storedVersions"] == ["v1"]
+    finally:
+        cluster.kubectl_run(*apply, str(ROOT / "crds"))
+        await eventually(lambda: _established(cluster, "rayclusters.ray.io"), message="rayscale's CRD back")
+        with contextlib.suppress(client.ApiException):
+            await kube.delete_cluster(NAME)
