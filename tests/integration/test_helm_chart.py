@@ -67,6 +67,13 @@ VALUE_SETS = {
                            "--set", "autoscaler.authTokenSecrets[0].name=ray-token",
                            "--set", "autoscaler.authTokenSecrets[1].namespace=team-b",
                            "--set", "autoscaler.authTokenSecrets[1].name=other-token"],
+    # What a KubeRay chart's values become (docs/migrating-from-kuberay.md): the same names.
+    "from-kuberay": ["--set", "reconcileConcurrency=4", "--set", "kubeClient.qps=50",
+                     "--set", "kubeClient.burst=80",
+                     "--set", "env[0].name=ENABLE_LOGIN_SHELL", "--set-string", "env[0].value=true",
+                     "--set", "resources.limits.memory=1Gi", "--set", "nodeSelector.pool=system",
+                     "--set", "tolerations[0].key=dedicated", "--set", "tolerations[0].operator=Exists",
+                     "--set", "priorityClassName=system-cluster-critical"],
     # The local control plane has no ServiceMonitor CRD: that document is checked as rendered YAML
     # and left out of the dry run; everything else is dry-run as usual.
     "service-monitor": ["--set", "metrics.serviceMonitor.enabled=true",
@@ -184,6 +191,17 @@ def check_auth_token_secrets(docs: list[dict[str, Any]], args: list[str]) -> Non
     assert bindings == {"team-a", "team-b"}
 
 
+def check_from_kuberay(docs: list[dict[str, Any]], args: list[str]) -> None:
+    assert {"--concurrency=4", "--kube-api-qps=50", "--kube-api-burst=80"} <= set(args)
+    pod = of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert {"name": "ENABLE_LOGIN_SHELL", "value": "true"} in container["env"]
+    assert container["resources"]["limits"]["memory"] == "1Gi"
+    assert pod["nodeSelector"] == {"pool": "system"}
+    assert pod["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+
+
 def check_service_monitor(docs: list[dict[str, Any]], args: list[str]) -> None:
     (monitor,) = of_kind(docs, "ServiceMonitor")
     (service,) = of_kind(docs, "Service")
@@ -209,6 +227,7 @@ def check_service_monitor(docs: list[dict[str, Any]], args: list[str]) -> None:
 CHECKS = {
     "default": check_default,
     "single-namespace": check_single_namespace,
+    "from-kuberay": check_from_kuberay,
     "watch-namespaces": check_watch_namespaces,
     "autoscaler-mode": check_autoscaler_mode,
     "leader-election-off": check_leader_election_off,
