@@ -12,7 +12,8 @@ KubeRay v1.6.2's operator (the migration test's fixture, built on first use) is 
 
 Then KubeRay's operator goes and `rayscale run --mode all` takes over: the head KubeRay made for
 ``inside`` still runs Ray's autoscaler, so rayscale refuses the cluster until that head is
-deleted; the new head (rayscale's) has no sidecar, and rayscale scales the cluster.
+deleted; the new head (rayscale's) has no sidecar, and rayscale scales the cluster. Back under
+KubeRay's operator, a recreated head gets Ray's autoscaler again.
 """
 
 from __future__ import annotations
@@ -119,3 +120,14 @@ async def test_autoscaler_mode_beside_kuberays_operator_takes_only_opted_in_clus
         await eventually(
             lambda: kube.running_workers("inside", 2), timeout=60, message="rayscale scales it now"
         )
+
+    # And back: KubeRay's operator again; the head rayscale made has no sidecar until recreated.
+    kuberay.start()
+    await kube.core.delete_namespaced_pod(fresh.metadata.name, namespace)
+
+    async def kuberays_head() -> list[Any]:
+        heads = await kube.pods("inside", group="headgroup", live=True)
+        return [h for h in heads if h.metadata.name != fresh.metadata.name]
+
+    (back,) = await eventually(kuberays_head, timeout=60, message="a new head from KubeRay")
+    assert "autoscaler" in [c.name for c in back.spec.containers]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 import testcluster
+import yaml
 from kubernetes_asyncio import client
 
 import localk8s
@@ -322,3 +324,39 @@ async def test_rayscale_crd_replaces_kuberays_with_v1alpha1_stored(
         await eventually(lambda: _established(cluster, "rayclusters.ray.io"), message="rayscale's CRD back")
         with contextlib.suppress(client.ApiException):
             await kube.delete_cluster(NAME)
+
+
+async def test_helm_uninstall_of_kuberays_release_keeps_crds_and_rayclusters(
+    api: client.ApiClient,
+    cluster: testcluster.ClusterHandle,
+    namespace: str,
+    kuberay_bindir: Path,
+    helm: str,
+    tmp_path: Path,
+) -> None:
+    """The guide's step 2. KubeRay's chart ships its CRDs in crds/, which Helm installs once and
+    never tracks; a release built the same way here (KubeRay's own CRD files from the module,
+    one templated object) is installed and uninstalled: the CRD and the RayCluster stay."""
+    chart = tmp_path / "kuberay-operator"
+    (chart / "crds").mkdir(parents=True)
+    (chart / "templates").mkdir()
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: kuberay-operator\nversion: 1.6.2\n")
+    for crd in (kuberay_bindir / "crds").glob("ray.io_*.yaml"):
+        shutil.copy(crd, chart / "crds" / crd.name)
+    marker = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kuberay-operator-marker"}}
+    (chart / "templates" / "marker.yaml").write_text(yaml.safe_dump(marker))
+
+    def run(*args: str) -> None:
+        out = subprocess.run([helm, *args, "--namespace", namespace], env=cluster.env, capture_output=True,
+                             text=True, timeout=180, check=False)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+
+    kube = Kube(api, namespace)
+    run("install", "kuberay-operator", str(chart))
+    await kube.create(_raycluster())
+    run("uninstall", "kuberay-operator")
+    config_maps = {c.metadata.name for c in (await kube.core.list_namespaced_config_map(namespace)).items}
+    assert "kuberay-operator-marker" not in config_maps, "the release was not uninstalled"
+    assert _established(cluster, "rayclusters.ray.io")
+    assert (await kube.get(NAME))["metadata"]["name"] == NAME
+    await kube.delete_cluster(NAME)
