@@ -72,6 +72,10 @@ BASE_ENV: Mapping[str, str] = {
     "RAY_enable_autoscaler_v2": "1",  # request_resources goes to the GCS, as on KubeRay with v2
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
+    # Hermetic: without it a token left in ~/.ray/auth_token (any earlier local `ray.init` writes
+    # one) turns token auth on for the nodes but not for rayscale's clients. Token tests pass
+    # RAY_AUTH_MODE=token in their `env`, which wins.
+    "RAY_AUTH_MODE": "disabled",
 }
 
 
