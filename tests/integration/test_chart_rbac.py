@@ -101,7 +101,6 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
     # What it needs, in the watched namespace ...
     needed = [
         ("watch", "rayclusters.ray.io"),
-        ("patch", "rayclusters.ray.io/status"),
         ("create", "pods"),
         ("delete", "pods"),
         ("create", "services"),
@@ -110,11 +109,23 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("create", "jobs.batch"),
         ("get", "jobs.batch"),
         ("create", "events"),
-        ("patch", "rayresourcerequests.rayscale.io/status"),
+        ("watch", "rayvirtualclusters.rayscale.io"),
+        ("patch", "rayvirtualclusters.rayscale.io"),
         ("get", "secrets/raycluster-basic"),
     ]
     for verb, resource in needed:
         assert can_i(cluster, kubeconfig, verb, resource, "-n", namespace), f"cannot {verb} {resource}"
+    # ... and subresources (`kubectl auth can-i VERB TYPE/NAME` names an object, not a subresource).
+    subresources = [
+        ("patch", "rayclusters.ray.io", "status"),
+        ("patch", "rayresourcerequests.rayscale.io", "status"),
+        ("patch", "rayvirtualclusters.rayscale.io", "status"),
+        ("update", "rayvirtualclusters.rayscale.io", "finalizers"),
+    ]
+    for verb, resource, sub in subresources:
+        assert can_i(cluster, kubeconfig, verb, resource, f"--subresource={sub}", "-n", namespace), (
+            f"cannot {verb} {resource}/{sub}"
+        )
     # ... and its Lease, in the release namespace.
     for verb, resource in [("create", "leases"), ("get", f"leases/{release.lease}"),
                            ("update", f"leases/{release.lease}")]:  # fmt: skip
@@ -139,6 +150,10 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("create", "leases", "-n", "kube-system"),
         ("delete", "rayclusters.ray.io", "-n", namespace),
         ("create", "rayclusters.ray.io", "-n", namespace),
+        ("create", "rayvirtualclusters.rayscale.io", "-n", namespace),
+        ("delete", "rayvirtualclusters.rayscale.io", "-n", namespace),
+        ("update", "rayvirtualclusters.rayscale.io", "--subresource=status", "-n", namespace),
+        ("watch", "rayvirtualclusters.rayscale.io", "-n", "default"),
         ("create", "deployments.apps", "-n", namespace),
         ("patch", "pods", "-n", namespace),
         ("list", "pods", "-n", "default"),

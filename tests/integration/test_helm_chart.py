@@ -141,6 +141,15 @@ def check_default(docs: list[dict[str, Any]], args: list[str]) -> None:
     # Secrets: create only (a cluster's generated Ray auth token); reading one needs authTokenSecrets.
     secret_rules = [r for d in docs for r in d.get("rules", []) if "secrets" in r["resources"]]
     assert secret_rules == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]
+    # RayVirtualClusters: as RayResourceRequests, and update on finalizers (blockOwnerDeletion).
+    (role,) = [d for d in of_kind(docs, "ClusterRole") if "pods" in str(d["rules"])]
+    vc_rules = [r for r in role["rules"] if "rayvirtualclusters" in str(r["resources"])]
+    assert vc_rules == [
+        {"apiGroups": ["rayscale.io"], "resources": ["rayvirtualclusters"],
+         "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": ["rayscale.io"], "resources": ["rayvirtualclusters/status"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["rayscale.io"], "resources": ["rayvirtualclusters/finalizers"], "verbs": ["update"]},
+    ]  # fmt: skip
 
 
 def check_single_namespace(docs: list[dict[str, Any]], args: list[str]) -> None:

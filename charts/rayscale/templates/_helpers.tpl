@@ -58,6 +58,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["rayscale.io"]
   resources: ["rayresourcerequests/status"]
   verbs: ["get", "patch"]
+- apiGroups: ["rayscale.io"]
+  resources: ["rayvirtualclusters"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["rayscale.io"]
+  resources: ["rayvirtualclusters/status"]
+  verbs: ["get", "patch"]
+# Objects owned by a RayVirtualCluster with blockOwnerDeletion: the API server's
+# OwnerReferencesPermissionEnforcement asks for update on its finalizers.
+- apiGroups: ["rayscale.io"]
+  resources: ["rayvirtualclusters/finalizers"]
+  verbs: ["update"]
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch", "create", "delete"]

@@ -52,6 +52,7 @@ class CrdDefinition:
     printer_columns: tuple[PrinterColumn, ...] = ()
     spec_required: bool = True
     older_versions: tuple[OlderVersion, ...] = ()  # served after `versions`, never stored
+    validations: tuple[JsonDict, ...] = ()  # CEL rules on the whole object (x-kubernetes-validations)
 
     @property
     def name(self) -> str:
@@ -63,7 +64,8 @@ class CrdDefinition:
 
 
 def object_schema(defn: CrdDefinition | OlderVersion) -> JsonDict:
-    """The openAPIV3Schema of one version: apiVersion, kind, metadata, spec and status."""
+    """The openAPIV3Schema of one version: apiVersion, kind, metadata, spec and status (and the
+    definition's rules on the whole object)."""
     properties: JsonDict = {
         "apiVersion": {"type": "string"},
         "kind": {"type": "string"},
@@ -75,6 +77,8 @@ def object_schema(defn: CrdDefinition | OlderVersion) -> JsonDict:
     schema: JsonDict = {"type": "object", "properties": properties}
     if defn.spec_required:
         schema["required"] = ["spec"]
+    if isinstance(defn, CrdDefinition) and defn.validations:
+        schema["x-kubernetes-validations"] = [dict(rule) for rule in defn.validations]
     return schema
 
 

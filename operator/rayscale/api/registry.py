@@ -6,6 +6,11 @@ from rayscale.api import raycluster_v1alpha1 as v1alpha1
 from rayscale.api.crd import CrdDefinition, OlderVersion, PrinterColumn
 from rayscale.api.raycluster import RayClusterSpec, RayClusterStatus
 from rayscale.api.rayresourcerequest import RayResourceRequestSpec, RayResourceRequestStatus
+from rayscale.api.rayvirtualcluster import (
+    RAYVIRTUALCLUSTER_VALIDATIONS,
+    RayVirtualClusterSpec,
+    RayVirtualClusterStatus,
+)
 
 RAYCLUSTER = CrdDefinition(
     group="ray.io",
@@ -49,4 +54,23 @@ RAYRESOURCEREQUEST = CrdDefinition(
     ),
 )
 
-CRDS: tuple[CrdDefinition, ...] = (RAYCLUSTER, RAYRESOURCEREQUEST)
+RAYVIRTUALCLUSTER = CrdDefinition(
+    group="rayscale.io",
+    kind="RayVirtualCluster",
+    plural="rayvirtualclusters",
+    singular="rayvirtualcluster",
+    versions=("v1alpha1",),
+    spec_model=RayVirtualClusterSpec,
+    status_model=RayVirtualClusterStatus,
+    short_names=("rvc",),
+    printer_columns=(
+        PrinterColumn("cluster", "string", ".spec.rayClusterName"),
+        PrinterColumn("divisible", "boolean", ".spec.divisible"),
+        PrinterColumn("phase", "string", ".status.phase"),
+        PrinterColumn("revision", "integer", ".status.revision"),
+        PrinterColumn("age", "date", ".metadata.creationTimestamp"),
+    ),
+    validations=RAYVIRTUALCLUSTER_VALIDATIONS,
+)
+
+CRDS: tuple[CrdDefinition, ...] = (RAYCLUSTER, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER)
