@@ -49,6 +49,8 @@ class UnmetReason(StrEnum):
     MAX_WORKERS = "MAX_WORKERS"
     BACKOFF = "BACKOFF"
     UPSCALING_LIMIT = "UPSCALING_LIMIT"
+    VIRTUAL_CLUSTER_MAX = "VIRTUAL_CLUSTER_MAX"  # the virtual cluster it asks for is at maxNodes
+    NO_VIRTUAL_CLUSTER = "NO_VIRTUAL_CLUSTER"  # it asks for a virtual cluster that does not exist
 
 
 class RemovalCause(StrEnum):
