@@ -1,4 +1,5 @@
-"""GcsClient against a real Ray 2.60 head and workers on this machine (no Kubernetes).
+"""GcsClient and RayletClient against a real Ray 2.60 head and workers on this machine (no
+Kubernetes).
 
 One head (1 CPU) and one worker for the module, a second worker and a token-auth head only for
 the tests that need them. Drivers run as subprocesses (``ray.init(address=...)``) that keep their
@@ -16,8 +17,9 @@ import asyncio
 import contextlib
 import importlib.util
 import itertools
+import json
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -25,12 +27,17 @@ from e2e.raybridge import rayproc
 
 from rayscale.ray.client import GcsCallError, GcsClient, GcsUnavailable
 from rayscale.ray.model import (
+    ActorInfo,
     ClusterState,
+    JobInfo,
+    NodeInfo,
     NodeState,
     NodeStatus,
+    PlacementGroupInfo,
     ResourceDemand,
     ResourceRequest,
 )
+from rayscale.ray.raylet import RayletClient
 from tests.integration.polling import eventually
 
 pytestmark = [
@@ -44,6 +51,8 @@ pytestmark = [
 RAY_WAIT = 90.0  # generous: `ray start` and drivers are slow on a busy 2-core machine
 WORKER_A = "raycluster-a-worker-x1"
 WORKER_B = "raycluster-b-worker-y2"
+VC_RESOURCE = "rayscale.io/vc/t"  # a virtual cluster's resource, added to a node by its raylet
+SUBMISSION_ID = "raysubmit_rayscale_test"
 
 DRIVER = """
 import os, sys, time
@@ -96,9 +105,15 @@ class Driver:
 
 @contextlib.asynccontextmanager
 async def driver(
-    head: rayproc.RayNode, body: str, *args: str, tmp_path: Path, tail: str = HOLD
+    head: rayproc.RayNode,
+    body: str,
+    *args: str,
+    tmp_path: Path,
+    tail: str = HOLD,
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Driver]:
-    """Run `body`, print "ready", run `tail` (default: hold until stdin closes)."""
+    """Run `body`, print "ready", run `tail` (default: hold until stdin closes). `env` is added
+    to the driver's environment."""
     log = tmp_path / f"driver-{next(_driver_ids)}.log"
     script = DRIVER.format(body=body, tail=tail)
     with log.open("wb") as err:
@@ -109,7 +124,7 @@ async def driver(
             head.address,
             rayproc.NODE_IP,
             *args,
-            env=rayproc.driver_env(),
+            env=rayproc.driver_env(env),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=err,
@@ -372,9 +387,190 @@ async def test_token_auth_and_unreachable_gcs(tmp_path: Path) -> None:
                 return len((await client.get_cluster_resource_state()).nodes) == 1
 
             await eventually(registered, timeout=RAY_WAIT, message="the head node registered")
+            [node] = await client.get_all_node_info()
+            assert node.is_head
+            async with RayletClient(node.raylet_address, retries=0) as anonymous_raylet:
+                with pytest.raises(GcsCallError) as refused:
+                    await anonymous_raylet.resize_local_resources({VC_RESOURCE: 2})
+                assert (refused.value.code, refused.value.peer) == ("UNAUTHENTICATED", "raylet")
+            async with RayletClient(node.raylet_address, token=token) as raylet:
+                assert (await raylet.resize_local_resources({VC_RESOURCE: 2}))[VC_RESOURCE] == 2
             rayproc.stop(head)
             # the cluster's state is now unknown: the autoscaler must see an error, never "no nodes"
             with pytest.raises(GcsUnavailable):
                 await client.get_cluster_resource_state()
     finally:
         rayproc.stop(head)
+
+
+# ---- the GCS info services and the raylet ----
+
+
+def _start_arg(node: rayproc.RayNode, name: str) -> str:
+    """The value of ``--<name>=...`` the node was started with."""
+    prefix = f"--{name}="
+    args = node.process.args
+    assert isinstance(args, list), args
+    return next(str(a)[len(prefix) :] for a in args if str(a).startswith(prefix))
+
+
+async def _head_info(gcs: GcsClient) -> NodeInfo:
+    heads = [n for n in await gcs.get_all_node_info() if n.is_head]
+    assert len(heads) == 1, heads
+    return heads[0]
+
+
+async def test_node_info(gcs: GcsClient, ray_head: rayproc.RayNode, worker_a: rayproc.RayNode) -> None:
+    nodes = await gcs.get_all_node_info()
+    head = await _head_info(gcs)
+    assert head.alive
+    assert head.address == rayproc.NODE_IP
+    assert head.raylet_port == int(_start_arg(ray_head, "node-manager-port"))
+    assert head.raylet_address == f"{rayproc.NODE_IP}:{head.raylet_port}"
+    assert head.instance_id is None  # started without RAY_CLOUD_INSTANCE_ID
+    assert head.total_resources["CPU"] == 1
+    assert head.total_resources["node:__internal_head__"] == 1
+    assert head.total_resources["memory"] > 0  # bytes
+    assert head.labels["ray.io/node-id"] == head.node_id
+
+    [worker] = [n for n in nodes if n.instance_id == WORKER_A]  # the pod name, on Kubernetes
+    assert worker.alive
+    assert not worker.is_head
+    assert worker.total_resources["pin_a"] == 1
+    assert worker.raylet_port == int(_start_arg(worker_a, "node-manager-port"))
+
+    # the same nodes, and ids, as GetClusterResourceState's
+    state = await _state(gcs)
+    assert {n.node_id for n in nodes if n.alive} == {n.node_id for n in state.nodes if n.alive}
+    assert state.node(head.node_id) is not None
+    assert {n.node_id for n in await gcs.get_all_node_info(alive_only=True)} == {
+        n.node_id for n in nodes if n.alive
+    }
+
+
+OWNER = """
+import asyncio, json
+from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+from ray.dashboard.modules.job.common import JobInfo, JobInfoStorageClient, JobStatus
+from ray._private.worker import global_worker
+
+# What the job submission API records of a job it runs (the GCS adds it to GetAllJobInfo).
+record = JobInfo(status=JobStatus.RUNNING, entrypoint="python train.py")
+asyncio.run(JobInfoStorageClient(global_worker.gcs_client).put_info(sys.argv[3], record))
+
+@ray.remote(num_cpus=0)
+class Keeper:
+    def node(self):
+        return ray.get_runtime_context().get_node_id()
+
+keeper = Keeper.options(name="rayscale-keeper", namespace="rayscale-test", lifetime="detached").remote()
+pg = placement_group([{"CPU": 0.1}], name="rayscale-pg", lifetime="detached")
+ray.get(pg.ready(), timeout=120)
+context = ray.get_runtime_context()
+print(json.dumps({
+    "actor": keeper._actor_id.hex(),
+    "actor_node": ray.get(keeper.node.remote(), timeout=120),
+    "pg": pg.id.hex(),
+    "pg_node": placement_group_table(pg)["bundles_to_node_id"][0],
+    "job": context.get_job_id(),
+    "driver_node": context.get_node_id(),
+}), flush=True)
+"""
+RELEASE = f"{HOLD}\nray.kill(keeper)\nremove_placement_group(pg)"
+
+
+async def test_jobs_actors_and_placement_groups(
+    gcs: GcsClient, ray_head: rayproc.RayNode, tmp_path: Path
+) -> None:
+    job_config = {"metadata": {"job_submission_id": SUBMISSION_ID}}  # as the job submission API sets it
+    async with driver(
+        ray_head,
+        OWNER,
+        SUBMISSION_ID,
+        tmp_path=tmp_path,
+        tail=RELEASE,
+        env={"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps(job_config)},
+    ) as d:
+        [line] = d.preamble
+        ids = json.loads(line)
+        alive = {n.node_id for n in await gcs.get_all_node_info(alive_only=True)}
+        assert {ids["actor_node"], ids["pg_node"], ids["driver_node"]} <= alive
+
+        [actor] = [a for a in await gcs.get_all_actor_info() if a.actor_id == ids["actor"]]
+        assert actor == ActorInfo(
+            actor_id=ids["actor"],
+            state="ALIVE",
+            node_id=ids["actor_node"],
+            job_id=ids["job"],
+            name="rayscale-keeper",
+            class_name="Keeper",
+            detached=True,
+        )
+        assert actor in await gcs.get_all_actor_info(state="ALIVE")
+        assert actor.actor_id not in {a.actor_id for a in await gcs.get_all_actor_info(state="DEAD")}
+
+        [pg] = [p for p in await gcs.get_all_placement_groups() if p.pg_id == ids["pg"]]
+        assert pg == PlacementGroupInfo(
+            pg_id=ids["pg"],
+            state="CREATED",
+            node_ids=(ids["pg_node"],),
+            job_id=ids["job"],
+            detached=True,
+            name="rayscale-pg",
+        )
+
+        [job] = [j for j in await gcs.get_all_job_info() if j.job_id == ids["job"]]
+        assert job == JobInfo(
+            job_id=ids["job"],
+            is_dead=False,
+            submission_id=SUBMISSION_ID,
+            driver_node_id=ids["driver_node"],
+            entrypoint=job.entrypoint,
+            status="RUNNING",
+        )
+        assert job.entrypoint  # the driver's command line
+
+    # the driver killed the actor, removed the group and exited
+    async def released() -> bool:
+        actors = {a.actor_id: a.state for a in await gcs.get_all_actor_info()}
+        groups = {p.pg_id: p.state for p in await gcs.get_all_placement_groups()}
+        jobs = {j.job_id: j.is_dead for j in await gcs.get_all_job_info()}
+        return (
+            actors.get(ids["actor"], "DEAD") == "DEAD"
+            and groups.get(ids["pg"], "REMOVED") == "REMOVED"
+            and jobs[ids["job"]]
+        )
+
+    await eventually(released, timeout=RAY_WAIT, message="actor dead, group removed, job dead")
+    assert ids["actor"] not in {a.actor_id for a in await gcs.get_all_actor_info(state="ALIVE")}
+
+
+async def test_resize_local_resources(gcs: GcsClient, ray_head: rayproc.RayNode) -> None:
+    head = await _head_info(gcs)
+
+    async def live_total() -> float | None:
+        node = (await _state(gcs)).node(head.node_id)
+        assert node is not None
+        return node.total_resources.get(VC_RESOURCE)
+
+    async with RayletClient(head.raylet_address, timeout=10) as raylet:
+        totals = await raylet.resize_local_resources({VC_RESOURCE: 1000})
+        assert totals[VC_RESOURCE] == 1000
+        assert totals["CPU"] == head.total_resources["CPU"]  # the others stay
+
+        async def added() -> bool:
+            return await live_total() == 1000
+
+        await eventually(added, timeout=RAY_WAIT, message=f"{VC_RESOURCE} = 1000 in GetClusterResourceState")
+        # GetAllNodeInfo keeps the totals the node registered with: Ray 2.60 never updates them
+        assert VC_RESOURCE not in (await _head_info(gcs)).total_resources
+
+        totals = await raylet.resize_local_resources({VC_RESOURCE: 0})
+        assert VC_RESOURCE not in totals  # a total of 0 removes the resource
+
+        async def removed() -> bool:
+            return await live_total() is None
+
+        await eventually(
+            removed, timeout=RAY_WAIT, message=f"{VC_RESOURCE} gone from GetClusterResourceState"
+        )

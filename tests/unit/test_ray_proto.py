@@ -18,12 +18,24 @@ import pytest
 from google.protobuf import descriptor as d
 
 from rayscale.ray.protos import generate
-from rayscale.ray.wire import SERVICE, autoscaler_pb2, common_pb2
+from rayscale.ray.wire import (
+    SERVICES,
+    autoscaler_pb2,
+    common_pb2,
+    gcs_pb2,
+    gcs_service_pb2,
+    node_manager_pb2,
+)
 
-RAY_FILES = {
-    "ray.rpc.autoscaler": "ray.core.generated.autoscaler_pb2",
-    "ray.rpc": "ray.core.generated.common_pb2",
-}
+OUR_MODULES = (autoscaler_pb2, common_pb2, gcs_pb2, gcs_service_pb2, node_manager_pb2)
+# Ray's generated modules that declare (or import) what ours mirror.
+RAY_MODULES = (
+    "ray.core.generated.autoscaler_pb2",
+    "ray.core.generated.common_pb2",
+    "ray.core.generated.gcs_pb2",
+    "ray.core.generated.gcs_service_pb2",
+    "ray.core.generated.node_manager_pb2",
+)
 
 
 def test_bindings_are_up_to_date(tmp_path: Path) -> None:
@@ -44,25 +56,36 @@ def _field(f: d.FieldDescriptor) -> dict[str, Any]:
 
 
 def _ours() -> dict[str, Any]:
-    """Full name -> shape, for every message, enum and method we declare."""
+    """Full name -> shape, for every message, enum (nested ones too) and method we declare."""
     out: dict[str, Any] = {}
+
+    def enum(e: d.EnumDescriptor) -> None:
+        out[e.full_name] = {v.name: v.number for v in e.values}
 
     def message(m: d.Descriptor) -> None:
         out[m.full_name] = {f.name: _field(f) for f in m.fields}
         for nested in m.nested_types:
             message(nested)
+        for e in m.enum_types:
+            enum(e)
 
-    for module in (autoscaler_pb2, common_pb2):
+    for module in OUR_MODULES:
         for m in module.DESCRIPTOR.message_types_by_name.values():
             message(m)
         for e in module.DESCRIPTOR.enum_types_by_name.values():
-            out[e.full_name] = {v.name: v.number for v in e.values}
-    for method in SERVICE.methods:
-        out[f"{SERVICE.full_name}/{method.name}"] = [
-            method.input_type.full_name,
-            method.output_type.full_name,
-        ]
+            enum(e)
+    for service in SERVICES:
+        for method in service.methods:
+            out[f"{service.full_name}/{method.name}"] = [
+                method.input_type.full_name,
+                method.output_type.full_name,
+            ]
     return out
+
+
+def test_every_service_is_checked() -> None:
+    declared = {s.full_name for m in OUR_MODULES for s in m.DESCRIPTOR.services_by_name.values()}
+    assert declared == {s.full_name for s in SERVICES}
 
 
 RAY_DUMP = """
@@ -106,7 +129,7 @@ print(json.dumps(out))
 def test_wire_compatible_with_the_installed_ray(tmp_path: Path) -> None:
     ours = _ours()
     result = subprocess.run(
-        [sys.executable, "-c", RAY_DUMP, json.dumps(sorted(ours)), *RAY_FILES.values()],
+        [sys.executable, "-c", RAY_DUMP, json.dumps(sorted(ours)), *RAY_MODULES],
         capture_output=True,
         text=True,
         timeout=120,

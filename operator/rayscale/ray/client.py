@@ -1,17 +1,23 @@
-"""An async client for the GCS ``AutoscalerStateService`` of one Ray cluster.
+"""An async client for the GCS of one Ray cluster: its ``AutoscalerStateService`` and the info
+services that list the cluster's nodes, jobs, actors and placement groups.
 
     async with GcsClient("head-svc.ns.svc.cluster.local:6379", token=token) as gcs:
         state = await gcs.get_cluster_resource_state()
         await gcs.report_autoscaling_state(autoscaling_state)
         result = await gcs.drain_node(node.node_id)
+        nodes = await gcs.get_all_node_info()
 
 Every call has a per-attempt timeout and is retried, with exponential backoff and jitter, when
 the GCS is unreachable or slow (``UNAVAILABLE``, ``DEADLINE_EXCEEDED``); every method is
 safe to repeat (Ray documents DrainNode as idempotent; the GCS drops a report it already holds
-a newer version of). When the retries are used up the call raises ``GcsUnavailable``: the
-caller must treat the cluster's state as unknown (report it, and never scale down on it). Any
-other failure (a bad token, a method this Ray does not have: ``UNIMPLEMENTED``) raises
-``GcsCallError`` at once. Both derive from ``GcsError``.
+a newer version of; the rest only read). When the retries are used up the call raises
+``GcsUnavailable``: the caller must treat the cluster's state as unknown (report it, and never
+scale down on it). Any other failure (a bad token, a method this Ray does not have:
+``UNIMPLEMENTED``, an error the GCS reports in the reply's own status) raises ``GcsCallError`` at
+once. Both derive from ``GcsError``.
+
+``RpcClient`` is the plumbing (channel, auth, timeouts, retries, errors) that ``GcsClient`` and
+``rayscale.ray.raylet.RayletClient`` share.
 
 Token authentication (Ray >= 2.52, ``RAY_AUTH_MODE=token``): Ray's own clients send the token as
 the gRPC metadata ``authorization: Bearer <token>`` on every call; so does this one when given
@@ -25,16 +31,25 @@ import logging
 import random
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Any, Final, Self, TypeVar
+from typing import Any, ClassVar, Final, Self, TypeVar
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 
 from rayscale.ray import convert, model
+from rayscale.ray.wire import (
+    ACTOR_INFO,
+    JOB_INFO,
+    NODE_INFO,
+    PLACEMENT_GROUP_INFO,
+    SERVICE,
+    method_path,
+)
 from rayscale.ray.wire import autoscaler_pb2 as pb
-from rayscale.ray.wire import method_path
+from rayscale.ray.wire import gcs_service_pb2 as service_pb
 
-__all__ = ["GcsCallError", "GcsClient", "GcsError", "GcsUnavailable"]
+__all__ = ["GcsCallError", "GcsClient", "GcsError", "GcsUnavailable", "RpcClient"]
 
 log = logging.getLogger(__name__)
 
@@ -59,26 +74,33 @@ def _serialize(message: Message) -> bytes:
 
 
 class GcsError(Exception):
-    """A call to a Ray GCS failed."""
+    """A call to a Ray GCS (or, from ``RayletClient``, a raylet: `peer` says which) failed."""
 
-    def __init__(self, address: str, method: str, code: str, details: str) -> None:
-        super().__init__(f"GCS {address}: {method} failed: {code}: {details}")
+    def __init__(self, address: str, method: str, code: str, details: str, *, peer: str = "GCS") -> None:
+        super().__init__(f"{peer} {address}: {method} failed: {code}: {details}")
         self.address = address
         self.method = method
-        self.code = code  # gRPC status code name, e.g. "UNAVAILABLE"
+        # gRPC status code name, e.g. "UNAVAILABLE"; "GCS_STATUS_<n>" for an error the GCS put in
+        # the reply's status (Ray's own status code n).
+        self.code = code
         self.details = details
+        self.peer = peer
 
 
 class GcsUnavailable(GcsError):
-    """The GCS could not be reached or did not answer in time, after all retries."""
+    """The server could not be reached or did not answer in time, after all retries."""
 
 
 class GcsCallError(GcsError):
-    """The GCS answered with an error that retrying will not fix (e.g. UNAUTHENTICATED)."""
+    """The server answered with an error that retrying will not fix (e.g. UNAUTHENTICATED)."""
 
 
-class GcsClient:
-    """Calls to one GCS. Create and use it inside the event loop; ``close()`` (or ``async with``)."""
+class RpcClient:
+    """Unary calls to one Ray gRPC server (a GCS, a raylet), with the token, timeouts and retries
+    described in the module docstring. Create and use it inside the event loop; ``close()`` (or
+    ``async with``). Subclasses add the methods; `peer` names the server in errors and logs."""
+
+    peer: ClassVar[str] = "Ray"
 
     def __init__(
         self,
@@ -118,13 +140,61 @@ class GcsClient:
         if channel is not None:
             await channel.close()
 
-    # ---- the service ----
+    def _callable(
+        self, service: ServiceDescriptor, method: str, reply_type: type[Reply]
+    ) -> grpc.aio.UnaryUnaryMultiCallable[Any, Any]:
+        if self._channel is None:
+            self._channel = grpc.aio.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
+        path = method_path(method, service)
+        call = self._calls.get(path)
+        if call is None:
+            call = self._channel.unary_unary(
+                path,
+                request_serializer=_serialize,
+                response_deserializer=reply_type.FromString,
+            )
+            self._calls[path] = call
+        return call
+
+    async def _call(
+        self, service: ServiceDescriptor, method: str, request: Message, reply_type: type[Reply]
+    ) -> Reply:
+        call = self._callable(service, method, reply_type)
+        attempt = 0
+        while True:
+            try:
+                reply: Reply = await call(request, timeout=self.timeout, metadata=self._metadata)
+                return reply
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code()
+                details = exc.details() or ""
+                if code not in TRANSIENT:
+                    raise GcsCallError(self.address, method, code.name, details, peer=self.peer) from exc
+                if attempt >= self.retries:
+                    raise GcsUnavailable(self.address, method, code.name, details, peer=self.peer) from exc
+            delay = min(self.max_backoff, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)
+            attempt += 1
+            log.debug(
+                "%s %s: %s: %s; retry %d in %.2fs", self.peer, self.address, method, code.name, attempt, delay
+            )
+            await asyncio.sleep(delay)
+
+
+class GcsClient(RpcClient):
+    """Calls to one GCS."""
+
+    peer = "GCS"
+
+    # ---- AutoscalerStateService ----
 
     async def get_cluster_resource_state(self) -> model.ClusterState:
         """Nodes (with idle times and free resources), pending tasks, placement groups and
         ``request_resources`` constraints."""
         reply = await self._call(
-            "GetClusterResourceState", pb.GetClusterResourceStateRequest(), pb.GetClusterResourceStateReply
+            SERVICE,
+            "GetClusterResourceState",
+            pb.GetClusterResourceStateRequest(),
+            pb.GetClusterResourceStateReply,
         )
         return convert.cluster_state(reply.cluster_resource_state)
 
@@ -136,6 +206,7 @@ class GcsClient:
         older ones.
         """
         await self._call(
+            SERVICE,
             "ReportAutoscalingState",
             convert.autoscaling_state_request(state),
             pb.ReportAutoscalingStateReply,
@@ -154,48 +225,60 @@ class GcsClient:
         accepts a drain of an unknown or dead node.
         """
         request = convert.drain_request(node_id, reason, message, deadline_ms)
-        reply = await self._call("DrainNode", request, pb.DrainNodeReply)
+        reply = await self._call(SERVICE, "DrainNode", request, pb.DrainNodeReply)
         return model.DrainResult(accepted=reply.is_accepted, rejection_reason=reply.rejection_reason_message)
 
     async def request_cluster_resource_constraint(self, demands: Iterable[model.ResourceDemand]) -> None:
         """What ``ray.autoscaler.sdk.request_resources`` does: replace the cluster's resource
         constraint with `demands` (an empty list clears it). For tests and tools."""
         await self._call(
+            SERVICE,
             "RequestClusterResourceConstraint",
             convert.constraint_request(demands),
             pb.RequestClusterResourceConstraintReply,
         )
 
-    # ---- plumbing ----
+    # ---- the info services ----
 
-    def _callable(self, method: str, reply_type: type[Reply]) -> grpc.aio.UnaryUnaryMultiCallable[Any, Any]:
-        if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
-        call = self._calls.get(method)
-        if call is None:
-            call = self._channel.unary_unary(
-                method_path(method),
-                request_serializer=_serialize,
-                response_deserializer=reply_type.FromString,
+    async def get_all_node_info(self, *, alive_only: bool = False) -> list[model.NodeInfo]:
+        """Every node the GCS knows of: the live ones and the dead ones it still remembers (only
+        the live ones with `alive_only`)."""
+        method = "GetAllNodeInfo"
+        request = convert.node_info_request(alive_only=alive_only)
+        reply = await self._call(NODE_INFO, method, request, service_pb.GetAllNodeInfoReply)
+        self._check(method, reply.status)
+        return [convert.node_info(n) for n in reply.node_info_list]
+
+    async def get_all_job_info(self) -> list[model.JobInfo]:
+        """Every job (driver) the GCS knows of, live and finished, with the job submission API's
+        status of the submitted ones."""
+        method = "GetAllJobInfo"
+        request = convert.job_info_request()
+        reply = await self._call(JOB_INFO, method, request, service_pb.GetAllJobInfoReply)
+        self._check(method, reply.status)
+        return [convert.job_info(j) for j in reply.job_info_list]
+
+    async def get_all_actor_info(self, *, state: str | None = None) -> list[model.ActorInfo]:
+        """Every actor the GCS holds (the dead ones it still remembers too), or only those in
+        `state`, e.g. "ALIVE" (one of ``convert.ACTOR_STATES``: Ray's filter takes one state, so
+        "not dead" is a filter on the result)."""
+        method = "GetAllActorInfo"
+        request = convert.actor_info_request(state)
+        reply = await self._call(ACTOR_INFO, method, request, service_pb.GetAllActorInfoReply)
+        self._check(method, reply.status)
+        return [convert.actor_info(a) for a in reply.actor_table_data]
+
+    async def get_all_placement_groups(self) -> list[model.PlacementGroupInfo]:
+        """Every placement group the GCS holds, placed or not (removed ones it still remembers too)."""
+        method = "GetAllPlacementGroup"
+        request = service_pb.GetAllPlacementGroupRequest()
+        reply = await self._call(PLACEMENT_GROUP_INFO, method, request, service_pb.GetAllPlacementGroupReply)
+        self._check(method, reply.status)
+        return [convert.placement_group_info(p) for p in reply.placement_group_table_data]
+
+    def _check(self, method: str, status: service_pb.GcsStatus) -> None:
+        """The GCS answers its info calls with gRPC OK and puts its own error in the reply."""
+        if status.code != 0:
+            raise GcsCallError(
+                self.address, method, f"GCS_STATUS_{status.code}", status.message, peer=self.peer
             )
-            self._calls[method] = call
-        return call
-
-    async def _call(self, method: str, request: Message, reply_type: type[Reply]) -> Reply:
-        call = self._callable(method, reply_type)
-        attempt = 0
-        while True:
-            try:
-                reply: Reply = await call(request, timeout=self.timeout, metadata=self._metadata)
-                return reply
-            except grpc.aio.AioRpcError as exc:
-                code = exc.code()
-                details = exc.details() or ""
-                if code not in TRANSIENT:
-                    raise GcsCallError(self.address, method, code.name, details) from exc
-                if attempt >= self.retries:
-                    raise GcsUnavailable(self.address, method, code.name, details) from exc
-            delay = min(self.max_backoff, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)
-            attempt += 1
-            log.debug("GCS %s: %s: %s; retry %d in %.2fs", self.address, method, code.name, attempt, delay)
-            await asyncio.sleep(delay)

@@ -1,27 +1,44 @@
-"""Protobuf messages of ``ray.rpc.autoscaler`` to ``rayscale.ray.model`` values, and back.
+"""Protobuf messages of ``ray.rpc.autoscaler`` and of the GCS info services and the raylet
+(``ray.rpc``) to ``rayscale.ray.model`` values, and back.
 
 Pure functions; the only place that knows both representations.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
+
+from google.protobuf.descriptor import EnumDescriptor
 
 from rayscale.ray import model
 from rayscale.ray.wire import autoscaler_pb2 as pb
 from rayscale.ray.wire import common_pb2 as common_pb
+from rayscale.ray.wire import gcs_pb2 as gcs_pb
+from rayscale.ray.wire import gcs_service_pb2 as service_pb
+from rayscale.ray.wire import node_manager_pb2 as raylet_pb
 
 __all__ = [
+    "ACTOR_STATES",
+    "JOB_SUBMISSION_ID",
     "NODE_ID_BYTES",
+    "actor_info",
+    "actor_info_request",
     "autoscaling_state_request",
     "cluster_state",
     "constraint_request",
     "drain_request",
     "gang_request",
+    "job_info",
+    "job_info_request",
     "node_id_bytes",
+    "node_info",
+    "node_info_request",
     "node_state",
     "parse_gang_details",
+    "placement_group_info",
+    "resize_request",
     "resource_demand",
     "resource_request",
 ]
@@ -53,6 +70,18 @@ _DRAIN_REASON = {
     model.DrainReason.IDLE_TERMINATION: pb.DRAIN_NODE_REASON_IDLE_TERMINATION,
     model.DrainReason.PREEMPTION: pb.DRAIN_NODE_REASON_PREEMPTION,
 }
+
+
+def _enum_names(enum: EnumDescriptor) -> dict[int, str]:
+    return {value.number: value.name for value in enum.values}
+
+
+_ACTOR_STATE = _enum_names(gcs_pb.ActorTableData.ActorState.DESCRIPTOR)
+_PLACEMENT_GROUP_STATE = _enum_names(gcs_pb.PlacementGroupTableData.PlacementGroupState.DESCRIPTOR)
+# The names `actor_info_request` takes, in Ray's order.
+ACTOR_STATES: tuple[str, ...] = tuple(_ACTOR_STATE.values())
+# The job config metadata key under which the job submission API records a job's submission id.
+JOB_SUBMISSION_ID = "job_submission_id"
 # GCS writes a placement group's `details` as "<id hex>:<STRATEGY>|<STATE>".
 _GANG_DETAILS = re.compile(r"^(?P<id>[0-9a-fA-F]+):(?P<strategy>[A-Z_]+)(?:\|(?P<state>[A-Z_]+))?$")
 
@@ -187,7 +216,107 @@ def cluster_state(msg: pb.ClusterResourceState) -> model.ClusterState:
     )
 
 
+def _hex(raw: bytes) -> str | None:
+    return raw.hex() if raw else None
+
+
+def _state_name(names: Mapping[int, str], number: int) -> str:
+    # An enum value this proto does not declare (a newer Ray) keeps its number.
+    return names.get(number, f"UNKNOWN_{number}")
+
+
+def node_info(msg: gcs_pb.GcsNodeInfo) -> model.NodeInfo:
+    return model.NodeInfo(
+        node_id=msg.node_id.hex(),
+        alive=msg.state == gcs_pb.GcsNodeInfo.ALIVE,
+        address=msg.node_manager_address,
+        raylet_port=int(msg.node_manager_port),
+        instance_id=msg.instance_id or None,
+        total_resources=dict(msg.resources_total),
+        labels=dict(msg.labels),
+        is_head=msg.is_head_node,
+    )
+
+
+def job_info(msg: gcs_pb.JobTableData) -> model.JobInfo:
+    """The driver's node is its address's; the job submission API's record names it otherwise.
+    The entrypoint is the driver's command line, else the submitted one."""
+    submitted = msg.job_info if msg.HasField("job_info") else None
+    driver_node_id = _hex(msg.driver_address.node_id)
+    if driver_node_id is None and submitted is not None and submitted.HasField("driver_node_id"):
+        driver_node_id = submitted.driver_node_id.lower() or None
+    return model.JobInfo(
+        job_id=msg.job_id.hex(),
+        is_dead=msg.is_dead,
+        submission_id=msg.config.metadata.get(JOB_SUBMISSION_ID) or None,
+        driver_node_id=driver_node_id,
+        entrypoint=msg.entrypoint or (submitted.entrypoint if submitted is not None else ""),
+        status=(submitted.status or None) if submitted is not None else None,
+    )
+
+
+def actor_info(msg: gcs_pb.ActorTableData) -> model.ActorInfo:
+    node_id = msg.node_id if msg.HasField("node_id") else b""
+    return model.ActorInfo(
+        actor_id=msg.actor_id.hex(),
+        state=_state_name(_ACTOR_STATE, msg.state),
+        node_id=_hex(node_id or msg.address.node_id),
+        job_id=msg.job_id.hex(),
+        name=msg.name,
+        class_name=msg.class_name,
+        detached=msg.is_detached,
+    )
+
+
+def placement_group_info(msg: gcs_pb.PlacementGroupTableData) -> model.PlacementGroupInfo:
+    return model.PlacementGroupInfo(
+        pg_id=msg.placement_group_id.hex(),
+        state=_state_name(_PLACEMENT_GROUP_STATE, msg.state),
+        node_ids=tuple(b.node_id.hex() for b in msg.bundles if b.node_id),
+        job_id=msg.creator_job_id.hex(),
+        detached=msg.is_detached,
+        name=msg.name,
+    )
+
+
 # ---- model -> proto ----
+
+
+def node_info_request(*, alive_only: bool) -> service_pb.GetAllNodeInfoRequest:
+    request = service_pb.GetAllNodeInfoRequest()
+    if alive_only:
+        request.state_filter = gcs_pb.GcsNodeInfo.ALIVE
+    return request
+
+
+def job_info_request() -> service_pb.GetAllJobInfoRequest:
+    """Every job with the job submission API's record, without asking each driver whether it
+    runs tasks (one call from the GCS per live driver, which rayscale does not need)."""
+    return service_pb.GetAllJobInfoRequest(
+        skip_submission_job_info_field=False, skip_is_running_tasks_field=True
+    )
+
+
+def actor_info_request(state: str | None) -> service_pb.GetAllActorInfoRequest:
+    """All actors, or those in one state (Ray filters by one state only); ValueError for a state
+    not in `ACTOR_STATES`."""
+    request = service_pb.GetAllActorInfoRequest()
+    if state is not None:
+        if state not in ACTOR_STATES:
+            raise ValueError(f"not an actor state: {state!r} (one of {', '.join(ACTOR_STATES)})")
+        request.filters.state = gcs_pb.ActorTableData.ActorState.Value(state)
+    return request
+
+
+def resize_request(resources: Mapping[str, float]) -> raylet_pb.ResizeLocalResourceInstancesRequest:
+    """New totals for a node's resources; ValueError for an empty name or an amount that is
+    negative or not finite."""
+    for name, amount in resources.items():
+        if not name:
+            raise ValueError("empty resource name")
+        if not math.isfinite(amount):
+            raise ValueError(f"amount of {name} is not finite: {amount}")
+    return raylet_pb.ResizeLocalResourceInstancesRequest(resources=_resources(resources))
 
 
 def node_id_bytes(node_id: str) -> bytes:

@@ -1,10 +1,14 @@
 """What rayscale reads from Ray's GCS and reports back to it, as plain typed values (no protobuf).
 
-These mirror ``ray.rpc.autoscaler.ClusterResourceState`` (reference: ray-autoscaler-v2.md §11)
-closely enough that nothing the scheduler needs is lost, with Ray's encodings undone: node ids
-are hex strings, enums are string enums, a placement group's strategy and state are parsed out
-of the ``details`` text. Resource maps hold Ray's numbers as they are (``memory`` and
-``object_store_memory`` in bytes).
+These mirror ``ray.rpc.autoscaler.ClusterResourceState`` closely enough that nothing the
+scheduler needs is lost, with Ray's encodings undone: node ids are hex strings, enums are string
+enums, a placement group's strategy and state are parsed out of the ``details`` text. Resource
+maps hold Ray's numbers as they are (``memory`` and ``object_store_memory`` in bytes).
+
+``NodeInfo``, ``JobInfo``, ``ActorInfo`` and ``PlacementGroupInfo`` are the GCS's tables of
+nodes, jobs, actors and placement groups (``GetAllNodeInfo``, ``GetAllJobInfo``,
+``GetAllActorInfo``, ``GetAllPlacementGroup``), with the same encodings undone; their states are
+Ray's enum value names (e.g. ``"ALIVE"``, ``"CREATED"``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "ActorInfo",
     "AutoscalingState",
     "ClusterState",
     "DrainReason",
@@ -22,15 +27,18 @@ __all__ = [
     "FailedInstanceRequest",
     "GangRequest",
     "GangSelector",
+    "JobInfo",
     "LabelConstraint",
     "LabelOperator",
     "LabelSelector",
     "Locality",
+    "NodeInfo",
     "NodeState",
     "NodeStatus",
     "PendingInstance",
     "PendingInstanceRequest",
     "PlacementConstraint",
+    "PlacementGroupInfo",
     "ResourceDemand",
     "ResourceRequest",
 ]
@@ -256,3 +264,76 @@ class AutoscalingState:
     infeasible_gang_resource_requests: tuple[GangRequest, ...] = ()
     # Each entry is one whole request_resources constraint (all of its bundles).
     infeasible_cluster_resource_constraints: tuple[tuple[ResourceDemand, ...], ...] = ()
+
+
+# ---- the GCS's tables: nodes, jobs, actors, placement groups ----
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """One node of ``GetAllNodeInfo``: a live node, or a dead one the GCS still remembers.
+
+    `total_resources` are the totals the node registered with: Ray 2.60 does not update them when
+    the node's resources are resized (``RayletClient.resize_local_resources``); the live totals
+    are ``NodeState.total_resources`` (``GetClusterResourceState``).
+    """
+
+    node_id: str  # hex
+    alive: bool
+    address: str  # the raylet's IP address (node_manager_address)
+    raylet_port: int  # where the raylet serves NodeManagerService (node_manager_port)
+    # RAY_CLOUD_INSTANCE_ID of the node: the pod name on Kubernetes; None when not set (a head
+    # started without it).
+    instance_id: str | None
+    total_resources: Mapping[str, float] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    is_head: bool = False
+
+    @property
+    def raylet_address(self) -> str:
+        """``host:port`` of the node's raylet, for ``RayletClient`` (an IPv6 host in brackets)."""
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{host}:{self.raylet_port}"
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """One job (one driver) of ``GetAllJobInfo``."""
+
+    job_id: str  # hex
+    is_dead: bool
+    # The job submission API's id (its job config's "job_submission_id"); None for a driver
+    # started by hand (``ray.init``).
+    submission_id: str | None
+    driver_node_id: str | None  # hex; None when the GCS does not say
+    entrypoint: str
+    # The submitted job's status (PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED); None for a job
+    # the job submission API did not start.
+    status: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActorInfo:
+    """One actor of ``GetAllActorInfo``."""
+
+    actor_id: str  # hex
+    state: str  # DEPENDENCIES_UNREADY | PENDING_CREATION | ALIVE | RESTARTING | DEAD
+    node_id: str | None  # hex: where it runs (or last ran); None before it is placed
+    job_id: str  # hex
+    name: str = ""  # "" for an unnamed actor
+    class_name: str = ""
+    detached: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementGroupInfo:
+    """One placement group of ``GetAllPlacementGroup``."""
+
+    pg_id: str  # hex
+    state: str  # PENDING | PREPARED | CREATED | REMOVED | RESCHEDULING
+    # The node of each placed bundle, in bundle order (a node twice when it holds two bundles);
+    # unplaced bundles are left out, so a pending group has none.
+    node_ids: tuple[str, ...]
+    job_id: str  # hex: the job that created it
+    detached: bool = False
+    name: str = ""
