@@ -22,6 +22,7 @@ from e2e.raybridge import rayproc
 from e2e.raybridge.bridge import GCS_ANNOTATION, RayBridge
 from e2e.raybridge.driver import RayDriver
 from kubernetes_asyncio import watch
+from kubernetes_asyncio.client.exceptions import ApiException
 from tests.integration.controller.helpers import Kube
 from tests.integration.polling import eventually
 
@@ -44,6 +45,7 @@ __all__ = [
 
 NAME = "ray-cluster"
 RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")
+RVC = ("rayscale.io", "v1alpha1", "rayvirtualclusters")
 RESULTS = Path(__file__).resolve().parent / ".results"
 # Deadlines. KubeRay's e2e suite uses 1, 2 and 5 minutes (Short, Medium, Long); ours are sized
 # for `ray start` on a busy 2-core machine.
@@ -344,6 +346,49 @@ class Scenario:
     async def delete_request(self, name: str) -> None:
         await self.kube.objects.delete_namespaced_custom_object(*RRR[:2], self.kube.ns, RRR[2], name)
 
+    # ---- RayVirtualClusters ----
+
+    async def virtual_cluster(
+        self, name: str, groups: Sequence[Mapping[str, Any]], *, divisible: bool = False
+    ) -> None:
+        """Create a RayVirtualCluster of the cluster: one {groupName, nodes, minNodes, maxNodes} a group."""
+        body = {
+            "apiVersion": "rayscale.io/v1alpha1",
+            "kind": "RayVirtualCluster",
+            "metadata": {"name": name},
+            "spec": {"rayClusterName": NAME, "divisible": divisible, "groups": [dict(g) for g in groups]},
+        }
+        await self.kube.objects.create_namespaced_custom_object(*RVC[:2], self.kube.ns, RVC[2], body)
+
+    async def vc(self, name: str) -> dict[str, Any] | None:
+        """The RayVirtualCluster, None once it is gone."""
+        try:
+            got: dict[str, Any] = await self.kube.objects.get_namespaced_custom_object(
+                *RVC[:2], self.kube.ns, RVC[2], name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return got
+
+    async def vc_status(self, name: str) -> dict[str, Any]:
+        found = await self.vc(name)
+        return dict((found or {}).get("status") or {})
+
+    async def vc_nodes(self, name: str, *, states: tuple[str, ...] = ("Idle", "Busy", "Ready")) -> list[str]:
+        """Pods of the VC whose state is one of `states`, per its status."""
+        status = await self.vc_status(name)
+        return sorted(
+            n["pod"]
+            for g in status.get("groups") or []
+            for n in g.get("nodes") or []
+            if n.get("state") in states
+        )
+
+    async def delete_vc(self, name: str) -> None:
+        await self.kube.objects.delete_namespaced_custom_object(*RVC[:2], self.kube.ns, RVC[2], name)
+
     # ---- waits ----
 
     async def wait_workers(
@@ -496,6 +541,17 @@ class Scenario:
             message=f"placement group {name} ready",
         )
         return {bundle: await self.pod_of(node) for bundle, node in sorted(nodes.items())}
+
+    async def started_on(self, marker: Path, *, timeout: float = 240) -> str:  # noqa: ASYNC109
+        """The Ray node id the driver's task holding `marker` runs on, once it runs."""
+        started = marker.with_name(marker.name + ".started")
+        node: str = await eventually(
+            lambda: started.exists() and started.read_text(),
+            timeout=timeout,
+            interval=0.25,
+            message=f"task {marker.name} running",
+        )
+        return node
 
     async def pod_of(self, node_id: str) -> str:
         for node in (await self.state()).nodes:

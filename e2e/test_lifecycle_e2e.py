@@ -101,13 +101,7 @@ async def test_multi_host_group_scales_whole_replicas(scenario: Scenario) -> Non
 
 async def _started(scenario: Scenario, marker: Path) -> str:
     """The Ray node id the task holding `marker` runs on, once it runs."""
-    started = marker.with_name(marker.name + ".started")
-    return await eventually(
-        lambda: started.exists() and started.read_text(),
-        timeout=240,
-        interval=0.25,
-        message=f"task {marker.name} running",
-    )
+    return await scenario.started_on(marker)
 
 
 async def _result(scenario: Scenario, task: str) -> str:

@@ -37,7 +37,14 @@ class RayDriver:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def start(cls, gcs_address: str, log: Path, *, timeout: float = 120) -> AsyncIterator[RayDriver]:  # noqa: ASYNC109
+    async def start(
+        cls,
+        gcs_address: str,
+        log: Path,
+        *,
+        timeout: float = 120,  # noqa: ASYNC109
+        submission_id: str | None = None,
+    ) -> AsyncIterator[RayDriver]:
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as err:
             process = await asyncio.create_subprocess_exec(
@@ -45,7 +52,7 @@ class RayDriver:
                 str(MAIN),
                 gcs_address,
                 rayproc.NODE_IP,
-                env=rayproc.driver_env(),
+                env=rayproc.driver_env({"E2E_JOB_SUBMISSION_ID": submission_id} if submission_id else None),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=err,

@@ -1,6 +1,7 @@
 """A Ray driver that takes commands: one JSON object a line on stdin, one JSON reply a line on stdout.
 
-Run by `e2e.raybridge.driver.RayDriver` as ``python driver_main.py GCS_ADDRESS NODE_IP``; it is
+Run by `e2e.raybridge.driver.RayDriver` as ``python driver_main.py GCS_ADDRESS NODE_IP`` (with
+``E2E_JOB_SUBMISSION_ID`` set, its job carries that submission id, as a submitted job does); it is
 the only place in the e2e suite that imports ``ray`` (the test process must not: Ray's protobuf
 messages clash with rayscale's). It prints ``{"ready": true}`` once connected.
 
@@ -35,6 +36,8 @@ from typing import Any, TextIO
 import ray
 from ray.autoscaler.sdk import request_resources
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+
+SUBMISSION_ID_ENV = "E2E_JOB_SUBMISSION_ID"
 
 
 @ray.remote
@@ -181,7 +184,13 @@ def reply_stream() -> TextIO:
 def main() -> None:
     address, node_ip = sys.argv[1], sys.argv[2]
     out = reply_stream()
-    ray.init(address=address, _node_ip_address=node_ip, log_to_driver=False, namespace="e2e")
+    job_config = None
+    submission_id = os.environ.get(SUBMISSION_ID_ENV)
+    if submission_id:  # a driver that the GCS records like a job submission's (the dashboard is off)
+        job_config = ray.job_config.JobConfig(metadata={"job_submission_id": submission_id})
+    ray.init(
+        address=address, _node_ip_address=node_ip, log_to_driver=False, namespace="e2e", job_config=job_config
+    )
     commands = Commands()
     print(json.dumps({"ready": True}), file=out, flush=True)
     for line in sys.stdin:

@@ -32,11 +32,13 @@ registry = kopf.OperatorRegistry()
 ALL = "*"  # index key suffix for "every pod of the cluster" (never a valid label value)
 RAYCLUSTERS = ("ray.io", "v1", "rayclusters")
 RAYRESOURCEREQUESTS = ("rayscale.io", "v1alpha1", "rayresourcerequests")
+RAYVIRTUALCLUSTERS = ("rayscale.io", "v1alpha1", "rayvirtualclusters")
 INDEXES = (
     "rayclusters_by_name",
     "ray_pods_by_group",
     "ray_services_by_cluster",
     "rayresourcerequests_by_cluster",
+    "rayvirtualclusters_by_cluster",
 )
 PREFIX = "rayscale.io"
 
@@ -84,6 +86,9 @@ class IndexSource:
 
     def requests(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
         return list(self._index("rayresourcerequests_by_cluster").get(key, ()))
+
+    def virtual_clusters(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
+        return list(self._index("rayvirtualclusters_by_cluster").get(key, ()))
 
     def cluster_keys(self) -> Sequence[ClusterKey]:
         return list(self._index("rayclusters_by_name"))
@@ -251,6 +256,19 @@ async def rayresourcerequests_by_cluster(namespace: str | None, body: kopf.Body,
     return {(namespace or "", str(body.spec.get("clusterName", ""))): slim}
 
 
+@kopf.index(*RAYVIRTUALCLUSTERS, registry=registry)
+async def rayvirtualclusters_by_cluster(namespace: str | None, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    meta = body.metadata
+    slim = {
+        "metadata": {k: meta[k] for k in (
+            "name", "namespace", "uid", "generation", "deletionTimestamp", "resourceVersion", "finalizers"
+        ) if k in meta},
+        "spec": dict(body.spec),
+        "status": dict(body.status),
+    }  # fmt: skip
+    return {(namespace or "", str(body.spec.get("rayClusterName", ""))): slim}
+
+
 def _attach(memo: Any, kwargs: Mapping[str, Any]) -> Runtime:
     runtime: Runtime = memo.runtime
     if not runtime.indexes:
@@ -294,6 +312,12 @@ async def ray_service_event(
 @kopf.on.event(*RAYRESOURCEREQUESTS, registry=registry)
 async def rayresourcerequest_event(namespace: str | None, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
     key = (namespace or "", str(body.spec.get("clusterName", "")))
+    _mark(memo, kwargs, key, controller=False)
+
+
+@kopf.on.event(*RAYVIRTUALCLUSTERS, registry=registry)
+async def rayvirtualcluster_event(namespace: str | None, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
+    key = (namespace or "", str(body.spec.get("rayClusterName", "")))
     _mark(memo, kwargs, key, controller=False)
 
 

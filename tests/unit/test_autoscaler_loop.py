@@ -69,6 +69,9 @@ class Source:
     def requests(self, key: tuple[str, str]) -> Sequence[Mapping[str, Any]]:
         return self._requests
 
+    def virtual_clusters(self, key: tuple[str, str]) -> Sequence[Mapping[str, Any]]:
+        return []
+
 
 class Events:
     def __init__(self) -> None:

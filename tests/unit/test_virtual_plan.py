@@ -32,8 +32,12 @@ def busy(name: str) -> Node:
     return Node(name, "cpu", idle_seconds=0.0, available={"CPU": 0})
 
 
-def vc(name: str = "a", nodes: int = 1, low: int | None = None, high: int | None = None, **kw: Any) -> VirtualCluster:
-    share = VcGroup("cpu", nodes, nodes if low is None else low, nodes if high is None else high, kw.pop("desired", nodes))
+def vc(
+    name: str = "a", nodes: int = 1, low: int | None = None, high: int | None = None, **kw: Any
+) -> VirtualCluster:
+    share = VcGroup(
+        "cpu", nodes, nodes if low is None else low, nodes if high is None else high, kw.pop("desired", nodes)
+    )
     return VirtualCluster(name, (share,), **kw)
 
 
@@ -146,9 +150,12 @@ def test_removal_returns_idle_hosts_and_waits_for_busy_ones() -> None:
     assert done.removed == frozenset({"a"})
 
 
-def test_members_of_a_vc_that_is_gone_are_free_again() -> None:
-    p = plan(snap(idle("v1")), [], {"v1": Member("gone")})
+def test_members_of_a_vc_that_is_gone_are_free_again_once_idle() -> None:
+    members = {"v1": Member("gone"), "v2": Member("gone", "j")}
+    p = plan(snap(idle("v1"), busy("v2")), [], members)
     assert p.assign == {"v1": None}
+    assert p.decision.groups["cpu"].replicas == 2
+    assert p.decision.terminate == ()
 
 
 def test_unknown_vc_is_its_own_reason() -> None:
@@ -189,7 +196,8 @@ def test_a_finished_jobs_cluster_goes_back_once_idle() -> None:
     p = plan(s, [vc(nodes=2, divisible=True)], members, finished={"j"})
     assert p.assign == {"v1": Member("a")}
     (cluster,) = p.jobs
-    assert cluster.destroying and dict(cluster.hosts) == {"cpu": 1} and "ended" in cluster.reason
+    assert (cluster.destroying, dict(cluster.hosts)) == (True, {"cpu": 1})
+    assert "ended" in cluster.reason
     members = {"v1": Member("a"), "v2": Member("a", "j")}
     gone = plan(snap(idle("v1"), idle("v2")), [vc(nodes=2, divisible=True)], members, {"j"})
     assert gone.assign == {"v2": Member("a")}

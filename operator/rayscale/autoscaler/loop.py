@@ -60,7 +60,6 @@ from rayscale.autoscaler.ray_report import (
     remember,
 )
 from rayscale.autoscaler.requests import decision_status, pending_status, status_patch
-from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import Decision, RemovalCause, Snapshot
 from rayscale.autoscaler.snapshot import build_snapshot, is_unborn, ray_missing_since, short_groups
 from rayscale.autoscaler.status import (
@@ -85,6 +84,8 @@ from rayscale.autoscaler.trust import (
     without_launches,
     without_removals,
 )
+from rayscale.autoscaler.virtual.apply import VirtualClusters
+from rayscale.autoscaler.virtual.plan import plan as plan_with_vcs
 from rayscale.controller.apply import EventSink
 from rayscale.controller.queue import WorkQueue
 from rayscale.controller.snapshot import is_head, is_terminating, phase, pod_name
@@ -123,6 +124,7 @@ class AutoscalerSource(Protocol):
     def cluster(self, key: ClusterKey) -> Obj | None: ...
     def pods(self, key: ClusterKey) -> Sequence[Obj]: ...
     def requests(self, key: ClusterKey) -> Sequence[Obj]: ...
+    def virtual_clusters(self, key: ClusterKey) -> Sequence[Obj]: ...
 
 
 class Autoscaler:
@@ -166,6 +168,7 @@ class Autoscaler:
         self._refused: dict[ClusterKey, str] = {}  # the refusal last posted as an Event
         self._failures: dict[ClusterKey, tuple[LaunchFailure, ...]] = {}  # recent launch failures
         self._report_version: dict[ClusterKey, int] = {}  # the version of the last report to Ray
+        self.vclusters = VirtualClusters(api, events)
 
     def mark(self, key: ClusterKey) -> None:
         self.queue.mark(key)
@@ -250,27 +253,38 @@ class Autoscaler:
             draining=draining,
         )
         self._short_since[key] = {g: short_since.get(g, now) for g in short_groups(snapshot)}
-        decision = schedule(snapshot if held is None else held_snapshot(snapshot))
+        reading = self.vclusters.read(key, cluster, self.source.virtual_clusters(key), pods)
+        cached = self._gcs.get(key)
+        gcs = cached[2] if cached is not None and state is not None else None
+        finished = await self.vclusters.finished_jobs(reading, gcs)
+        vplan = plan_with_vcs(
+            snapshot if held is None else held_snapshot(snapshot), reading.vcs, reading.members, finished
+        )
+        decision = vplan.decision
         if held is not None:
             decision = without_removals(decision)  # what caps alone would remove waits too
         self.metrics.decision_duration.observe(time.perf_counter() - started)
         if held is not None and not held.launches:
-            return snapshot, without_launches(decision)  # like Ray: no scaling until the head runs
+            # like Ray: no scaling until the head runs; nothing moves between virtual clusters
+            await self.vclusters.apply(key, reading, None, snapshot, state, gcs, None, now)
+            return snapshot, without_launches(decision)
         decision = writable(cluster, decision, pod_names)  # drain nothing the patch would not write
         units = drain_plan(decision, snapshot, state)
         if units:
             decision = without(decision, await self._drain(key, units))
         patch = build_patch(cluster, decision, pod_names)
-        if patch is None:
-            return snapshot, decision
-        try:
-            await ops.json_patch_raycluster(self.api, key[0], key[1], patch)
-        except ops.KubeError as exc:
-            if exc.status in TEST_FAILED:
-                log.debug("autoscaler patch of %s/%s refused (%s); re-planning", *key, exc)
-                return None
-            raise
-        self._applied(key, cluster, snapshot, decision, patch, backoff, now)
+        if patch is not None:
+            try:
+                await ops.json_patch_raycluster(self.api, key[0], key[1], patch)
+            except ops.KubeError as exc:
+                if exc.status in TEST_FAILED:
+                    log.debug("autoscaler patch of %s/%s refused (%s); re-planning", *key, exc)
+                    return None
+                raise
+            self._applied(key, cluster, snapshot, decision, patch, backoff, now)
+        if reading.objects or reading.members or vplan.assign:
+            token = cached[1] if cached is not None else None
+            await self.vclusters.apply(key, reading, vplan, snapshot, state, gcs, token, now)
         return snapshot, decision
 
     def _trust(self, key: ClusterKey, state: ClusterState | None) -> Hold | None:
@@ -491,12 +505,16 @@ class Autoscaler:
             why = "does not have enableInTreeAutoscaling: true"
         message = f"RayCluster {key[1]} {why} in namespace {key[0]}"
         await self._write_statuses(requests, lambda r: pending_status(r, message))
+        vcs = list(self.source.virtual_clusters(key))
+        if vcs:
+            await self.vclusters.not_taken(key, vcs, f"spec.rayClusterName: {message}", self.wall_clock())
         await self._forget(key, keep_backoff=cluster is not None)
         if cluster is not None:
             await self._write_cluster_status(key, clear_autoscaler_patch(_autoscaler_status(cluster)))
 
     async def _forget(self, key: ClusterKey, *, keep_backoff: bool) -> None:
         self.queue.forget(key)
+        self.vclusters.forget(key)
         self._unreachable.discard(key)
         self._warned.discard(key)
         self._gcs_health.pop(key, None)

@@ -52,8 +52,8 @@ WHY = {
     UnmetReason.MAX_WORKERS: "the cluster is at its maximum number of workers",
     UnmetReason.BACKOFF: "every group that could hold it is backing off after failed launches",
     UnmetReason.UPSCALING_LIMIT: "the upscaling mode limits how many workers launch at once",
-    UnmetReason.VIRTUAL_CLUSTER_MAX: "the virtual cluster it asks for is at maxNodes in the groups that could hold it",
-    UnmetReason.NO_VIRTUAL_CLUSTER: "it asks for a virtual cluster (or job cluster) that does not exist or is being removed",
+    UnmetReason.VIRTUAL_CLUSTER_MAX: "the virtual cluster it asks for is at maxNodes",
+    UnmetReason.NO_VIRTUAL_CLUSTER: "the virtual cluster (or job cluster) it asks for does not exist",
 }
 WHAT = {
     "demand": "pending task(s) or actor(s)",

@@ -210,3 +210,38 @@ async def read_secret_key(api: client.ApiClient, namespace: str, name: str, key:
         raise
     value = (secret.get("data") or {}).get(key)
     return base64.b64decode(value).decode() if value else None
+
+
+async def patch_pod_labels(
+    api: client.ApiClient, namespace: str, name: str, labels: dict[str, str | None]
+) -> bool:
+    """Merge-patch a pod's labels (None removes one); False when the pod is gone."""
+    call = _core(api).patch_namespaced_pod(
+        name, namespace, {"metadata": {"labels": labels}}, _content_type=MERGE_PATCH, _preload_content=False
+    )
+    return await _send_unless(call, f"patch labels of pods/{name}", tolerated=404)
+
+
+RVC_PLURAL = "rayvirtualclusters"
+
+
+async def patch_rayvirtualcluster(
+    api: client.ApiClient, namespace: str, name: str, patch: dict[str, Any], *, status: bool = False
+) -> bool:
+    """Merge-patch a RayVirtualCluster (its status subresource with `status`); False when it is gone."""
+    objects = _objects(api)
+    method = (
+        objects.patch_namespaced_custom_object_status if status else objects.patch_namespaced_custom_object
+    )
+    call = method(
+        RRR_GROUP,
+        RRR_VERSION,
+        namespace,
+        RVC_PLURAL,
+        name,
+        patch,
+        _content_type=MERGE_PATCH,
+        _preload_content=False,
+    )
+    what = f"patch {'status of ' if status else ''}rayvirtualclusters/{name}"
+    return await _send_unless(call, what, tolerated=404)

@@ -156,6 +156,9 @@ class StaleSource:
     def requests(self, key: tuple[str, str]) -> Sequence[Obj]:
         return self._requests
 
+    def virtual_clusters(self, key: tuple[str, str]) -> Sequence[Obj]:
+        return []
+
 
 class Events:
     def __init__(self) -> None:

@@ -46,6 +46,7 @@ from rayscale.autoscaler.virtual.model import (
     VC_KEY,
     JobCluster,
     Member,
+    VcGroup,
     VcPlan,
     VirtualCluster,
 )
@@ -75,6 +76,11 @@ def is_idle(node: Node) -> bool:
     return node.state is NodeState.RUNNING and node.idle_seconds > 0
 
 
+def _releasable(node: Node) -> bool:
+    """A host that may leave its VC: nothing runs on it (or it is going anyway)."""
+    return is_idle(node) or node.state in GONE or node.state is NodeState.PENDING
+
+
 def _takable(node: Node) -> bool:
     """A host a VC may take: idle, or a real pod still starting (it holds no work yet)."""
     return is_idle(node) or (node.state is NodeState.PENDING and not is_unborn(node.name))
@@ -91,10 +97,8 @@ class _Membership:
         for pod, member in members.items():
             if pod not in self.nodes:
                 continue
-            vc = vcs.get(member.vc)
-            if vc is None:  # its VC is gone: the host is the RayCluster's again
-                self.assign[pod] = None
-            elif member.job is not None and not vc.divisible:
+            vc = vcs[member.vc]
+            if member.job is not None and not vc.divisible:
                 self.move(pod, Member(member.vc))
             else:
                 self.members[pod] = member
@@ -170,7 +174,7 @@ def _prepass(
         vc = vcs[m.vc]
         job = jobs.get((m.vc, m.job)) if m.job is not None else None
         back = vc.removing or (job is not None and job.destroying)
-        if back and (is_idle(node) or node.state in GONE or node.state is NodeState.PENDING):
+        if back and _releasable(node):
             members.move(pod, None if vc.removing else Member(m.vc))
     for vc in sorted(vcs.values(), key=lambda v: v.name):
         if vc.removing:
@@ -506,6 +510,14 @@ def plan(
     """
     scheduler = scheduler or schedule
     by_name = {v.name: v for v in vcs}
+    groups = {n.name: n.group for n in snapshot.nodes}
+    orphans: dict[str, set[str]] = defaultdict(set)
+    for pod, m in members.items():
+        if m.vc not in by_name and pod in groups:
+            orphans[m.vc].add(groups[pod])
+    for name, held in orphans.items():  # a VC gone or invalid: its hosts go back once idle
+        shares = tuple(VcGroup(g, 0, 0, 0, 0) for g in sorted(held))
+        by_name[name] = VirtualCluster(name, shares, divisible=True, removing=True)
     membership = _Membership(snapshot, by_name, members)
     jobs = _jobs(snapshot, by_name, membership, finished)
     _prepass(snapshot, by_name, membership, jobs)
