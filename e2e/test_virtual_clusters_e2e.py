@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from e2e.harness import Scenario, group
 from e2e.raybridge.driver import RayDriver
 from tests.integration.polling import eventually
@@ -15,6 +16,13 @@ from rayscale.api.virtualcluster_names import JOB_LABEL, VC_LABEL, job_resource,
 pytestmark = pytest.mark.timeout(900)
 
 IDLE = 5
+EXAMPLE = [
+    doc
+    for doc in yaml.safe_load_all(
+        (Path(__file__).parents[1] / "examples/virtual-clusters/virtual-clusters.yaml").read_text()
+    )
+    if doc["kind"] == "RayVirtualCluster"
+]
 A, B = vc_resource("team-a"), vc_resource("team-b")
 
 
@@ -37,10 +45,11 @@ async def ray_resources(scenario: Scenario, pod: str) -> dict[str, float]:
 @pytest.mark.e2e_smoke
 async def test_virtual_clusters(scenario: Scenario, tmp_path: Path) -> None:
     await scenario.create([group("cpu", max_replicas=6)], idle_timeout=IDLE)
-    await scenario.virtual_cluster(
-        "team-a", [{"groupName": "cpu", "nodes": 1, "minNodes": 1, "maxNodes": 2}], divisible=True
-    )
-    await scenario.virtual_cluster("team-b", [{"groupName": "cpu", "nodes": 1}])
+    for doc in EXAMPLE:  # the two RayVirtualClusters of the example, as written there
+        spec = doc["spec"]
+        await scenario.virtual_cluster(
+            doc["metadata"]["name"], spec["groups"], divisible=spec.get("divisible", False)
+        )
 
     # Each VC gets one node: a pod labelled with it, whose Ray node carries the VC's resource.
     [a1] = await eventually(
