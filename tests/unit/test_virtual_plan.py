@@ -224,3 +224,11 @@ def test_unborn_replicas_serve_the_vc_first() -> None:
     p = plan(snap(busy("p1"), unborn), [vc(nodes=1)], {})
     assert p.decision.groups["cpu"].replicas == 2  # the spec's unborn replica is the VC's
     assert p.desired == {"a": {"cpu": 1}}
+
+
+def test_without_rays_state_nothing_joins_a_vc_and_no_pod_is_asked_for() -> None:
+    running = Node("p1", "cpu")  # Ray could not be asked: busy for all we know
+    p = plan(snap(running, idle("v1")), [vc(nodes=3, low=2, high=3)], {"v1": Member("a")}, frozen=True)
+    assert p.assign == {}
+    assert p.decision.groups["cpu"].replicas == 2
+    assert p.desired == {"a": {"cpu": 3}}

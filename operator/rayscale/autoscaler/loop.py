@@ -258,7 +258,11 @@ class Autoscaler:
         gcs = cached[2] if cached is not None and state is not None else None
         finished = await self.vclusters.finished_jobs(reading, gcs)
         vplan = plan_with_vcs(
-            snapshot if held is None else held_snapshot(snapshot), reading.vcs, reading.members, finished
+            snapshot if held is None else held_snapshot(snapshot),
+            reading.vcs,
+            reading.members,
+            finished,
+            frozen=state is None,
         )
         decision = vplan.decision
         if held is not None:

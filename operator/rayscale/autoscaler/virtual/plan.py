@@ -167,6 +167,7 @@ def _prepass(
     vcs: Mapping[str, VirtualCluster],
     members: _Membership,
     jobs: Mapping[tuple[str, str], JobCluster],
+    frozen: bool,
 ) -> None:
     """Members that must go back (idle ones only), then VCs short of hosts take free ones."""
     for pod, m in sorted(members.members.items()):
@@ -177,7 +178,7 @@ def _prepass(
         if back and _releasable(node):
             members.move(pod, None if vc.removing else Member(m.vc))
     for vc in sorted(vcs.values(), key=lambda v: v.name):
-        if vc.removing:
+        if vc.removing or frozen:
             continue
         for g in vc.groups:
             short = g.desired - members.count(vc.name, g.name)
@@ -204,8 +205,10 @@ class _Split:
         vcs: Mapping[str, VirtualCluster],
         members: _Membership,
         jobs: Mapping[tuple[str, str], JobCluster],
+        frozen: bool = False,
     ) -> None:
         self.original = snapshot
+        self.frozen = frozen
         self.vcs = vcs
         self.members = members
         self.parts: set[str] = set()
@@ -250,14 +253,15 @@ class _Split:
             room = group.max_replicas - others
             self.parts.add(vc.name)
             name = part_group(group.name, vc.name)
-            if vc.removing:
-                groups.append(_bounded(group, name, vc.name, 0, total - in_jobs))
+            if vc.removing or self.frozen:  # no growth
+                undivided = total - in_jobs
+                groups.append(_bounded(group, name, vc.name, 0 if vc.removing else undivided, undivided))
             else:
                 highest = min(share.max_nodes, room) - in_jobs
                 if share.max_nodes <= room:
                     self.at_vc_max.add(vc.name)
                 groups.append(_bounded(group, name, vc.name, share.min_nodes - in_jobs, highest))
-                wanted[vc.name] = max(0, min(share.desired, share.max_nodes) - total)
+                wanted[vc.name] = 0 if self.frozen else max(0, min(share.desired, share.max_nodes) - total)
             for (jvc, job), cluster in sorted(jobs.items()):
                 if jvc != vc.name:
                     continue
@@ -330,7 +334,7 @@ class _Fold:
         self._returns()
         for name in sorted(self.decision.groups, key=lambda n: (n.count("/"), n)):
             part = _part(name)
-            if part is not None:
+            if part is not None and not self.split.frozen:
                 self._convert(real_group(name), part)
         self._clamp()
         return VcPlan(
@@ -474,6 +478,9 @@ class _Fold:
                 continue
             targets: dict[str, int] = {}
             for share in vc.groups:
+                if self.split.frozen:  # nothing was decided for the VC: its target stands
+                    targets[share.name] = share.desired
+                    continue
                 total = self._total(vc.name, share.name)
                 targets[share.name] = max(share.min_nodes, min(total, share.max_nodes))
             out[vc.name] = targets
@@ -502,11 +509,15 @@ def plan(
     members: Mapping[str, Member],
     finished: Collection[str] = (),
     scheduler: Scheduler | None = None,
+    *,
+    frozen: bool = False,
 ) -> VcPlan:
     """Schedule `snapshot` with its virtual clusters.
 
     `members`: each pod's place, as its labels say; `finished`: submission ids of Ray jobs that
-    ended. Without VCs and members this is the scheduler's own decision.
+    ended. `frozen` (Ray's state is unknown, so no host can be seen idle): no host joins a VC and
+    no VC asks for new pods; VC hosts stay where they are. Without VCs and members this is the
+    scheduler's own decision.
     """
     scheduler = scheduler or schedule
     by_name = {v.name: v for v in vcs}
@@ -520,7 +531,7 @@ def plan(
         by_name[name] = VirtualCluster(name, shares, divisible=True, removing=True)
     membership = _Membership(snapshot, by_name, members)
     jobs = _jobs(snapshot, by_name, membership, finished)
-    _prepass(snapshot, by_name, membership, jobs)
-    split = _Split(snapshot, by_name, membership, jobs)
+    _prepass(snapshot, by_name, membership, jobs, frozen)
+    split = _Split(snapshot, by_name, membership, jobs, frozen)
     decision = scheduler(split.snapshot)
     return _Fold(split, decision, jobs).run()
