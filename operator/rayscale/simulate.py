@@ -1,4 +1,5 @@
-"""`rayscale simulate FILE|-`: run one scheduling decision offline and print it as JSON."""
+"""`rayscale simulate FILE|-`: run one scheduling decision offline and print it as JSON (with the
+virtual clusters' outcome when the scenario has a ``virtualClusters`` key)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import yaml
 
 from rayscale.autoscaler.scenario import ScenarioError, parse_scenario
 from rayscale.autoscaler.scheduler import schedule
+from rayscale.autoscaler.virtual.plan import plan
+from rayscale.autoscaler.virtual.scenario import outcome, parse_virtual
 
 EXIT_BAD_SCENARIO = 2
 
@@ -40,7 +43,9 @@ def load(source: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        snapshot = parse_scenario(load(args.file))
+        doc = load(args.file)
+        snapshot = parse_scenario(doc)
+        virtual = parse_virtual(doc, snapshot)
     except OSError as exc:
         print(f"rayscale simulate: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return EXIT_BAD_SCENARIO
@@ -51,9 +56,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"rayscale simulate: bad scenario: {exc}", file=sys.stderr)
         return EXIT_BAD_SCENARIO
     start = time.perf_counter()
-    decision = schedule(snapshot)
+    result = None if virtual is None else plan(snapshot, virtual.vcs, virtual.members, virtual.finished)
+    decision = schedule(snapshot) if result is None else result.decision
     elapsed = time.perf_counter() - start
     out = decision.to_dict()
+    if virtual is not None and result is not None:
+        out["virtualClusters"] = outcome(result, virtual.vcs)
     out["elapsedSeconds"] = round(elapsed, 6)
     print(json.dumps(out, indent=args.indent or None))
     return 0

@@ -209,6 +209,7 @@ EXPECTED: dict[str, tuple[dict[str, int], dict[str, str]]] = {
     ),
     "slow-boot": ({}, {"gpu-unscheduled": "LAUNCH_FAILED"}),
     "node-labels": ({}, {}),
+    "virtual-clusters": ({"cpu": 3}, {}),
 }
 
 

@@ -1,7 +1,10 @@
 """Scenario files (`rayscale simulate`): YAML or JSON in, a scheduler Snapshot out.
 
 The format is a public contract, documented in docs/scenario-format.md. Every error names the
-field it is about, e.g. ``groups[1].maxReplicas: must be an integer >= 0``.
+field it is about, e.g. ``groups[1].maxReplicas: must be an integer >= 0``. The virtual-cluster
+keys (``virtualClusters``, ``finishedJobs``, a node's ``virtualCluster`` and ``jobCluster``) are
+accepted here and read by `rayscale.autoscaler.virtual.scenario`; the field readers below
+(`fail`, `as_map`, `as_list`, `only`, `integer`, `boolean`) serve both.
 """
 
 from __future__ import annotations
@@ -32,47 +35,54 @@ from rayscale.resources import QuantityError, host_labels, host_resources, quant
 T = TypeVar("T")
 
 TOP_LEVEL = {"cluster", "groups", "nodes", "demands", "gangs", "constraints", "options", "head"}
+VIRTUAL_TOP_LEVEL = {"virtualClusters", "finishedJobs"}
+VIRTUAL_NODE_KEYS = {"virtualCluster", "jobCluster"}
 
 
 class ScenarioError(ValueError):
     """A scenario that does not follow the format; the message starts with the field path."""
 
 
-def _fail(path: str, message: str) -> ScenarioError:
+def fail(path: str, message: str) -> ScenarioError:
+    """The error about the field at `path`."""
     return ScenarioError(f"{path}: {message}")
 
 
-def _map(value: Any, path: str) -> Mapping[str, Any]:
+def as_map(value: Any, path: str) -> Mapping[str, Any]:
+    """`value` as a mapping (null: empty)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise _fail(path, "must be a mapping")
+        raise fail(path, "must be a mapping")
     return value
 
 
-def _list(value: Any, path: str) -> list[Any]:
+def as_list(value: Any, path: str) -> list[Any]:
+    """`value` as a list (null: empty)."""
     if value is None:
         return []
     if not isinstance(value, list):
-        raise _fail(path, "must be a list")
+        raise fail(path, "must be a list")
     return value
 
 
-def _only(data: Mapping[str, Any], allowed: set[str], path: str) -> None:
+def only(data: Mapping[str, Any], allowed: set[str], path: str) -> None:
+    """Refuse the first key of `data` not in `allowed`."""
     unknown = sorted(set(data) - allowed)
     if unknown:
-        raise _fail(
+        raise fail(
             f"{path}.{unknown[0]}" if path else unknown[0],
             f"unknown field (known: {', '.join(sorted(allowed))})",
         )
 
 
-def _int(data: Mapping[str, Any], key: str, path: str, default: int, minimum: int = 0) -> int:
+def integer(data: Mapping[str, Any], key: str, path: str, default: int, minimum: int = 0) -> int:
+    """``data[key]``, an integer >= `minimum` (absent or null: `default`)."""
     value = data.get(key, default)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _fail(f"{path}.{key}", f"must be an integer >= {minimum}")
+        raise fail(f"{path}.{key}", f"must be an integer >= {minimum}")
     return value
 
 
@@ -81,25 +91,26 @@ def _number(data: Mapping[str, Any], key: str, path: str, default: float | None)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise _fail(f"{path}.{key}", "must be a number >= 0")
+        raise fail(f"{path}.{key}", "must be a number >= 0")
     return float(value)
 
 
-def _bool(data: Mapping[str, Any], key: str, path: str) -> bool:
+def boolean(data: Mapping[str, Any], key: str, path: str) -> bool:
+    """``data[key]``, true or false (absent or null: false)."""
     value = data.get(key, False)
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise _fail(f"{path}.{key}", "must be true or false")
+        raise fail(f"{path}.{key}", "must be true or false")
     return value
 
 
 def _labels(value: Any, path: str) -> dict[str, str]:
     """A label map: string keys, scalar values (kept as strings)."""
     out: dict[str, str] = {}
-    for key, label in _map(value, path).items():
+    for key, label in as_map(value, path).items():
         if isinstance(label, Mapping | list) or label is None:
-            raise _fail(f"{path}.{key}", "must be a string")
+            raise fail(f"{path}.{key}", "must be a string")
         out[str(key)] = str(label)
     return out
 
@@ -111,19 +122,19 @@ def _enum(data: Mapping[str, Any], key: str, path: str, kind: Callable[[str], T]
     try:
         return kind(str(value))
     except ValueError:
-        raise _fail(f"{path}.{key}", f"unknown value {value!r}") from None
+        raise fail(f"{path}.{key}", f"unknown value {value!r}") from None
 
 
 def resources(value: Any, path: str) -> dict[str, float]:
     """A resource map; amounts may be Kubernetes quantities ("32Gi")."""
     out: dict[str, float] = {}
-    for name, amount in _map(value, path).items():
+    for name, amount in as_map(value, path).items():
         try:
             parsed = quantity_to_float(amount)
         except QuantityError:
-            raise _fail(f"{path}.{name}", f"not a quantity: {amount!r}") from None
+            raise fail(f"{path}.{name}", f"not a quantity: {amount!r}") from None
         if parsed < 0:
-            raise _fail(f"{path}.{name}", "must be >= 0")
+            raise fail(f"{path}.{name}", "must be >= 0")
         if parsed > 0:
             out[str(name)] = parsed
     return out
@@ -136,52 +147,54 @@ def label_selector(value: Any, path: str) -> Selector:
     if isinstance(value, Mapping):
         return tuple(LabelConstraint(str(k), LabelOp.IN, (str(v),)) for k, v in sorted(value.items()))
     if not isinstance(value, list):
-        raise _fail(path, "must be a map {key: value} or a list of {key, op, values}")
+        raise fail(path, "must be a map {key: value} or a list of {key, op, values}")
     out = []
     for i, item in enumerate(value):
         where = f"{path}[{i}]"
-        entry = _map(item, where)
-        _only(entry, {"key", "op", "values"}, where)
+        entry = as_map(item, where)
+        only(entry, {"key", "op", "values"}, where)
         if not isinstance(entry.get("key"), str):
-            raise _fail(f"{where}.key", "must be a string")
+            raise fail(f"{where}.key", "must be a string")
         op = _enum(entry, "op", where, LabelOp, LabelOp.IN)
         values = entry.get("values")
         if isinstance(values, str):
             values = [values]
-        out.append(LabelConstraint(entry["key"], op, tuple(str(v) for v in _list(values, f"{where}.values"))))
+        out.append(
+            LabelConstraint(entry["key"], op, tuple(str(v) for v in as_list(values, f"{where}.values")))
+        )
     return tuple(out)
 
 
 def _group(item: Any, path: str) -> Group:
-    data = _map(item, path)
-    _only(
+    data = as_map(item, path)
+    only(
         data,
         {"name", "resources", "labels", "minReplicas", "maxReplicas", "numOfHosts", "idleTimeoutSeconds"}
         | {"priority", "backoff"},
         path,
     )
     if not isinstance(data.get("name"), str) or not data["name"]:
-        raise _fail(f"{path}.name", "must be a non-empty string")
-    low = _int(data, "minReplicas", path, 0)
-    high = _int(data, "maxReplicas", path, UNLIMITED)
+        raise fail(f"{path}.name", "must be a non-empty string")
+    low = integer(data, "minReplicas", path, 0)
+    high = integer(data, "maxReplicas", path, UNLIMITED)
     if low > high:
-        raise _fail(f"{path}.minReplicas", f"must be <= maxReplicas ({high})")
+        raise fail(f"{path}.minReplicas", f"must be <= maxReplicas ({high})")
     return Group(
         name=data["name"],
         resources=resources(data.get("resources"), f"{path}.resources"),
         labels=_labels(data.get("labels"), f"{path}.labels"),
         min_replicas=low,
         max_replicas=high,
-        num_of_hosts=_int(data, "numOfHosts", path, 1, minimum=1),
+        num_of_hosts=integer(data, "numOfHosts", path, 1, minimum=1),
         idle_timeout_seconds=_number(data, "idleTimeoutSeconds", path, None),
-        priority=_int(data, "priority", path, 0, minimum=-(2**31)),
-        backoff=_bool(data, "backoff", path),
+        priority=integer(data, "priority", path, 0, minimum=-(2**31)),
+        backoff=boolean(data, "backoff", path),
     )
 
 
 def _node(item: Any, path: str, groups: set[str]) -> Node:
-    data = _map(item, path)
-    _only(
+    data = as_map(item, path)
+    only(
         data,
         {
             "name",
@@ -193,17 +206,18 @@ def _node(item: Any, path: str, groups: set[str]) -> Node:
             "pendingSeconds",
             "booting",
             "labels",
-        },
+        }
+        | VIRTUAL_NODE_KEYS,
         path,
     )
     for key in ("name", "group"):
         if not isinstance(data.get(key), str) or not data[key]:
-            raise _fail(f"{path}.{key}", "must be a non-empty string")
+            raise fail(f"{path}.{key}", "must be a non-empty string")
     if data["group"] not in groups:
-        raise _fail(f"{path}.group", f"no group named {data['group']!r}")
+        raise fail(f"{path}.group", f"no group named {data['group']!r}")
     replica = data.get("replica")
     if replica is not None and not isinstance(replica, str):
-        raise _fail(f"{path}.replica", "must be a string or null")
+        raise fail(f"{path}.replica", "must be a string or null")
     available = data.get("available")
     labels = data.get("labels")
     return Node(
@@ -214,53 +228,51 @@ def _node(item: Any, path: str, groups: set[str]) -> Node:
         available=None if available is None else resources(available, f"{path}.available"),
         idle_seconds=_number(data, "idleSeconds", path, 0.0) or 0.0,
         pending_seconds=_number(data, "pendingSeconds", path, 0.0) or 0.0,
-        booting=_bool(data, "booting", path),
+        booting=boolean(data, "booting", path),
         labels=None if labels is None else _labels(labels, f"{path}.labels"),
     )
 
 
 def _demand(item: Any, path: str) -> Demand:
-    data = _map(item, path)
-    _only(data, {"resources", "count", "labelSelector", "fallbacks"}, path)
-    fallbacks = _list(data.get("fallbacks"), f"{path}.fallbacks")
+    data = as_map(item, path)
+    only(data, {"resources", "count", "labelSelector", "fallbacks"}, path)
+    fallbacks = as_list(data.get("fallbacks"), f"{path}.fallbacks")
     return Demand(
         resources(data.get("resources"), f"{path}.resources"),
-        _int(data, "count", path, 1),
+        integer(data, "count", path, 1),
         label_selector(data.get("labelSelector"), f"{path}.labelSelector"),
         tuple(label_selector(f, f"{path}.fallbacks[{i}]") for i, f in enumerate(fallbacks)),
     )
 
 
 def _gang(item: Any, path: str) -> Gang:
-    data = _map(item, path)
-    _only(data, {"strategy", "bundles", "count", "bundleSelectors"}, path)
-    bundles = _list(data.get("bundles"), f"{path}.bundles")
+    data = as_map(item, path)
+    only(data, {"strategy", "bundles", "count", "bundleSelectors"}, path)
+    bundles = as_list(data.get("bundles"), f"{path}.bundles")
     if not bundles:
-        raise _fail(f"{path}.bundles", "must list at least one bundle")
-    selectors = _list(data.get("bundleSelectors"), f"{path}.bundleSelectors")
+        raise fail(f"{path}.bundles", "must list at least one bundle")
+    selectors = as_list(data.get("bundleSelectors"), f"{path}.bundleSelectors")
     if selectors and len(selectors) != len(bundles):
-        raise _fail(
-            f"{path}.bundleSelectors", f"must list one selector (or null) per bundle ({len(bundles)})"
-        )
+        raise fail(f"{path}.bundleSelectors", f"must list one selector (or null) per bundle ({len(bundles)})")
     return Gang(
         _enum(data, "strategy", path, Strategy, Strategy.PACK),
         tuple(resources(b, f"{path}.bundles[{i}]") for i, b in enumerate(bundles)),
-        _int(data, "count", path, 1),
+        integer(data, "count", path, 1),
         tuple(label_selector(sel, f"{path}.bundleSelectors[{i}]") for i, sel in enumerate(selectors)),
     )
 
 
 def _constraint(item: Any, path: str) -> Constraint:
-    data = _map(item, path)
-    _only(data, {"resources", "count", "labelSelector", "unit"}, path)
+    data = as_map(item, path)
+    only(data, {"resources", "count", "labelSelector", "unit"}, path)
     unit = data.get("unit", RAY_REQUEST_UNIT)
     if unit is None:
         unit = RAY_REQUEST_UNIT
     if not isinstance(unit, str):
-        raise _fail(f"{path}.unit", "must be a string")
+        raise fail(f"{path}.unit", "must be a string")
     return Constraint(
         resources(data.get("resources"), f"{path}.resources"),
-        _int(data, "count", path, 1),
+        integer(data, "count", path, 1),
         label_selector(data.get("labelSelector"), f"{path}.labelSelector"),
         unit,
     )
@@ -269,8 +281,8 @@ def _constraint(item: Any, path: str) -> Constraint:
 def _head(item: Any) -> Head | None:
     if item is None:
         return None
-    data = _map(item, "head")
-    _only(data, {"resources", "available", "labels"}, "head")
+    data = as_map(item, "head")
+    only(data, {"resources", "available", "labels"}, "head")
     available = data.get("available")
     return Head(
         resources(data.get("resources"), "head.resources"),
@@ -280,7 +292,7 @@ def _head(item: Any) -> Head | None:
 
 
 def _options(data: Mapping[str, Any], base: Options) -> Options:
-    _only(
+    only(
         data,
         {
             "idleTimeoutSeconds",
@@ -296,7 +308,7 @@ def _options(data: Mapping[str, Any], base: Options) -> Options:
         idle = _number(data, "idleTimeoutSeconds", "options", None)
     max_workers = base.max_workers
     if "maxWorkers" in data:
-        max_workers = None if data["maxWorkers"] is None else _int(data, "maxWorkers", "options", 0)
+        max_workers = None if data["maxWorkers"] is None else integer(data, "maxWorkers", "options", 0)
     provision = _number(data, "maxNodeProvisionSeconds", "options", base.max_node_provision_seconds)
     boot = _number(data, "maxNodeBootSeconds", "options", base.max_node_boot_seconds)
     return Options(
@@ -310,21 +322,21 @@ def _options(data: Mapping[str, Any], base: Options) -> Options:
 
 def from_raycluster(manifest: Any, path: str = "cluster") -> tuple[tuple[Group, ...], Options]:
     """Worker groups and autoscaler options of a RayCluster manifest (as the operator reads it)."""
-    spec = _map(_map(manifest, path).get("spec"), f"{path}.spec")
+    spec = as_map(as_map(manifest, path).get("spec"), f"{path}.spec")
     groups = []
-    for i, item in enumerate(_list(spec.get("workerGroupSpecs"), f"{path}.spec.workerGroupSpecs")):
+    for i, item in enumerate(as_list(spec.get("workerGroupSpecs"), f"{path}.spec.workerGroupSpecs")):
         where = f"{path}.spec.workerGroupSpecs[{i}]"
-        group = _map(item, where)
+        group = as_map(item, where)
         if group.get("suspend") is True:
             continue
         if not isinstance(group.get("groupName"), str):
-            raise _fail(f"{where}.groupName", "must be a string")
+            raise fail(f"{where}.groupName", "must be a string")
         try:
             host = host_resources(group)
         except QuantityError as exc:
-            raise _fail(where, str(exc)) from None
-        low = _int(group, "minReplicas", where, 0)
-        high = _int(group, "maxReplicas", where, UNLIMITED)
+            raise fail(where, str(exc)) from None
+        low = integer(group, "minReplicas", where, 0)
+        high = integer(group, "maxReplicas", where, UNLIMITED)
         groups.append(
             Group(
                 name=group["groupName"],
@@ -332,12 +344,12 @@ def from_raycluster(manifest: Any, path: str = "cluster") -> tuple[tuple[Group, 
                 labels=host_labels(group),
                 min_replicas=low,
                 max_replicas=max(high, low),
-                num_of_hosts=max(_int(group, "numOfHosts", where, 1, minimum=-(2**31)), 1),
+                num_of_hosts=max(integer(group, "numOfHosts", where, 1, minimum=-(2**31)), 1),
                 idle_timeout_seconds=_number(group, "idleTimeoutSeconds", where, None),
-                priority=_int(group, "priority", where, 0, minimum=-(2**31)),
+                priority=integer(group, "priority", where, 0, minimum=-(2**31)),
             )
         )
-    auto = _map(spec.get("autoscalerOptions"), f"{path}.spec.autoscalerOptions")
+    auto = as_map(spec.get("autoscalerOptions"), f"{path}.spec.autoscalerOptions")
     options = Options(
         idle_timeout_seconds=_number(auto, "idleTimeoutSeconds", f"{path}.spec.autoscalerOptions", 60.0),
         upscaling_mode=_enum(
@@ -348,37 +360,40 @@ def from_raycluster(manifest: Any, path: str = "cluster") -> tuple[tuple[Group, 
 
 
 def parse_scenario(data: Any) -> Snapshot:
-    """Validate a loaded scenario document and build the scheduler's Snapshot."""
-    top = _map(data, "scenario")
-    _only(top, TOP_LEVEL, "")
+    """Validate a loaded scenario document and build the scheduler's Snapshot (its virtual
+    clusters, if any, are `rayscale.autoscaler.virtual.scenario.parse_virtual`'s)."""
+    top = as_map(data, "scenario")
+    only(top, TOP_LEVEL | VIRTUAL_TOP_LEVEL, "")
     if "cluster" in top and "groups" in top:
-        raise _fail("groups", "give either cluster or groups, not both")
+        raise fail("groups", "give either cluster or groups, not both")
     if "cluster" in top:
         groups, options = from_raycluster(top["cluster"])
     else:
-        groups = tuple(_group(g, f"groups[{i}]") for i, g in enumerate(_list(top.get("groups"), "groups")))
+        groups = tuple(_group(g, f"groups[{i}]") for i, g in enumerate(as_list(top.get("groups"), "groups")))
         options = Options()
     names = [g.name for g in groups]
     for i, name in enumerate(names):
         if name in names[:i]:
-            raise _fail(f"groups[{i}].name", f"duplicate group {name!r}")
-    options = _options(_map(top.get("options"), "options"), options)
-    nodes = tuple(_node(n, f"nodes[{i}]", set(names)) for i, n in enumerate(_list(top.get("nodes"), "nodes")))
+            raise fail(f"groups[{i}].name", f"duplicate group {name!r}")
+    options = _options(as_map(top.get("options"), "options"), options)
+    nodes = tuple(
+        _node(n, f"nodes[{i}]", set(names)) for i, n in enumerate(as_list(top.get("nodes"), "nodes"))
+    )
     seen: set[str] = set()
     for i, node in enumerate(nodes):
         if node.name in seen:
-            raise _fail(f"nodes[{i}].name", f"duplicate node {node.name!r}")
+            raise fail(f"nodes[{i}].name", f"duplicate node {node.name!r}")
         seen.add(node.name)
     return Snapshot(
         groups=groups,
         nodes=nodes,
         demands=tuple(
-            _demand(d, f"demands[{i}]") for i, d in enumerate(_list(top.get("demands"), "demands"))
+            _demand(d, f"demands[{i}]") for i, d in enumerate(as_list(top.get("demands"), "demands"))
         ),
-        gangs=tuple(_gang(g, f"gangs[{i}]") for i, g in enumerate(_list(top.get("gangs"), "gangs"))),
+        gangs=tuple(_gang(g, f"gangs[{i}]") for i, g in enumerate(as_list(top.get("gangs"), "gangs"))),
         constraints=tuple(
             _constraint(c, f"constraints[{i}]")
-            for i, c in enumerate(_list(top.get("constraints"), "constraints"))
+            for i, c in enumerate(as_list(top.get("constraints"), "constraints"))
         ),
         options=options,
         head=_head(top.get("head")),
