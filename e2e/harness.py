@@ -181,10 +181,12 @@ class PodTimes:
     running: float | None = None
     deleting: float | None = None
     gone: float | None = None
+    labels: list[tuple[float, dict[str, str]]] = field(default_factory=list)  # each change, when seen
 
 
 class PodClock:
-    """When a watch first saw each worker pod of the cluster created, Running, deleting and gone."""
+    """When a watch first saw each worker pod of the cluster created, Running, deleting and gone,
+    and every change of its labels."""
 
     def __init__(self) -> None:
         self.pods: dict[str, PodTimes] = {}
@@ -202,6 +204,8 @@ class PodClock:
             times.deleting = now
         if kind == "DELETED":
             times.gone = now
+        if not times.labels or times.labels[-1][1] != labels:
+            times.labels.append((now, dict(labels)))
 
     def live(self, group_name: str | None = None) -> list[str]:
         return sorted(
@@ -209,6 +213,18 @@ class PodClock:
             for name, t in self.pods.items()
             if t.deleting is None and (group_name is None or t.group == group_name)
         )
+
+    def label_values(self, pod: str, key: str, since: float = 0.0) -> list[str | None]:
+        """The values label `key` of `pod` took from `since` on (None: unset), in the order the
+        watch saw them: its value at `since` first, each change after it."""
+        values: list[str | None] = []
+        for at, labels in self.pods[pod].labels:
+            value = labels.get(key)
+            if at <= since:
+                values[:] = [value]
+            elif not values or values[-1] != value:
+                values.append(value)
+        return values
 
     @classmethod
     @contextlib.asynccontextmanager
