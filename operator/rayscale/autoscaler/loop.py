@@ -270,7 +270,8 @@ class Autoscaler:
         self.metrics.decision_duration.observe(time.perf_counter() - started)
         if held is not None and not held.launches:
             # like Ray: no scaling until the head runs; nothing moves between virtual clusters
-            await self.vclusters.apply(key, reading, None, snapshot, state, gcs, None, now)
+            token = cached[1] if cached is not None else None
+            await self.vclusters.apply(key, reading, None, snapshot, state, gcs, token, now)
             return snapshot, without_launches(decision)
         decision = writable(cluster, decision, pod_names)  # drain nothing the patch would not write
         units = drain_plan(decision, snapshot, state)
@@ -287,7 +288,7 @@ class Autoscaler:
                 raise
             self._applied(key, cluster, snapshot, decision, patch, backoff, now)
         if reading.objects or reading.members or vplan.assign:
-            token = cached[1] if cached is not None else None
+            token = cached[1] if cached is not None else None  # the raylets take the GCS's token
             await self.vclusters.apply(key, reading, vplan, snapshot, state, gcs, token, now)
         return snapshot, decision
 
