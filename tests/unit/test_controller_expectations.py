@@ -1,4 +1,4 @@
-"""Scale expectations under virtual time (reference §4.6, KubeRay #4078 fix)."""
+"""Scale expectations under virtual time (with the KubeRay #4078 fix)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Head and worker pods, head and headless Services (reference §3.1-§3.6)."""
+"""Head and worker pods, head and headless Services."""
 
 from __future__ import annotations
 

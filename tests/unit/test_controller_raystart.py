@@ -1,4 +1,4 @@
-"""`ray start` flags from rayStartParams and container resources (reference §3.4)."""
+"""`ray start` flags from rayStartParams and container resources."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Status sums, state and conditions (reference §2)."""
+"""Status sums, state and conditions."""
 
 from __future__ import annotations
 

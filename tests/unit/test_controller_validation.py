@@ -1,4 +1,4 @@
-"""Controller-side validation (reference §1.6): each case names the field and the rule."""
+"""Controller-side validation: each case names the field and the rule."""
 
 from __future__ import annotations
 

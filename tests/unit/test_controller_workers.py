@@ -1,4 +1,4 @@
-"""Worker reconcile planning per group (reference §4.3-§4.5), as table cases."""
+"""Worker reconcile planning per group, as table cases."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Cases from Ray's own scheduler tests (ray-autoscaler-v2.md §13) and KubeRay's autoscaler
-e2e scenarios (kuberay-compat.md §6), written as scenarios."""
+e2e scenarios (KubeRay's ray-operator/test/e2eautoscaler), written as scenarios."""
 
 from __future__ import annotations
 

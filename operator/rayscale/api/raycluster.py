@@ -1,6 +1,6 @@
 """RayCluster (ray.io/v1): the spec and status rayscale reads and writes.
 
-Field names, defaults and enums follow KubeRay's CRD (reference/kuberay-compat.md §1, §2).
+Field names, defaults and enums follow KubeRay's CRD.
 Pod templates and other core/v1 objects are kept as preserved, unvalidated objects.
 """
 

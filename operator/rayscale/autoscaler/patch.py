@@ -1,4 +1,4 @@
-"""One decision as one RFC 6902 JSON patch of the RayCluster (reference: kuberay-compat.md §5.2).
+"""One decision as one RFC 6902 JSON patch of the RayCluster (what KubeRay's autoscaler writes).
 
     [{"op": "test", "path": "/metadata/resourceVersion", "value": rv},
      {"op": "replace", "path": "/spec/workerGroupSpecs/<i>/replicas", "value": n},

@@ -1,4 +1,4 @@
-"""Per-group scale expectations (reference §4.6), with a fix for KubeRay #4078.
+"""Per-group scale expectations, with a fix for KubeRay #4078.
 
 After the controller creates or deletes a pod, its watch cache may not show the change yet.
 Until every recorded action of a group is visible, the group is not reconciled again, so a

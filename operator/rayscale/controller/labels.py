@@ -1,4 +1,4 @@
-"""Label and annotation keys KubeRay puts on Ray pods and services (reference §3.2, §3.3)."""
+"""Label and annotation keys KubeRay puts on Ray pods and services."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Names of the objects the controller creates (reference §3.1)."""
+"""Names of the objects the controller creates."""
 
 from __future__ import annotations
 

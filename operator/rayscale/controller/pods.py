@@ -1,4 +1,4 @@
-"""Head and worker pod manifests, as KubeRay builds them (reference §3.1-§3.5)."""
+"""Head and worker pod manifests, as KubeRay builds them."""
 
 from __future__ import annotations
 

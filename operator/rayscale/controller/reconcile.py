@@ -1,4 +1,4 @@
-"""Plan one reconcile of one RayCluster (reference §4.2-§4.7), pure over a snapshot.
+"""Plan one reconcile of one RayCluster, pure over a snapshot.
 
 The only state it touches is the in-memory scale expectations, which it reads (and prunes of
 expectations that are met).

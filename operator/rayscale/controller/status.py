@@ -1,4 +1,4 @@
-"""Status of a RayCluster computed from its spec, pods and services (reference §2), pure."""
+"""Status of a RayCluster computed from its spec, pods and services, pure."""
 
 from __future__ import annotations
 

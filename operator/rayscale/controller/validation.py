@@ -1,4 +1,4 @@
-"""The controller-side checks of a RayCluster (reference §1.6), pure.
+"""The controller-side checks of a RayCluster, pure.
 
 Each problem names the field and the rule, e.g.
 `spec.workerGroupSpecs[0].minReplicas: must be <= maxReplicas (3 > 2)`.

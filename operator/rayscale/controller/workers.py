@@ -1,4 +1,4 @@
-"""Worker reconcile planning for one group (reference §4.3-§4.5), pure.
+"""Worker reconcile planning for one group, pure.
 
 Single-host groups count pods; multi-host groups (numOfHosts > 1) count whole replicas of
 `numOfHosts` pods sharing a replica name. Terminating pods count as existing (they are not
