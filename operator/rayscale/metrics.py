@@ -78,6 +78,8 @@ class QueueMetrics:
         self._errors = metrics.reconcile_errors.labels(controller)
         self._time = metrics.reconcile_time.labels(controller)
         self._active = metrics.active_workers.labels(controller)
+        self._retries = metrics.retries.labels(controller)
+        self._backing_off = metrics.backing_off.labels(controller)
 
     def started(self) -> None:
         self._active.inc()
@@ -90,6 +92,11 @@ class QueueMetrics:
         if result == "error":
             self._errors.inc()
         self._time.observe(seconds)
+
+    def backoff(self, delay: float | None, backing_off: int) -> None:
+        if delay is not None:
+            self._retries.inc()
+        self._backing_off.set(backing_off)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,6 +161,11 @@ class Metrics:
                                         "per controller", per, buckets=RECONCILE_BUCKETS, registry=r)
         self.active_workers = Gauge(f"{cr}_active_workers", "Number of currently used workers per "
                                     "controller", per, registry=r)
+        self.retries = Counter("workqueue_retries_total", "Total number of retries handled by workqueue "
+                               "(runs that failed and were scheduled again after their backoff)", ["name"],
+                               registry=r)
+        self.backing_off = Gauge("rayscale_backing_off_clusters", "RayClusters whose latest run failed and "
+                                 "that wait for their retry (exponential backoff)", per, registry=r)
         self.leader = Gauge("leader_election_master_status", "1 while this replica holds the Lease "
                             "(--leader-elect), else 0", ["name"], registry=r)
         a = "rayscale_autoscaler"

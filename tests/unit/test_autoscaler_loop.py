@@ -11,6 +11,7 @@ from raycluster_factory import cluster, container, group, pod
 
 from rayscale.autoscaler import loop
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
+from rayscale.controller.retry import Failed
 from rayscale.kube import ops
 from rayscale.ray import model as ray
 from rayscale.ray.client import GcsCallError, GcsUnavailable
@@ -461,7 +462,9 @@ async def test_an_accepted_drain_is_removed_after_conflicts_and_never_asked_agai
     api.fresh = source.body
     events = Events()
     scaler = autoscaler(source, events)
-    assert await scaler.step(KEY) == loop.CONFLICT_DELAY
+    refused = await scaler.step(KEY)  # a failed round: the queue backs the cluster off
+    assert isinstance(refused, Failed)
+    assert "refused 3 times" in refused.reason
     assert FakeGcs.drained == ["id-w"]  # the re-plans remove it as DRAINED, without asking again
     assert all(p[-1]["value"] == {"workersToDelete": ["w"]} for p in api.patches)
     FakeGcs.accept = False  # it would refuse now; it already accepted and must go
@@ -477,6 +480,21 @@ async def test_an_accepted_drain_is_removed_after_conflicts_and_never_asked_agai
     source.body["spec"]["workerGroupSpecs"][0]["scaleStrategy"] = {"workersToDelete": ["w"]}
     await scaler.step(KEY)
     assert scaler._draining[KEY] == frozenset()  # listed: forgotten
+
+
+async def test_a_patch_the_api_server_fails_is_a_failed_round_with_its_retry_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, source = idle_setup(monkeypatch)
+
+    async def overloaded(api: Any, ns: str, name: str, patch: list[dict[str, Any]]) -> None:
+        raise ops.KubeError("patch rayclusters/rc: 429 Too many requests", 429, retry_after=7.0)
+
+    monkeypatch.setattr(ops, "json_patch_raycluster", overloaded)
+    events = Events()
+    failed = await autoscaler(source, events).step(KEY)
+    assert failed == Failed("patch rayclusters/rc: 429 Too many requests", 7.0)  # the queue backs off
+    assert not [e for e in events.posted if e[1] == "ScaledDown"]  # nothing was written
 
 
 def tpu_setup(monkeypatch: pytest.MonkeyPatch) -> tuple[Api, Source]:

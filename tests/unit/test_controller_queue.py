@@ -1,11 +1,14 @@
-"""The per-cluster work queue: one run per key at a time, marks coalesce, keys run in parallel."""
+"""The per-cluster work queue: one run per key at a time, marks coalesce, keys run in parallel, and a
+key whose run failed waits out its backoff while other keys run."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Hashable
 
 from rayscale.controller.queue import WorkQueue
+from rayscale.controller.retry import Failed, RetryBackoff
 
 
 async def _until(predicate: Callable[[], bool]) -> None:
@@ -66,3 +69,110 @@ async def test_failures_and_delays_requeue() -> None:
         await third.wait()
     task.cancel()
     assert len(calls) == 3
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.delays: list[float | None] = []
+        self.backing_off: list[int] = []
+
+    def started(self) -> None:
+        pass
+
+    def finished(self, result: str | None, seconds: float) -> None:
+        pass
+
+    def backoff(self, delay: float | None, backing_off: int) -> None:
+        self.delays.append(delay)
+        self.backing_off.append(backing_off)
+
+
+async def _spin() -> None:
+    for _ in range(200):
+        await asyncio.sleep(0)
+
+
+async def test_a_failing_key_waits_out_its_backoff_while_other_keys_run() -> None:
+    runs: list[str] = []
+    outcome: dict[str, float | Failed | None] = {
+        "bad": Failed("create pod: 403 exceeded quota"),
+        "good": None,
+    }
+    version: dict[str, Hashable] = {"bad": 1, "good": 1}
+    observer = Observer()
+
+    async def work(key: str) -> float | Failed | None:
+        runs.append(key)
+        if key == "boom":
+            raise RuntimeError("bug")
+        return outcome[key]
+
+    # time stands still: the backoff never ends by itself
+    backoff: RetryBackoff[str] = RetryBackoff(base=10.0, clock=lambda: 0.0, rng=lambda: 0.0)
+    queue: WorkQueue[str] = WorkQueue(
+        work, concurrency=2, observer=observer, backoff=backoff, version=version.get
+    )
+    task = asyncio.create_task(queue.run())
+    try:
+        queue.mark("bad")
+        await _until(lambda: observer.delays == [10.0])
+        for _ in range(5):  # watch events and resyncs: they wait for the backoff
+            queue.mark("bad")
+        queue.mark("good")
+        await _until(lambda: runs.count("good") == 1)
+        await _spin()
+        assert runs == ["bad", "good"]
+        version["good"] = 2  # versions matter only to failing keys
+        queue.mark("good")
+        await _until(lambda: runs.count("good") == 2)
+
+        version["bad"] = 2  # the spec was edited: retried at once, the failure count kept
+        queue.mark("bad")
+        await _until(lambda: len(observer.delays) == 4)
+        assert runs.count("bad") == 2
+        assert observer.delays[-1] == 20.0
+        assert observer.backing_off[-1] == 1
+
+        outcome["bad"] = Failed("429", retry_after=120.0)
+        version["bad"] = 3
+        queue.mark("bad")
+        await _until(lambda: len(observer.delays) == 5)
+        assert observer.delays[-1] == 120.0
+
+        outcome["bad"] = None  # fixed: one good run resets the backoff
+        version["bad"] = 4
+        queue.mark("bad")
+        await _until(lambda: len(observer.delays) == 6)
+        assert (observer.delays[-1], observer.backing_off[-1], backoff.failures("bad")) == (None, 0, 0)
+        queue.mark("bad")  # no backoff left: runs at once
+        await _until(lambda: runs.count("bad") == 5)
+
+        queue.mark("boom")  # an exception is a failure too
+        await _until(lambda: len(observer.delays) == 8)
+        assert observer.delays[-1] == 10.0
+        assert backoff.failures("boom") == 1
+    finally:
+        task.cancel()
+
+
+async def test_the_backoff_timer_runs_the_key_again_by_itself() -> None:
+    done = asyncio.Event()
+    times: list[float] = []
+
+    async def work(key: str) -> float | Failed | None:
+        times.append(asyncio.get_running_loop().time())
+        if len(times) == 4:
+            done.set()
+            return None
+        return Failed("500")
+
+    queue: WorkQueue[str] = WorkQueue(work, concurrency=1, backoff=RetryBackoff(base=0.01, jitter=0.0))
+    task = asyncio.create_task(queue.run())
+    queue.mark("a")
+    try:
+        async with asyncio.timeout(10):
+            await done.wait()
+    finally:
+        task.cancel()
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert all(gap >= nominal - 0.005 for gap, nominal in zip(gaps, (0.01, 0.02, 0.04), strict=True)), gaps

@@ -88,6 +88,7 @@ from rayscale.autoscaler.virtual.apply import VirtualClusters
 from rayscale.autoscaler.virtual.plan import plan as plan_with_vcs
 from rayscale.controller.apply import EventSink
 from rayscale.controller.queue import WorkQueue
+from rayscale.controller.retry import Failed, spec_version
 from rayscale.controller.snapshot import is_head, is_terminating, phase, pod_name
 from rayscale.kube import ops
 from rayscale.metrics import Metrics
@@ -101,8 +102,11 @@ log = logging.getLogger(__name__)
 ClusterKey = tuple[str, str]  # (namespace, name)
 Obj = Mapping[str, Any]
 CONFLICT_ATTEMPTS = 3
-CONFLICT_DELAY = 1.0
 TEST_FAILED = (409, 422)  # what the API server answers when the resourceVersion test fails
+
+
+class Conflict(Exception):
+    """The patch's resourceVersion test failed (or the API server refused it with 422)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +151,11 @@ class Autoscaler:
         self.wall_clock = wall_clock  # pod ages and the boot clocks (compared with pod timestamps)
         self.metrics = metrics if metrics is not None else Metrics()
         self.queue: WorkQueue[ClusterKey] = WorkQueue(
-            self.step, concurrency=config.concurrency, observer=self.metrics.queue("autoscaler")
+            self.step,
+            concurrency=config.concurrency,
+            observer=self.metrics.queue("autoscaler"),
+            name="autoscaling round of RayCluster",
+            version=lambda key: spec_version(self.source.cluster(key)),
         )
         self._backoff: dict[ClusterKey, Backoff] = {}
         # group -> since when it has had replicas without pods (the provisioning clock of unborn replicas)
@@ -186,7 +194,15 @@ class Autoscaler:
 
     # ---- one round ----
 
-    async def step(self, key: ClusterKey) -> float | None:
+    async def step(self, key: ClusterKey) -> float | Failed | None:
+        """One round; a failed API call (the patch above all) makes it `Failed`, and the queue backs
+        the cluster off (retry.py) while other clusters keep their rounds."""
+        try:
+            return await self._step(key)
+        except ops.KubeError as exc:
+            return Failed(str(exc), exc.retry_after)
+
+    async def _step(self, key: ClusterKey) -> float | Failed | None:
         cluster = self.source.cluster(key)
         requests = list(self.source.requests(key))
         head = next((p for p in self.source.pods(key) if is_head(p) and not is_terminating(p)), None)
@@ -199,26 +215,29 @@ class Autoscaler:
             return None
         state = await self._gcs_state(key, cluster)
         held = self._trust(key, state)
+        refused = ""
         for _ in range(CONFLICT_ATTEMPTS):
             try:
-                planned = await self._plan_and_patch(key, cluster, state, requests, held)
+                snapshot, decision = await self._plan_and_patch(key, cluster, state, requests, held)
+            except Conflict as exc:  # re-plan on the cluster as it is now
+                refused = str(exc)
+                fresh = await ops.get_raycluster(self.api, *key)
+                if fresh is None:
+                    return None
+                cluster = fresh
+                continue
             except ValueError as exc:  # an unreadable spec; the controller reports it on the cluster
                 message = f"RayCluster {key[1]} cannot be autoscaled: {exc}"[:1000]
                 await self._write_statuses(requests, functools.partial(pending_status, message=message))
                 return None
-            if planned is not None:
-                snapshot, decision = planned
-                status = functools.partial(decision_status, decision=decision)
-                await self._write_statuses(requests, status)
-                await self._tell_ray(key, snapshot, decision, state)
-                await self._report(key, cluster, snapshot, decision)
-                return self.config.interval
-            fresh = await ops.get_raycluster(self.api, *key)
-            if fresh is None:
-                return None
-            cluster = fresh
-        log.info("autoscaler patch of %s/%s kept conflicting; retrying soon", *key)
-        return CONFLICT_DELAY
+            status = functools.partial(decision_status, decision=decision)
+            await self._write_statuses(requests, status)
+            await self._tell_ray(key, snapshot, decision, state)
+            await self._report(key, cluster, snapshot, decision)
+            return self.config.interval
+        # Refused every time, even on the cluster read fresh: a 422 that is no test failure (the
+        # patch breaks a validation rule), or a cluster changing under every patch. Back off.
+        return Failed(f"patch refused {CONFLICT_ATTEMPTS} times, the last: {refused}")
 
     async def _plan_and_patch(
         self,
@@ -227,8 +246,8 @@ class Autoscaler:
         state: ClusterState | None,
         requests: Sequence[Obj],
         held: Hold | None = None,
-    ) -> tuple[Snapshot, Decision] | None:
-        """The decision once applied (or a no-op), None when the resourceVersion test failed."""
+    ) -> tuple[Snapshot, Decision]:
+        """The decision once applied (or a no-op); Conflict when the resourceVersion test failed."""
         pods = list(self.source.pods(key))
         pod_names = {pod_name(p) for p in pods}
         backoff = self._backoff.setdefault(key, Backoff(self.clock))
@@ -284,7 +303,7 @@ class Autoscaler:
             except ops.KubeError as exc:
                 if exc.status in TEST_FAILED:
                     log.debug("autoscaler patch of %s/%s refused (%s); re-planning", *key, exc)
-                    return None
+                    raise Conflict(str(exc)) from exc
                 raise
             self._applied(key, cluster, snapshot, decision, patch, backoff, now)
         if reading.objects or reading.members or vplan.assign:

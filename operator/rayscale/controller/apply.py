@@ -62,7 +62,7 @@ class PlanApplier:
                 )
         except ops.KubeError as exc:
             self.events.post(body, "Warning", f"FailedToCreate{kind}", str(exc))
-            return ReconcileError(str(exc))
+            return ReconcileError(str(exc), retry_after=exc.retry_after)
         return None
 
     async def create_services(
@@ -125,7 +125,7 @@ class PlanApplier:
                     else f"FailedDelete{_pod_word(action.kind)}"
                 )
                 self.events.post(body, "Warning", f"FailedToDelete{_pod_word(action.kind)}", str(exc))
-                failures.append(ReconcileError(str(exc), reason))
+                failures.append(ReconcileError(str(exc), reason, exc.retry_after))
                 return
             if action.why not in ALL_PODS:
                 self.expectations.expect((meta.namespace, meta.name, action.group), action.name, "delete")
@@ -147,7 +147,9 @@ class PlanApplier:
                 name = await ops.create_pod(self.api, meta.namespace, action.manifest)
             except ops.KubeError as exc:
                 self.events.post(body, "Warning", f"FailedToCreate{_pod_word(action.kind)}", str(exc))
-                failures.append(ReconcileError(str(exc), f"FailedCreate{_pod_word(action.kind)}"))
+                failures.append(
+                    ReconcileError(str(exc), f"FailedCreate{_pod_word(action.kind)}", exc.retry_after)
+                )
                 return
             self.expectations.expect((meta.namespace, meta.name, action.group), name, "create")
             self.events.post(body, "Normal", f"Created{_pod_word(action.kind)}",

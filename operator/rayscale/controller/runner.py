@@ -16,7 +16,8 @@ from rayscale.controller import finalize, redis_cleanup
 from rayscale.controller.apply import EventSink, PlanApplier
 from rayscale.controller.expectations import STUCK_TERMINATING_AFTER, ScaleExpectations
 from rayscale.controller.queue import QueueObserver, WorkQueue
-from rayscale.controller.reconcile import ERROR_REQUEUE, PlannerOptions, plan_cluster
+from rayscale.controller.reconcile import PlannerOptions, plan_cluster
+from rayscale.controller.retry import Failed, spec_version
 from rayscale.controller.snapshot import ClusterMeta, ClusterSnapshot
 from rayscale.controller.status import (
     ReconcileError,
@@ -67,7 +68,11 @@ class RayClusterController:
         self.expectations = ScaleExpectations(stuck_after=config.stuck_terminating_seconds)
         self.applier = PlanApplier(api, self.expectations, events)
         self.queue: WorkQueue[ClusterKey] = WorkQueue(
-            self.reconcile, concurrency=config.concurrency, observer=observer
+            self.reconcile,
+            concurrency=config.concurrency,
+            observer=observer,
+            name="reconcile of RayCluster",
+            version=lambda key: spec_version(self.source.cluster(key)),
         )
         self.options = PlannerOptions(
             random_delete=config.random_delete, sidecar_autoscaler=config.sidecar_autoscaler
@@ -87,7 +92,14 @@ class RayClusterController:
                 self.queue.mark(key)
             self.last_resync = time.monotonic()
 
-    async def reconcile(self, key: ClusterKey) -> float | None:
+    async def reconcile(self, key: ClusterKey) -> float | Failed | None:
+        """One reconcile; a failed API call makes it `Failed`, and the queue backs the cluster off."""
+        try:
+            return await self._reconcile(key)
+        except ops.KubeError as exc:
+            return Failed(str(exc), exc.retry_after)
+
+    async def _reconcile(self, key: ClusterKey) -> float | Failed | None:
         body = self.source.cluster(key)
         if body is None:
             self.expectations.forget_cluster(*key)
@@ -122,7 +134,7 @@ class RayClusterController:
         )
         await self._write_status(meta, snapshot.status, new, now)
         if error is not None:
-            return ERROR_REQUEUE
+            return Failed(error.message, error.retry_after)
         return plan.requeue_after
 
     async def _write_status(
@@ -130,10 +142,7 @@ class RayClusterController:
     ) -> None:
         if not status_changed(old, new):
             return
-        try:
-            await ops.patch_raycluster_status(
-                self.api, meta.namespace, meta.name, status_patch(old, new, now=now)
-            )
-        except ops.KubeError as exc:
-            log.warning("status of %s/%s not written: %s", meta.namespace, meta.name, exc)
-            raise
+        # A KubeError fails the reconcile: the queue logs it and backs the cluster off.
+        await ops.patch_raycluster_status(
+            self.api, meta.namespace, meta.name, status_patch(old, new, now=now)
+        )

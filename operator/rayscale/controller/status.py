@@ -46,10 +46,12 @@ _NOT_COMPARED = ("lastUpdateTime", "stateTransitionTimes", *FOREIGN)
 
 @dataclasses.dataclass(frozen=True)
 class ReconcileError:
-    """A failed create/delete; `reason` is KubeRay's ReplicaFailure reason (None: untagged)."""
+    """A failed create/delete; `reason` is KubeRay's ReplicaFailure reason (None: untagged);
+    `retry_after` the server's Retry-After, in seconds, when it sent one."""
 
     message: str
     reason: str | None = None
+    retry_after: float | None = None
 
 
 def rfc3339(when: datetime) -> str:

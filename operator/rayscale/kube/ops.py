@@ -5,7 +5,11 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-from collections.abc import Awaitable
+import math
+import re
+from collections.abc import Awaitable, Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -16,11 +20,30 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 class KubeError(Exception):
-    """An API call failed; `status` is the HTTP status (0 when unknown)."""
+    """An API call failed; `status` is the HTTP status (0 when unknown), `retry_after` the seconds
+    the server asked to wait (its ``Retry-After``, as with 429 Too Many Requests), when it did."""
 
-    def __init__(self, message: str, status: int = 0) -> None:
+    def __init__(self, message: str, status: int = 0, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
+
+
+def retry_after(headers: Mapping[str, str] | None, now: datetime | None = None) -> float | None:
+    """A ``Retry-After`` header in seconds (delta-seconds or an HTTP date); None when absent or bad."""
+    value = (headers or {}).get("Retry-After")
+    if not value:
+        return None
+    with contextlib.suppress(ValueError):
+        seconds = float(value)
+        return max(seconds, 0.0) if math.isfinite(seconds) else None
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
 
 
 def _core(api: client.ApiClient) -> Any:
@@ -36,7 +59,9 @@ def _error(exc: ApiException, what: str) -> KubeError:
     reason = exc.reason or ""
     with contextlib.suppress(TypeError, ValueError):
         reason = json.loads(exc.body or "{}").get("message", reason)
-    return KubeError(f"{what}: {exc.status} {reason}", exc.status or 0)
+    return KubeError(
+        f"{what}: {exc.status} {reason}", exc.status or 0, retry_after(getattr(exc, "headers", None))
+    )
 
 
 async def send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
@@ -54,7 +79,9 @@ async def send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
             reason = resp.reason or ""
             with contextlib.suppress(TypeError, ValueError, AttributeError):
                 reason = json.loads(await resp.text()).get("message", reason)
-            raise KubeError(f"{what}: {resp.status} {reason}", resp.status)
+            raise KubeError(
+                f"{what}: {resp.status} {reason}", resp.status, retry_after(getattr(resp, "headers", None))
+            )
         return await resp.json() if body else None
     finally:
         resp.release()
@@ -72,9 +99,21 @@ async def _send_unless(call: Awaitable[Any], what: str, *, tolerated: int) -> bo
 
 
 async def create_pod(api: client.ApiClient, namespace: str, manifest: dict[str, Any]) -> str:
-    """Create a pod (generateName) and return its name."""
+    """Create a pod (generateName) and return its name.
+
+    A refusal names the pod the API server generated and then did not create (`pods
+    "demo-worker-x7k2p" is forbidden: exceeded quota`), a new name each attempt; the error says
+    `"demo-worker-*"` instead, so repeated refusals read alike (one Event with a count, one status
+    message)."""
     call = _core(api).create_namespaced_pod(namespace, manifest, _preload_content=False)
-    body = await send(call, "create pod", body=True)
+    try:
+        body = await send(call, "create pod", body=True)
+    except KubeError as exc:
+        prefix = (manifest.get("metadata") or {}).get("generateName")
+        if not prefix:
+            raise
+        message = re.sub(rf'"{re.escape(prefix)}[a-z0-9]+"', f'"{prefix}*"', str(exc))
+        raise KubeError(message, exc.status, exc.retry_after) from exc
     return str(body["metadata"]["name"])
 
 
