@@ -5,19 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
+
+from looping import until
 
 from rayscale.controller.queue import WorkQueue
 from rayscale.controller.retry import Failed, RetryBackoff
-
-
-async def _until(predicate: Callable[[], bool]) -> None:
-    """Let the loop run until `predicate` holds (bounded: fails instead of hanging)."""
-    for _ in range(1000):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("condition never held")
 
 
 async def test_marks_coalesce_and_a_key_never_runs_twice_at_once() -> None:
@@ -40,13 +33,13 @@ async def test_marks_coalesce_and_a_key_never_runs_twice_at_once() -> None:
     queue.mark("a")
     queue.mark("a")
     queue.mark("b")
-    await _until(lambda: len(runs) >= 2)
+    await until(lambda: len(runs) >= 2)
     assert sorted(runs) == ["a", "b"]  # a and b in parallel, the second mark of a coalesced
     queue.mark("a")  # a is running: it runs once more afterwards
     queue.mark("a")
     release.set()
-    await _until(lambda: len(runs) >= 3 and not running)
-    await _until(lambda: queue.depth == 0)
+    await until(lambda: len(runs) >= 3 and not running)
+    await until(lambda: queue.depth == 0)
     task.cancel()
     assert runs == ["a", "b", "a"]
     assert not overlap
@@ -115,20 +108,20 @@ async def test_a_failing_key_waits_out_its_backoff_while_other_keys_run() -> Non
     task = asyncio.create_task(queue.run())
     try:
         queue.mark("bad")
-        await _until(lambda: observer.delays == [10.0])
+        await until(lambda: observer.delays == [10.0])
         for _ in range(5):  # watch events and resyncs: they wait for the backoff
             queue.mark("bad")
         queue.mark("good")
-        await _until(lambda: runs.count("good") == 1)
+        await until(lambda: runs.count("good") == 1)
         await _spin()
         assert runs == ["bad", "good"]
         version["good"] = 2  # versions matter only to failing keys
         queue.mark("good")
-        await _until(lambda: runs.count("good") == 2)
+        await until(lambda: runs.count("good") == 2)
 
         version["bad"] = 2  # the spec was edited: retried at once, the failure count kept
         queue.mark("bad")
-        await _until(lambda: len(observer.delays) == 4)
+        await until(lambda: len(observer.delays) == 4)
         assert runs.count("bad") == 2
         assert observer.delays[-1] == 20.0
         assert observer.backing_off[-1] == 1
@@ -136,19 +129,19 @@ async def test_a_failing_key_waits_out_its_backoff_while_other_keys_run() -> Non
         outcome["bad"] = Failed("429", retry_after=120.0)
         version["bad"] = 3
         queue.mark("bad")
-        await _until(lambda: len(observer.delays) == 5)
+        await until(lambda: len(observer.delays) == 5)
         assert observer.delays[-1] == 120.0
 
         outcome["bad"] = None  # fixed: one good run resets the backoff
         version["bad"] = 4
         queue.mark("bad")
-        await _until(lambda: len(observer.delays) == 6)
+        await until(lambda: len(observer.delays) == 6)
         assert (observer.delays[-1], observer.backing_off[-1], backoff.failures("bad")) == (None, 0, 0)
         queue.mark("bad")  # no backoff left: runs at once
-        await _until(lambda: runs.count("bad") == 5)
+        await until(lambda: runs.count("bad") == 5)
 
         queue.mark("boom")  # an exception is a failure too
-        await _until(lambda: len(observer.delays) == 8)
+        await until(lambda: len(observer.delays) == 8)
         assert observer.delays[-1] == 10.0
         assert backoff.failures("boom") == 1
     finally:

@@ -284,3 +284,18 @@ async def patch_rayvirtualcluster(
     )
     what = f"patch {'status of ' if status else ''}rayvirtualclusters/{name}"
     return await _send_unless(call, what, tolerated=404)
+
+
+async def create_event(api: client.ApiClient, event: dict[str, Any]) -> bool:
+    """Create a core/v1 Event (named); False when one of that name already exists."""
+    namespace, name = event["metadata"]["namespace"], event["metadata"]["name"]
+    call = _core(api).create_namespaced_event(namespace, event, _preload_content=False)
+    return await _send_unless(call, f"create event {name}", tolerated=409)
+
+
+async def patch_event(api: client.ApiClient, namespace: str, name: str, patch: dict[str, Any]) -> bool:
+    """Merge-patch an Event (its count, lastTimestamp, message); False when it is gone."""
+    call = _core(api).patch_namespaced_event(
+        name, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False
+    )
+    return await _send_unless(call, f"patch event {name}", tolerated=404)

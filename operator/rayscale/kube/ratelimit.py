@@ -33,11 +33,23 @@ class TokenBucket:
 
     def reserve(self) -> float:
         """Take a token now and return how many seconds to wait before using it (0: at once)."""
+        self._refill()
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+
+    def try_take(self) -> bool:
+        """Take a token if one is there now; False (and nothing taken) when none is (client-go's
+        passive ``TryAccept``)."""
+        self._refill()
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
+
+    def _refill(self) -> None:
         now = self._clock()
         self._tokens = min(float(self.burst), self._tokens + (now - self._updated) * self.qps)
         self._updated = now
-        self._tokens -= 1.0
-        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
 
     async def take(self) -> None:
         """Wait for a token. A cancelled waiter still used its reservation (as in client-go)."""
