@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -210,3 +211,62 @@ def test_host_labels() -> None:
     spec = {"rayStartParams": {"labels": "zone=a, tier=gold"}, "labels": {"zone": "b", "pool": "x"}}
     assert host_labels(spec) == {"zone": "b", "tier": "gold", "pool": "x"}
     assert host_labels({}) == {}
+
+
+# ----------------------------------------------------------------------------- bounded quantities
+
+TOO_LARGE = "out of range: quantities are limited to ±9223372036854775807 (2^63-1)"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("9223372036854775807", Decimal(2**63 - 1)),  # 2^63-1, Kubernetes' own cap
+        ("7Ei", Decimal(7 * 2**60)),
+        ("9.2e18", Decimal("9.2e18")),
+        ("9223372036854775807000m", Decimal(2**63 - 1)),
+        (2**63 - 1, Decimal(2**63 - 1)),
+        ("1e-999999", Decimal("1e-9")),  # below a nano unit: 1n, as Kubernetes rounds it
+        ("-1e-999999", Decimal("-1e-9")),
+        ("0e999999", Decimal(0)),
+        ("1.5n", Decimal("1.5e-9")),
+    ],
+)
+def test_quantities_up_to_the_cap(value: str | int, expected: Decimal) -> None:
+    assert parse_quantity(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["1e999999", "1e9999999999999", "-1e999999", "9223372036854775808", "8Ei", "1e19", "10E", 2**63, 1e300],
+)
+def test_quantities_beyond_the_cap_are_refused_before_any_arithmetic(value: str | int | float) -> None:
+    with pytest.raises(QuantityError, match=re.escape(TOO_LARGE)):
+        parse_quantity(value)
+
+
+def test_a_huge_integer_is_refused_by_its_size() -> None:
+    # Python cannot even print it (more than 4300 digits): the message gives its size instead.
+    with pytest.raises(QuantityError, match=r"^an integer of 16610 bits is out of range"):
+        parse_quantity(10**5000)
+
+
+def test_a_long_text_is_not_a_quantity() -> None:
+    with pytest.raises(QuantityError, match="longer than 64 characters"):
+        parse_quantity("1" * 65)
+    with pytest.raises(QuantityError, match="not a quantity"):
+        parse_quantity(Decimal("NaN"))
+
+
+def test_errors_name_the_field() -> None:
+    with pytest.raises(QuantityError, match=r"^resources\.memory: '1e999999' is out of range"):
+        parse_resource_map({"memory": "1e999999"})
+    with pytest.raises(QuantityError, match=r"^rayStartParams\.resources\.CPU: .* is out of range"):
+        parse_resources_param('{"CPU": 1e400}')
+    with pytest.raises(QuantityError, match=r"^x\.resources: not a JSON object"):
+        parse_resources_param('{"CPU": ' + "9" * 5000 + "}", field="x.resources")
+    group = {"template": {"spec": {"containers": [{"resources": {"limits": {"cpu": "1e999999"}}}]}}}
+    with pytest.raises(QuantityError, match=r"^template\.spec\.containers\[0\]\.resources\.limits\.cpu: "):
+        host_resources(group)
+    with pytest.raises(QuantityError, match=r"^rayStartParams\.num-cpus: not a quantity: 'abc'"):
+        host_resources({"rayStartParams": {"num-cpus": "abc"}})

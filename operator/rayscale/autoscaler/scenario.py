@@ -131,8 +131,8 @@ def resources(value: Any, path: str) -> dict[str, float]:
     for name, amount in as_map(value, path).items():
         try:
             parsed = quantity_to_float(amount)
-        except QuantityError:
-            raise fail(f"{path}.{name}", f"not a quantity: {amount!r}") from None
+        except QuantityError as exc:
+            raise fail(f"{path}.{name}", str(exc)) from None
         if parsed < 0:
             raise fail(f"{path}.{name}", "must be >= 0")
         if parsed > 0:
