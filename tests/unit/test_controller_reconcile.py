@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from raycluster_factory import cluster, group, pod, with_status
 
+from rayscale.controller import pods as podspec
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import Plan
-from rayscale.controller.reconcile import plan_cluster
+from rayscale.controller.reconcile import PlannerOptions, plan_cluster
 from rayscale.controller.snapshot import ClusterSnapshot
+from rayscale.controller.validation import Invalid
 
 
 def _plan(body: dict[str, Any], pods: list[dict[str, Any]], services: list[str] | None = None,
@@ -123,3 +126,58 @@ def test_recreate_upgrade_strategy_deletes_every_pod_when_the_spec_changed() -> 
     changed["spec"]["upgradeStrategy"] = {"type": "Recreate"}
     foreign = _head_built_from(body, **{"ray.io/kuberay-version": "v1.6.2"})
     assert _summary(_plan(changed, [foreign, pod("a")])) == []
+
+
+def test_an_unforeseen_planning_error_is_an_invalid_spec_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever a spec makes planning raise ends in SpecValid=False with the error, and one
+    Warning Event, never in an exception (which the queue would retry every few seconds)."""
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise KeyError("containers")
+
+    monkeypatch.setattr(podspec, "head_pod", broken)
+    body = cluster(group())
+    plan, spec = plan_cluster(ClusterSnapshot(body, [], []), ScaleExpectations())
+    message = "spec: cannot be reconciled (KeyError: 'containers')"
+    assert isinstance(spec, Invalid)
+    assert (spec.reason, spec.message) == ("InvalidRayClusterSpec", message)
+    assert (plan.invalid, plan.steps, plan.services) == (message, [], [])
+    assert [(e.type, e.reason, e.message) for e in plan.events] == [
+        ("Warning", "InvalidRayClusterSpec", message)
+    ]
+    again = with_status(body, conditions=[{"type": "SpecValid", "status": "False", "message": message}])
+    assert plan_cluster(ClusterSnapshot(again, [], []), ScaleExpectations())[0].events == []
+
+
+def test_one_reconcile_creates_at_most_its_budget_of_worker_pods() -> None:
+    body = cluster(group("a", replicas=400, max_replicas=1000), group("b", replicas=300, max_replicas=1000),
+                   group("c", replicas=5, max_replicas=10, hosts=4))  # fmt: skip
+    plan = _plan(body, [pod("h", "headgroup")])
+    assert _summary(plan) == [("a", 400, 0), ("b", 100, 0)]  # 500 in all; c waits
+    assert plan.requeue_after is not None
+    options = PlannerOptions(max_creates=3)
+    plan, _ = plan_cluster(ClusterSnapshot(body, [pod("h", "headgroup")], []), ScaleExpectations(), options)
+    assert _summary(plan) == [("a", 3, 0)]
+    # a multi-host group with any room left gets one whole replica
+    body = cluster(group("c", replicas=5, max_replicas=10, hosts=4))
+    plan, _ = plan_cluster(ClusterSnapshot(body, [pod("h", "headgroup")], []), ScaleExpectations(), options)
+    assert _summary(plan) == [("c", 4, 0)]
+
+
+def test_a_cluster_over_the_pod_limit_builds_no_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+    def never(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a pod was built for a cluster over the limit")
+
+    monkeypatch.setattr(podspec, "worker_pod", never)
+    monkeypatch.setattr(podspec, "head_pod", never)
+    body = cluster(group(replicas=100_000, max_replicas=2**31 - 1))
+    plan = _plan(body, [], services=[])
+    assert plan.invalid is not None
+    assert plan.invalid.startswith(
+        "spec.workerGroupSpecs[0].replicas: 100000 replicas x 1 hosts = 100000 pods"
+    )
+    assert (plan.steps, plan.services) == ([], [])
+    monkeypatch.undo()  # under a higher limit the same cluster plans, a budget at a time
+    options = PlannerOptions(max_pods=100_000, max_creates=10)
+    plan, _ = plan_cluster(ClusterSnapshot(body, [pod("h", "headgroup")], []), ScaleExpectations(), options)
+    assert _summary(plan) == [("small", 10, 0)]

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from raycluster_factory import cluster, group
+from tests.invalid_specs import CASES, BadSpec
 
 from rayscale.controller.snapshot import ClusterMeta
 from rayscale.controller.validation import Invalid, parse_and_validate
@@ -101,3 +102,73 @@ def test_ingress_options_are_refused() -> None:
     body = cluster(group())
     body["spec"]["headGroupSpec"]["ingressOptions"] = {"host": "x"}
     assert _check(body) == "spec.headGroupSpec.ingressOptions: not implemented by rayscale (remove it)"
+
+
+# ----------------------------------------------------------------------------- bad input, bounded
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_every_bad_spec_names_its_field(case: BadSpec) -> None:
+    assert _check(case.apply(cluster(group()))) == case.message
+
+
+def test_the_pod_limit_is_a_parameter() -> None:
+    body = cluster(group(replicas=30, max_replicas=100), group("big", replicas=2, max_replicas=10, hosts=10))
+    assert _check(body) is None
+    result = parse_and_validate(ClusterMeta.from_body(body), body["spec"], max_pods=49)
+    assert isinstance(result, Invalid)
+    assert result.message == (
+        "spec.workerGroupSpecs: 50 worker pods in all is over the limit of 49 worker pods per RayCluster"
+        " (--max-pods-per-cluster)"
+    )
+
+
+def test_suspended_groups_and_replicas_above_max_count_as_the_controller_counts_them() -> None:
+    # maxReplicas clamps replicas; a suspended group has no pods; the head is not counted.
+    body = cluster(group(replicas=50_000, max_replicas=10_000), group("off", replicas=10_000, suspend=True))
+    body["spec"]["workerGroupSpecs"][1]["maxReplicas"] = 10_000
+    assert _check(body) is None
+
+
+def test_validation_costs_nothing_per_pod_or_digit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The largest counts and exponents are refused by arithmetic on the numbers as written:
+    no pod manifest is built and no big number is expanded."""
+    import rayscale.controller.pods as pods
+
+    def never(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a pod was built while validating")
+
+    monkeypatch.setattr(pods, "worker_pod", never)
+    body = cluster(group(replicas=2**31 - 1, max_replicas=2**31 - 1, hosts=2**31 - 1))
+    assert _check(body) == (
+        "spec.workerGroupSpecs[0].numOfHosts: 2147483647 hosts per replica is over the limit of 10000"
+        " worker pods per RayCluster (--max-pods-per-cluster)"
+    )
+    body = cluster(group())
+    body["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = (
+        "9e999999999999999"
+    )
+    assert _check(body) == (
+        "spec.workerGroupSpecs[0].template.spec.containers[0].resources.limits.cpu: '9e999999999999999'"
+        " is out of range: quantities are limited to ±9223372036854775807 (2^63-1)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"num-gpus": "1", "object-store-memory": "100000000", "port": "6379", "min-worker-port": "0",
+          "node-ip-address": "$MY_POD_IP", "dashboard-host": "0.0.0.0"}, None),
+        ({"object-store-memory": "lots"},
+         "spec.workerGroupSpecs[0].rayStartParams.object-store-memory: not a quantity: 'lots'"),
+        ({"metrics-export-port": "8080x"},
+         "spec.workerGroupSpecs[0].rayStartParams.metrics-export-port: must be a port number from 0 to 65535"
+         " ('8080x')"),
+        ({"resources": '{"custom": -1}'},
+         "spec.workerGroupSpecs[0].rayStartParams.resources.custom: must not be negative"),
+        ({"resources": '"[1, 2]"'},
+         "spec.workerGroupSpecs[0].rayStartParams.resources: not a JSON object: '\"[1, 2]\"'"),
+    ],
+)  # fmt: skip
+def test_ray_start_params(params: dict[str, str], expected: str | None) -> None:
+    assert _check(cluster(group(rayStartParams=params))) == expected

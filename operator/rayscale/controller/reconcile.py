@@ -2,11 +2,16 @@
 
 The only state it touches is the in-memory scale expectations, which it reads (and prunes of
 expectations that are met).
+
+Planning never raises: a spec that makes it fail in a way validation did not foresee is reported
+like an invalid one (the SpecValid condition, with the error), so one odd RayCluster never turns
+into a retry loop.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Sequence
 
 from rayscale.api.raycluster import KUBERAY_MANAGER, RayClusterSpec
@@ -14,6 +19,7 @@ from rayscale.controller import ingress, names, redis_cleanup, services, sidecar
 from rayscale.controller import labels as L
 from rayscale.controller import pods as podspec
 from rayscale.controller.expectations import ScaleExpectations
+from rayscale.controller.limits import CREATES_PER_RECONCILE, DEFAULT_MAX_PODS
 from rayscale.controller.plan import CreatePod, DeletePod, EventSpec, Plan, Step
 from rayscale.controller.snapshot import (
     ClusterSnapshot,
@@ -28,7 +34,10 @@ from rayscale.controller.status import PROVISIONED, SPEC_VALID, SUSPENDED, SUSPE
 from rayscale.controller.validation import Invalid, parse_and_validate
 from rayscale.controller.workers import plan_group, random_suffix
 
+log = logging.getLogger(__name__)
 ERROR_REQUEUE = 2.0
+UNPLANNABLE = "spec: cannot be reconciled"  # how an unforeseen planning error is reported
+MAX_MESSAGE = 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +45,8 @@ class PlannerOptions:
     random_delete: bool = False  # ENABLE_RANDOM_POD_DELETE
     sidecar_autoscaler: bool = False  # --mode controller: Ray's autoscaler in the head, as KubeRay
     suffix: Callable[[], str] = random_suffix
+    max_pods: int = DEFAULT_MAX_PODS  # worker pods one RayCluster may ask for (--max-pods-per-cluster)
+    max_creates: int = CREATES_PER_RECONCILE  # worker pods created by one reconcile at most
 
 
 def _cond_true(snapshot: ClusterSnapshot, kind: str) -> bool:
@@ -55,25 +66,46 @@ def _service_names(snapshot: ClusterSnapshot) -> set[str]:
     return {str(s.get("metadata", {}).get("name")) for s in snapshot.services}
 
 
+def _invalid_plan(snapshot: ClusterSnapshot, invalid: Invalid) -> Plan:
+    """Nothing but the SpecValid condition, and a Warning Event when its message is new."""
+    plan = Plan(invalid=invalid.message)
+    if _old_condition_message(snapshot, SPEC_VALID) != invalid.message:
+        plan.events.append(EventSpec("Warning", invalid.reason, invalid.message, action="Validate"))
+    return plan
+
+
 def plan_cluster(
     snapshot: ClusterSnapshot,
     expectations: ScaleExpectations,
     options: PlannerOptions | None = None,
 ) -> tuple[Plan, RayClusterSpec | Invalid | None]:
-    """What to do now, and the parsed spec (or why it is invalid; None when skipped)."""
+    """What to do now, and the parsed spec (or why it is invalid; None when skipped).
+
+    Never raises: an error while planning makes the spec invalid, with the error as the reason.
+    """
     options = options or PlannerOptions()
+    try:
+        return _plan_cluster(snapshot, expectations, options)
+    except Exception as exc:  # any spec must end in a condition, never in a retry loop
+        meta = snapshot.body.get("metadata") or {}
+        log.exception("planning RayCluster %s/%s failed", meta.get("namespace"), meta.get("name"))
+        message = f"{UNPLANNABLE} ({type(exc).__name__}: {exc})"[:MAX_MESSAGE]
+        invalid = Invalid("InvalidRayClusterSpec", message)
+        return _invalid_plan(snapshot, invalid), invalid
+
+
+def _plan_cluster(
+    snapshot: ClusterSnapshot, expectations: ScaleExpectations, options: PlannerOptions
+) -> tuple[Plan, RayClusterSpec | Invalid | None]:
     meta = snapshot.meta
     plan = Plan()
     managed_by = snapshot.raw_spec.get("managedBy")
     if (managed_by and managed_by != KUBERAY_MANAGER) or meta.deleting:
         plan.skip = True
         return plan, None
-    parsed = parse_and_validate(meta, snapshot.raw_spec)
+    parsed = parse_and_validate(meta, snapshot.raw_spec, max_pods=options.max_pods)
     if isinstance(parsed, Invalid):
-        plan.invalid = parsed.message
-        if _old_condition_message(snapshot, SPEC_VALID) != parsed.message:
-            plan.events.append(EventSpec("Warning", parsed.reason, parsed.message, action="Validate"))
-        return plan, parsed
+        return _invalid_plan(snapshot, parsed), parsed
     spec = parsed
     if redis_cleanup.enabled(spec, meta.annotations) and redis_cleanup.FINALIZER not in meta.finalizers:
         # As KubeRay: nothing is created before the finalizer that cleans Redis up is in place.
@@ -137,6 +169,7 @@ def plan_cluster(
     by_name = {pod_name(p): p for p in pods}
     if not _plan_head(snapshot, spec, expectations, pods, by_name, plan, options):
         return plan, spec
+    budget = options.max_creates  # worker pods this reconcile may still create
     for group in spec.workers:
         key = (meta.namespace, meta.name, group.group_name)
         group_pods = [p for p in pods if pod_group(p) == group.group_name and not is_head(p)]
@@ -146,8 +179,15 @@ def plan_cluster(
                 plan.requeue(deadline + 0.1)
             continue
         gp = plan_group(
-            meta, spec, group, group_pods, random_delete=options.random_delete, suffix=options.suffix
+            meta,
+            spec,
+            group,
+            group_pods,
+            random_delete=options.random_delete,
+            suffix=options.suffix,
+            max_creates=budget,
         )
+        budget -= len(gp.creates)
         step = Step(group=group.group_name, deletes=gp.deletes, creates=gp.creates)
         if step:
             plan.steps.append(step)

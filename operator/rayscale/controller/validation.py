@@ -13,8 +13,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rayscale.api.raycluster import RayClusterSpec
-from rayscale.controller import gcsft
+from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
+from rayscale.controller import fields, gcsft
+from rayscale.controller import labels as L
+from rayscale.controller.limits import DEFAULT_MAX_PODS, pods_problem
 from rayscale.controller.names import is_dns1035_label
 from rayscale.controller.probes import version_at_least
 from rayscale.controller.snapshot import ClusterMeta
@@ -53,8 +55,12 @@ def _group_checks(
     resources: Mapping[str, str] | None,
     labels: Mapping[str, str] | None,
 ) -> str | None:
-    if not (template.get("spec") or {}).get("containers"):
-        return f"{path}.template.spec.containers: must have at least one container"
+    if problem := fields.template_problem(f"{path}.template", template):
+        return problem
+    if problem := fields.ray_start_params_problem(f"{path}.rayStartParams", params):
+        return problem
+    if problem := fields.resource_map_problem(f"{path}.resources", resources):
+        return problem
     if resources:
         for key in RESOURCE_PARAMS:
             if key in (params or {}):
@@ -69,6 +75,35 @@ def _group_checks(
     return None
 
 
+def _group_name_problem(path: str, name: str, seen: Mapping[str, int]) -> str | None:
+    """A group name is the ``ray.io/group`` label of its pods and Ray's node type: a label
+    value, unique, and not the head group's."""
+    where = f"{path}.groupName"
+    if not name:
+        return f"{where}: must not be empty"
+    if len(name) > 63 or not _LABEL_VALUE.match(name):
+        return f"{where}: {fields.shown(name)} is not a valid label value (it labels the group's pods)"
+    if name == L.HEAD_GROUP:
+        return f"{where}: {name!r} is the head group's name (the ray.io/group label of the head pod)"
+    if name in seen:
+        return f"{where}: {name!r} is also the name of spec.workerGroupSpecs[{seen[name]}]"
+    return None
+
+
+def _count_checks(path: str, group: WorkerGroupSpec) -> str | None:
+    for field, value, lowest in (
+        ("replicas", group.replicas, 0),
+        ("minReplicas", group.min_replicas, 0),
+        ("maxReplicas", group.max_replicas, 0),
+        ("numOfHosts", group.num_of_hosts, 1),
+    ):
+        if value is not None and value < lowest:
+            return f"{path}.{field}: must be >= {lowest} ({value})"
+    if group.min_replicas > group.max_replicas:
+        return f"{path}.minReplicas: must be <= maxReplicas ({group.min_replicas} > {group.max_replicas})"
+    return None
+
+
 def validate_metadata(meta: ClusterMeta) -> Invalid | None:
     if len(meta.name) > MAX_CLUSTER_NAME:
         return Invalid(
@@ -80,8 +115,10 @@ def validate_metadata(meta: ClusterMeta) -> Invalid | None:
     return None
 
 
-def parse_and_validate(meta: ClusterMeta, raw: Mapping[str, Any]) -> RayClusterSpec | Invalid:
-    """The parsed spec, or the first problem found."""
+def parse_and_validate(
+    meta: ClusterMeta, raw: Mapping[str, Any], *, max_pods: int = DEFAULT_MAX_PODS
+) -> RayClusterSpec | Invalid:
+    """The parsed spec, or the first problem found (`max_pods`: worker pods allowed, see limits)."""
     problem = validate_metadata(meta)
     if problem:
         return problem
@@ -91,7 +128,7 @@ def parse_and_validate(meta: ClusterMeta, raw: Mapping[str, Any]) -> RayClusterS
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         return Invalid("InvalidRayClusterSpec", f"spec.{where}: {err['msg']}")
-    message = validate_spec(meta, spec)
+    message = validate_spec(meta, spec, max_pods=max_pods)
     return Invalid("InvalidRayClusterSpec", message) if message else spec
 
 
@@ -115,7 +152,7 @@ def _unimplemented(spec: RayClusterSpec) -> str | None:
     return None
 
 
-def validate_spec(meta: ClusterMeta, spec: RayClusterSpec) -> str | None:
+def validate_spec(meta: ClusterMeta, spec: RayClusterSpec, *, max_pods: int = DEFAULT_MAX_PODS) -> str | None:
     if problem := _unimplemented(spec):
         return problem
     head = spec.head_group_spec
@@ -124,20 +161,24 @@ def validate_spec(meta: ClusterMeta, spec: RayClusterSpec) -> str | None:
     )
     if problem:
         return problem
+    if problem := fields.service_type_problem("spec.headGroupSpec.serviceType", head.service_type):
+        return problem
+    if problem := fields.head_service_problem("spec.headGroupSpec.headService", head.head_service):
+        return problem
     head_v2 = _env(head.template, "RAY_enable_autoscaler_v2")
     version = spec.autoscaler_options.version if spec.autoscaler_options else None
     v2 = version == "v2" or _truthy(head_v2)
+    names: dict[str, int] = {}
     for i, g in enumerate(spec.workers):
         path = f"spec.workerGroupSpecs[{i}]"
+        if problem := _group_name_problem(path, g.group_name, names):
+            return problem
+        names[g.group_name] = i
         problem = _group_checks(path, g.template, g.ray_start_params, g.resources, g.labels)
         if problem:
             return problem
-        if g.min_replicas < 0:
-            return f"{path}.minReplicas: must be >= 0 ({g.min_replicas})"
-        if g.max_replicas < 0:
-            return f"{path}.maxReplicas: must be >= 0 ({g.max_replicas})"
-        if g.min_replicas > g.max_replicas:
-            return f"{path}.minReplicas: must be <= maxReplicas ({g.min_replicas} > {g.max_replicas})"
+        if problem := _count_checks(path, g):
+            return problem
         if g.idle_timeout_seconds is not None:
             if g.idle_timeout_seconds < 0:
                 return f"{path}.idleTimeoutSeconds: must be >= 0 ({g.idle_timeout_seconds})"
@@ -145,6 +186,8 @@ def validate_spec(meta: ClusterMeta, spec: RayClusterSpec) -> str | None:
                 return f"{path}.idleTimeoutSeconds: only allowed with autoscaler v2"
         if g.priority and not (v2 and version_at_least(spec.ray_version, (2, 56, 0))):
             return f"{path}.priority: requires autoscaler v2 and rayVersion >= 2.56.0"
+    if problem := pods_problem(spec.workers, max_pods):
+        return problem
     ft_annotation = "ray.io/ft-enabled" in meta.annotations
     if ft_annotation and spec.gcs_fault_tolerance_options is not None:
         return "spec.gcsFaultToleranceOptions: not allowed together with annotation ray.io/ft-enabled"

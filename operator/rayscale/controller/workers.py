@@ -74,6 +74,16 @@ def _negate(timestamp: str) -> str:
     return "".join(chr(0x10FFFF - ord(c)) for c in timestamp)
 
 
+def _bounded(replicas: int, hosts: int, max_creates: int | None) -> int:
+    """How many of `replicas` missing replicas of `hosts` pods to create under `max_creates` pods:
+    at least one while any room is left."""
+    if max_creates is None:
+        return replicas
+    if max_creates <= 0:
+        return 0
+    return min(replicas, max(max_creates // hosts, 1))
+
+
 def _lowest_free(used: set[int], count: int) -> list[int]:
     out: list[int] = []
     i = 0
@@ -92,8 +102,13 @@ def plan_group(
     *,
     random_delete: bool = False,
     suffix: Callable[[], str] = random_suffix,
+    max_creates: int | None = None,
 ) -> GroupPlan:
-    """Plan one group. `pods` are the group's pods to count (stuck terminating ones left out)."""
+    """Plan one group. `pods` are the group's pods to count (stuck terminating ones left out).
+
+    `max_creates` bounds the pods created (None: no bound): the rest wait for a later reconcile
+    (`requeue`). A multi-host group with any room left creates at least one whole replica.
+    """
     name = group.group_name
     plan = GroupPlan()
     if group.suspend:
@@ -101,7 +116,7 @@ def plan_group(
         return plan
     may_scale_down = not spec.autoscaling or random_delete
     if num_hosts(group) > 1:
-        return _plan_multi_host(meta, spec, group, pods, may_scale_down, suffix)
+        return _plan_multi_host(meta, spec, group, pods, may_scale_down, suffix, max_creates)
 
     unhealthy = [p for p in pods if is_unhealthy(p)]
     if unhealthy:
@@ -115,7 +130,9 @@ def plan_group(
     diff = expected_replicas(group) - len(running)
     if diff > 0:
         used = {i for p in running if (i := replica_index(p)) is not None}
-        for index in _lowest_free(used, diff):
+        count = _bounded(diff, 1, max_creates)
+        plan.requeue = count < diff
+        for index in _lowest_free(used, count):
             manifest = podspec.worker_pod(meta, spec, group, replica_index=index)
             plan.creates.append(CreatePod(group=name, kind="worker", manifest=manifest))
     elif diff < 0 and may_scale_down:
@@ -131,6 +148,7 @@ def _plan_multi_host(
     pods: Sequence[Obj],
     may_scale_down: bool,
     suffix: Callable[[], str],
+    max_creates: int | None = None,
 ) -> GroupPlan:
     """Whole replicas of `numOfHosts` pods sharing `ray.io/worker-group-replica-name`.
 
@@ -178,7 +196,9 @@ def _plan_multi_host(
     diff = expected_replicas(group) - len(units)
     if diff > 0:
         used = {i for p in pods if (i := replica_index(p)) is not None}
-        for index in _lowest_free(used, diff):
+        count = _bounded(diff, hosts, max_creates)
+        plan.requeue = count < diff
+        for index in _lowest_free(used, count):
             replica_name = f"{name}-{suffix()}"
             for host in range(hosts):
                 manifest = podspec.worker_pod(
