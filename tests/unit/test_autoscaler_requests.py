@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from raycluster_factory import cluster, group, pod
 
 from rayscale.autoscaler.requests import decision_status, pending_status, status_patch
@@ -184,3 +185,52 @@ def test_bundles_the_head_holds_are_satisfied() -> None:
     decision = schedule(snapshot)
     assert decision.groups["cpu"].launch == 0
     assert decision_status(REQUEST, decision)["phase"] == "Satisfied"
+
+
+BUNDLE_LIMIT = "the limit of 100000 per RayResourceRequest"
+OUT_OF_RANGE = "is out of range: quantities are limited to ±9223372036854775807 (2^63-1)"
+
+
+@pytest.mark.parametrize(
+    ("bundles", "message"),
+    [
+        ([{"resources": {"memory": "1e999999"}}],
+         f"spec.bundles[0].resources.memory: '1e999999' {OUT_OF_RANGE}"),
+        ([{"resources": {"CPU": 1}}, {"resources": {"CPU": "1e19"}}],
+         f"spec.bundles[1].resources.CPU: '1e19' {OUT_OF_RANGE}"),
+        ([{"resources": {"CPU": "-1"}}], "spec.bundles[0].resources.CPU: must be >= 0"),
+        ([{"resources": {"CPU": "lots"}}], "spec.bundles[0].resources.CPU: not a quantity: 'lots'"),
+        ([{"resources": {"CPU": 1}, "count": 2**31 - 1}],
+         f"spec.bundles[0].count: 2147483647 bundles in all is over {BUNDLE_LIMIT}"),
+        ([{"resources": {"CPU": 1}, "count": 60_000}, {"resources": {"GPU": 1}, "count": 60_000}],
+         f"spec.bundles[1].count: 120000 bundles in all is over {BUNDLE_LIMIT}"),
+        ([{"resources": {"CPU": 1}, "count": 0}], "spec.bundles[0].count: must be an integer >= 1"),
+        ([{"resources": {"CPU": 1}, "count": "many"}], "spec.bundles[0].count: must be an integer >= 1"),
+        ([{"resources": ["CPU"]}], "spec.bundles[0].resources: must be a mapping"),
+        ("CPU", "spec.bundles: must be a list"),
+    ],
+)  # fmt: skip
+def test_bad_bundles_are_refused_with_the_field_whatever_the_cluster(bundles: Any, message: str) -> None:
+    bad = REQUEST | {"spec": {"clusterName": "rc", "bundles": bundles}}
+    expected = ("Unsatisfiable", "InvalidBundles", f"a bundle cannot be read: {message}")
+    for status in (decision_status(bad, decided()), pending_status(bad, "RayCluster rc does not exist")):
+        assert (status["phase"], status["reason"], status["message"]) == expected
+
+
+def test_a_bad_request_is_left_out_and_the_cluster_scales_for_the_others() -> None:
+    body = cluster(group("cpu", replicas=0, max_replicas=2**31 - 1), autoscaling=True)
+    good = {"metadata": {"name": "good", "namespace": "ns"}, "spec": {"clusterName": "rc", "bundles": [
+        {"resources": {"CPU": 1}, "count": 2}]}}  # fmt: skip
+    huge = {"metadata": {"name": "huge", "namespace": "ns"}, "spec": {"clusterName": "rc", "bundles": [
+        {"resources": {"memory": "1e999999"}}]}}  # fmt: skip
+    many = {"metadata": {"name": "many", "namespace": "ns"}, "spec": {"clusterName": "rc", "bundles": [
+        {"resources": {"CPU": 1}, "count": 2**31 - 1}]}}  # fmt: skip
+    snapshot = build_snapshot(body, [], None, [good, huge, many], (), datetime(2026, 1, 1, tzinfo=UTC))
+    decision = schedule(snapshot)
+    assert decision.groups["cpu"].launch == 2
+    assert decision_status(good, decision)["phase"] == "Pending"
+    assert (
+        decision_status(huge, decision)["reason"]
+        == decision_status(many, decision)["reason"]
+        == "InvalidBundles"
+    )

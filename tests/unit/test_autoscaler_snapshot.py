@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from raycluster_factory import cluster, group, pod
 
+from rayscale.autoscaler.scenario import ScenarioError
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import (
     Constraint,
@@ -19,6 +21,7 @@ from rayscale.autoscaler.scheduling.model import (
     RemovalCause,
     Snapshot,
     Strategy,
+    UnmetReason,
 )
 from rayscale.autoscaler.snapshot import (
     MAX_NODE_BOOT_ANNOTATION,
@@ -446,3 +449,33 @@ def test_pods_of_unknown_or_suspended_groups_are_left_out() -> None:
     body = rc(a=group(replicas=1), b=group("off", replicas=1, suspend=True))
     pods = [pod("w"), pod("x", "off"), pod("y", "nosuch")]
     assert [n.name for n in build(body, pods, gcs(ray_node("w"))).nodes] == ["w"]
+
+
+def test_the_pod_limit_caps_the_decision_and_refuses_specs_beyond_it() -> None:
+    """With --max-pods-per-cluster the autoscaler never writes replicas past the limit (whatever
+    maxReplicas says), and a spec already past it is refused before a node is made for each replica."""
+
+    def request(count: int) -> dict[str, Any]:
+        bundles = [{"resources": {"CPU": 1}, "count": count}]
+        return {
+            "metadata": {"name": "r", "namespace": "ns"},
+            "spec": {"clusterName": "rc", "bundles": bundles},
+        }
+
+    body = rc(a=group("a", replicas=0, max_replicas=2**31 - 1), b=group("b", replicas=0, max_replicas=5))
+    snapshot = build_snapshot(body, [], None, [], (), NOW, max_pods=10)
+    assert snapshot.options.max_workers == 10
+    assert build_snapshot(body, [], None, [], (), NOW).options.max_workers is None
+    # only set where the groups' maxima could go past the limit
+    small = rc(b=group("b", replicas=0, max_replicas=5))
+    assert build_snapshot(small, [], None, [], (), NOW, max_pods=10).options.max_workers is None
+    decision = schedule(build_snapshot(body, [], None, [request(8)], (), NOW, max_pods=10))
+    assert sum(g.replicas for g in decision.groups.values()) == 8
+    # 50 one-CPU bundles need 50 one-CPU pods: all or nothing, so nothing, and the reason says why
+    decision = schedule(build_snapshot(body, [], None, [request(50)], (), NOW, max_pods=10))
+    assert (decision.groups["a"].replicas, decision.groups["b"].replicas) == (0, 0)
+    assert {u.reason for u in decision.unmet} == {UnmetReason.MAX_WORKERS}
+
+    over = rc(a=group("a", replicas=100_000, max_replicas=2**31 - 1))
+    with pytest.raises(ScenarioError, match=r"^spec.workerGroupSpecs\[0\]\.replicas: 100000 replicas"):
+        build_snapshot(over, [], None, [], (), NOW, max_pods=10_000)

@@ -8,7 +8,8 @@ Translated from the GCS state (``rayscale.ray.model``) and the custom resources.
   selectors) are counted together.
 - Ray's ``request_resources`` is one all-or-nothing unit (``RAY_REQUEST_UNIT``) and keeps each
   bundle's label selector; each RayResourceRequest is an all-or-nothing unit of its own, named
-  ``<namespace>/<name>``.
+  ``<namespace>/<name>``, of at most ``MAX_REQUEST_BUNDLES`` bundles whose amounts are bounded
+  quantities (a request beyond that is refused, with the field, never planned).
 - A label constraint whose operator Ray does not know (neither IN nor NOT_IN) is one that Ray's
   scheduler never finds satisfied, so it becomes an ``in`` with no values: no host matches it.
 - The head is the live Ray node that holds ``node:__internal_head__``, with all the resources the
@@ -17,10 +18,10 @@ Translated from the GCS state (``rayscale.ray.model``) and the custom resources.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rayscale.autoscaler.scenario import ScenarioError, resources
+from rayscale.autoscaler.scenario import ScenarioError, as_list, as_map, fail, integer, resources
 from rayscale.autoscaler.scheduling.model import (
     RAY_REQUEST_UNIT,
     Constraint,
@@ -36,6 +37,7 @@ from rayscale.ray import model as ray
 
 __all__ = [
     "HEAD_RESOURCE",
+    "MAX_REQUEST_BUNDLES",
     "gcs_constraints",
     "gcs_demands",
     "gcs_gangs",
@@ -48,6 +50,8 @@ __all__ = [
 Obj = Mapping[str, Any]
 
 HEAD_RESOURCE = "node:__internal_head__"  # Ray gives it to the head node only
+#: Bundles one RayResourceRequest may ask for (the sum of its counts).
+MAX_REQUEST_BUNDLES = 100_000
 
 Shape = tuple[tuple[str, float], ...]  # a resource map as a hashable key
 _GangKey = tuple[Strategy, tuple[Shape, ...], tuple[Selector, ...]]
@@ -191,15 +195,26 @@ def request_unit(request: Obj) -> str:
 def request_bundles(request: Obj) -> tuple[Constraint, ...]:
     """The bundles of one RayResourceRequest, as constraints of its own unit.
 
-    Raises ScenarioError, TypeError or ValueError for a bundle that cannot be read.
+    Raises ScenarioError (naming the field, e.g. ``spec.bundles[0].resources.memory``) for a
+    bundle that cannot be read: an amount that is not a quantity, negative or beyond 2^63-1, a
+    count that is not an integer >= 1, more than `MAX_REQUEST_BUNDLES` bundles in all.
     """
     unit = request_unit(request)
     out = []
-    value: Iterable[Any] = (request.get("spec") or {}).get("bundles") or []
-    for i, bundle in enumerate(value):
-        count = int(bundle.get("count", 1))
-        shape = resources(bundle.get("resources"), f"bundles[{i}].resources")
-        if count > 0 and shape:
+    total = 0
+    spec = as_map(request.get("spec"), "spec")
+    for i, item in enumerate(as_list(spec.get("bundles"), "spec.bundles")):
+        where = f"spec.bundles[{i}]"
+        bundle = as_map(item, where)
+        count = integer(bundle, "count", where, 1, minimum=1)
+        total += count
+        if total > MAX_REQUEST_BUNDLES:
+            raise fail(
+                f"{where}.count",
+                f"{total} bundles in all is over the limit of {MAX_REQUEST_BUNDLES} per RayResourceRequest",
+            )
+        shape = resources(bundle.get("resources"), f"{where}.resources")
+        if shape:
             out.append(Constraint(shape, count, unit=unit))
     return tuple(out)
 

@@ -10,7 +10,9 @@ Each request is an all-or-nothing unit of its own (``<namespace>/<name>``, see
   has not created yet); workers that other demand brings up do not hold it back;
 - ``Satisfied`` once every bundle is placed on a worker (or the head) that runs.
 
-A request whose cluster does not exist (or does not autoscale) is ``Pending``.
+A request whose cluster does not exist (or does not autoscale) is ``Pending``. A request with a
+bundle that cannot be read (`bundle_problem`) is ``Unsatisfiable`` (``InvalidBundles``, the message
+names the field) whatever its cluster: it is never planned, and the cluster's other demand is.
 
 A placement or unmet entry that names no unit (a scheduler that does not tell units apart)
 counts against every request, as if all of them were one set.
@@ -25,11 +27,12 @@ from rayscale.autoscaler.demand import request_bundles, request_unit
 from rayscale.autoscaler.scenario import ScenarioError
 from rayscale.autoscaler.scheduling.model import Decision, Target, Unmet
 
-__all__ = ["INVALID_BUNDLES", "decision_status", "pending_status", "status_patch"]
+__all__ = ["INVALID_BUNDLES", "bundle_problem", "decision_status", "pending_status", "status_patch"]
 
 Obj = Mapping[str, Any]
 FIELDS = ("phase", "reason", "message", "observedGeneration")
 INVALID_BUNDLES = "InvalidBundles"  # the reason of a request with a bundle that cannot be read
+MAX_MESSAGE = 1000
 _RUNS = frozenset({Target.RUNNING, Target.HEAD})  # targets whose capacity exists now
 
 
@@ -53,10 +56,8 @@ def decision_status(request: Obj, decision: Decision) -> dict[str, Any]:
     that does not run (a new replica, a pod not running or without a live Ray node, or a replica
     the spec asks for whose pod does not exist yet).
     """
-    try:
-        request_bundles(request)
-    except (ScenarioError, TypeError, ValueError, AttributeError) as exc:
-        return _status(request, "Unsatisfiable", INVALID_BUNDLES, f"a bundle cannot be read: {exc}")
+    if problem := bundle_problem(request):
+        return _status(request, "Unsatisfiable", INVALID_BUNDLES, problem)
     own = request_unit(request)
     unmet = [u for u in decision.unmet if u.kind == "constraint" and _mine(u.unit, own)]
     if unmet:
@@ -81,7 +82,19 @@ def _waiting_bundles(decision: Decision, own: str) -> int:
     )
 
 
+def bundle_problem(request: Obj) -> str | None:
+    """Why a bundle of `request` cannot be read (the field and the rule), or None."""
+    try:
+        request_bundles(request)
+    except (ScenarioError, TypeError, ValueError, AttributeError) as exc:
+        return f"a bundle cannot be read: {exc}"[:MAX_MESSAGE]
+    return None
+
+
 def pending_status(request: Obj, message: str) -> dict[str, Any]:
+    """Pending with `message`; Unsatisfiable when a bundle cannot be read."""
+    if problem := bundle_problem(request):
+        return _status(request, "Unsatisfiable", INVALID_BUNDLES, problem)
     return _status(request, "Pending", None, message)
 
 

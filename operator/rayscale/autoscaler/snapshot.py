@@ -37,7 +37,7 @@ from rayscale.autoscaler.demand import (
     head_node,
     request_constraints,
 )
-from rayscale.autoscaler.scenario import from_raycluster
+from rayscale.autoscaler.scenario import ScenarioError, from_raycluster
 from rayscale.autoscaler.scheduling.model import (
     Group,
     Node,
@@ -45,6 +45,7 @@ from rayscale.autoscaler.scheduling.model import (
     Snapshot,
 )
 from rayscale.controller import labels as L
+from rayscale.controller.limits import pods_problem
 from rayscale.controller.snapshot import (
     condition,
     creation_time,
@@ -95,6 +96,7 @@ def build_snapshot(
     short_since: Mapping[str, datetime] | None = None,
     missing_since: Mapping[str, datetime] | None = None,
     draining: Collection[str] = (),
+    max_pods: int | None = None,
 ) -> Snapshot:
     """The Snapshot of `cluster`; `pods` are its pods, `requests` the RayResourceRequests in its namespace.
 
@@ -108,9 +110,20 @@ def build_snapshot(
     `draining`: pods whose Ray node accepted rayscale's drain while their removal is not written
     yet; they are draining whatever the GCS says.
 
+    `max_pods`: the worker pods the cluster may have (``--max-pods-per-cluster``; None: no limit).
+    A spec asking for more is refused (ScenarioError) before any per-replica work, and the
+    decision never goes past it (``max_workers``, only set when the groups' maxima could).
+
     Raises ScenarioError or pydantic's ValidationError when the spec cannot be read.
     """
     groups, options = from_raycluster(cluster)
+    if max_pods is not None:
+        specs = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
+        if problem := pods_problem([WorkerGroupSpec.model_validate(s) for s in specs], max_pods):
+            raise ScenarioError(problem)
+        if sum(g.max_replicas * g.num_of_hosts for g in groups) > max_pods:
+            cap = max_pods if options.max_workers is None else min(options.max_workers, max_pods)
+            options = dataclasses.replace(options, max_workers=cap)
     groups = tuple(dataclasses.replace(g, backoff=g.name in backing_off) for g in groups)
     options = dataclasses.replace(
         options,
