@@ -22,6 +22,7 @@ from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.controller import labels as L
 from rayscale.controller import upgrade
 from rayscale.controller.runner import ClusterKey, ControllerConfig, RayClusterController
+from rayscale.fence import WRITE_FENCE, Fenced
 from rayscale.kube.client import make_api_client
 from rayscale.kube.events import EventRecorder
 from rayscale.kube.watchhealth import WatchHealth
@@ -172,7 +173,7 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     settings.watching.label_selectors["pods"] = L.RAY_CLUSTER
     settings.watching.label_selectors["services"] = L.RAY_CLUSTER
 
-    api = await make_api_client(qps=runtime.kube_api_qps, burst=runtime.kube_api_burst)
+    api = await make_api_client(qps=runtime.kube_api_qps, burst=runtime.kube_api_burst, fence=WRITE_FENCE)
     runtime.recorder = EventRecorder(api)
     runtime.recorder.start()
     if runtime.metrics is None:  # `rayscale run` serves them before the leader election
@@ -208,10 +209,13 @@ async def shutdown(memo: Any, **_: Any) -> None:
     for task in runtime.tasks:
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    if runtime.recorder is not None:
-        await runtime.recorder.stop()
-    if runtime.api is not None:
-        await runtime.api.close()
+    try:
+        if runtime.recorder is not None:
+            with contextlib.suppress(Fenced):  # a replica that lost the Lease posts no more Events
+                await runtime.recorder.stop()
+    finally:
+        if runtime.api is not None:
+            await runtime.api.close()
 
 
 @kopf.index(*RAYCLUSTERS, registry=registry)

@@ -155,14 +155,17 @@ async def run_as_leader(
     """Wait for the Lease, run kopf while we hold it; stop at once (exit 1) when we lose it, as
     controller-runtime does: the pod restarts and competes again. A clean stop releases it.
     `leading` is 1 while we hold the Lease."""
+    from rayscale.fence import WRITE_FENCE
     from rayscale.kube import standby
     from rayscale.kube.client import make_api_client
     from rayscale.kube.leader import KubeLeaseStore, LeaderElector, default_identity
 
-    # A client of its own, without the rate limit: renewals never queue behind reconciles.
+    # A client of its own, without the rate limit or the fence: renewals never queue behind
+    # reconciles. Every other write waits for the Lease (the fence opens with each renewal).
+    WRITE_FENCE.close()
     api = await make_api_client()
     store = KubeLeaseStore(api, args.leader_election_namespace, args.leader_election_id)
-    elector = LeaderElector(store, default_identity())
+    elector = LeaderElector(store, default_identity(), fence=WRITE_FENCE)
     leading.set(0)
     try:
         health = await standby.serve(args.liveness) if args.liveness else None

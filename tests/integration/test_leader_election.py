@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import re
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import aiohttp
@@ -20,12 +21,14 @@ import pytest
 from kubernetes_asyncio import client
 from testcluster import ClusterHandle
 
+from tests.integration.autoscaler.watching import watched
 from tests.integration.controller.conftest import Operator, raycluster_crd  # noqa: F401 (fixture)
 from tests.integration.controller.helpers import Kube, example
 from tests.integration.controller.test_liveness import free_port
 from tests.integration.polling import eventually
 
 LEASE = "rayscale"
+FENCED = "not sent, this replica may no longer hold the leader Lease"
 BECAME = re.compile(r"became leader: Lease \S+ held by (\S+)")
 
 
@@ -39,13 +42,14 @@ def start(
     (pytest shows captured output only for a failed test)."""
     started: list[Operator] = []
 
-    def one(liveness: str = "", metrics_port: int = 0) -> Operator:
+    def one(liveness: str = "", metrics_port: int = 0, more: Sequence[str] = ()) -> Operator:
         extra = [
             "--leader-elect",
             "--leader-election-namespace",
             namespace,
             "--metrics-port",
             str(metrics_port),
+            *more,
         ]
         op = Operator(cluster, namespace, liveness, extra=extra)
         op.start()
@@ -186,3 +190,59 @@ async def test_a_leader_that_loses_the_lease_exits_at_once_and_a_standby_stops_c
     assert exited(op) == 1
     assert f"Lease {namespace}/{LEASE} is held by someone-else" in op.output()
     assert await holder(api, namespace) == "someone-else"  # it did not write the Lease back
+
+
+def worker_pods_created(kube: Kube, cluster: str) -> AbstractAsyncContextManager[list[str]]:
+    """The names of the worker pods of `cluster` the API server reports as ADDED from now on."""
+
+    def added(event: dict[str, Any]) -> str | None:
+        return str(event["raw_object"]["metadata"]["name"]) if event["type"] == "ADDED" else None
+
+    selector = f"ray.io/cluster={cluster},ray.io/node-type=worker"
+    return watched(kube.core.list_namespaced_pod, kube.ns, label_selector=selector, keep=added)
+
+
+async def test_a_frozen_leader_that_resumes_after_a_takeover_writes_nothing(
+    api: client.ApiClient, namespace: str, start: Callable[..., Operator]
+) -> None:
+    """The leader is frozen (SIGSTOP) in the middle of creating 30 workers: its API rate limit (2
+    requests a second) keeps most creates queued. A standby takes over once the Lease expires
+    and creates the rest. Resumed (SIGCONT), the old leader's queued creates wake up with their
+    tokens; the write fence refuses every one of them, and it exits. Every worker pod was
+    created exactly once."""
+    kube = Kube(api, namespace)
+    first = start(more=["--kube-api-qps", "2", "--kube-api-burst", "1"])
+    first_id = await eventually(lambda: leader_identity(first), timeout=60, message="the first one leads")
+    second = start()
+    await eventually(lambda: waits_for(second, first_id), timeout=60, message="the second one waits")
+
+    replicas = 30
+    body = example("raycluster-basic.yaml")
+    body["spec"]["workerGroupSpecs"][0]["replicas"] = replicas
+    body["spec"]["workerGroupSpecs"][0]["maxReplicas"] = replicas + 1
+    async with worker_pods_created(kube, "raycluster-basic") as created:
+        await kube.create(body)
+        await eventually(lambda: len(created) >= 2, timeout=60, message="the first creates go out")
+        assert first.proc is not None
+        os.killpg(first.proc.pid, signal.SIGSTOP)
+        try:
+            frozen_with = len(created)
+            assert frozen_with < replicas  # frozen mid-scale
+            await eventually(lambda: leader_identity(second), timeout=90, message="the standby takes over")
+            live = await eventually(
+                lambda: kube.workers("raycluster-basic", live=True) if len(created) >= replicas else [],
+                timeout=90,
+                message=f"the new leader creates the rest of the {replicas}",
+            )
+            assert len(live) == replicas
+        finally:
+            os.killpg(first.proc.pid, signal.SIGCONT)
+        await eventually(lambda: exited(first) is not None, timeout=60, message="the old leader exits")
+        assert exited(first) == 1
+        # Anything it sent after resuming would have been ADDED by now: the new leader answers
+        # another change only after the old one is gone, and the watch is ordered.
+        await kube.set_group("raycluster-basic", 0, "replicas", replicas + 1)
+        await eventually(lambda: len(created) > replicas, timeout=60, message="the new leader scales on")
+    assert len(created) == len(set(created)) == replicas + 1, f"{len(created) - replicas - 1} pods too many"
+    assert len(await kube.workers("raycluster-basic", live=True)) == replicas + 1
+    assert FENCED in first.output() or "lost leadership" in first.output()

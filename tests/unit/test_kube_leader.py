@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+from rayscale.fence import WriteFence
 from rayscale.kube.leader import (
     Conflict,
     LeaderElector,
@@ -229,3 +230,64 @@ async def test_acquire_waits_and_says_for_whom(caplog: pytest.LogCaptureFixture)
     assert b.is_leader
     waiting = [r.getMessage() for r in caplog.records if "waiting" in r.getMessage()]
     assert waiting == ["waiting for leadership of Lease ns/rayscale held by a"]  # said once, not every poll
+
+
+class SlowLease(FakeLease):
+    """Each read takes `delay` seconds of virtual time: the renewal is stamped when it began."""
+
+    def __init__(self, clock: Clock, delay: float) -> None:
+        super().__init__()
+        self.clock, self.delay = clock, delay
+
+    async def get(self) -> LeaseRecord | None:
+        self.clock.now += self.delay
+        return await super().get()
+
+
+async def test_the_fence_opens_from_the_start_of_each_renewal_for_the_renew_deadline() -> None:
+    clock = Clock()
+    lease = SlowLease(clock, delay=1.5)
+    fence = WriteFence(clock)
+    fence.close()
+    a = LeaderElector(lease, "a", clock=clock, wall=lambda: "t", sleep=clock.sleep, fence=fence)
+    assert await a.try_acquire_or_renew()  # began at t=0, written at t=1.5
+    assert clock.now == 1.5
+    assert fence.is_open
+    clock.now = 9.99
+    assert fence.is_open
+    clock.now = 10.0  # 10 s after the attempt began, not after it ended
+    assert not fence.is_open
+    assert await a.try_acquire_or_renew()  # began at 10, written at 11.5
+    clock.now = 19.99
+    assert fence.is_open
+
+
+async def test_the_fence_closes_when_the_lease_is_lost_or_released() -> None:
+    lease, clock = FakeLease(), Clock()
+    fence = WriteFence(clock)
+    a = LeaderElector(lease, "a", clock=clock, wall=lambda: "t", sleep=clock.sleep, fence=fence)
+    assert await a.try_acquire_or_renew()
+    assert lease.record is not None
+    lease.record = dataclasses.replace(lease.record, holder="intruder", resource_version="99")
+    await a.hold()
+    assert clock.now == 2
+    assert not fence.is_open
+
+    b = LeaderElector(lease, "b", clock=clock, wall=lambda: "t", sleep=clock.sleep, fence=fence)
+    lease.record = dataclasses.replace(lease.record, holder="", resource_version="100")
+    assert await b.try_acquire_or_renew()
+    assert fence.is_open
+    await b.release()
+    assert not fence.is_open
+
+
+async def test_a_renewal_that_fails_leaves_the_fence_to_close_at_the_deadline() -> None:
+    lease, clock = FakeLease(), Clock()
+    fence = WriteFence(clock)
+    a = LeaderElector(lease, "a", clock=clock, wall=lambda: "t", sleep=clock.sleep, fence=fence)
+    assert await a.try_acquire_or_renew()
+    lease.down = True
+    clock.now = 9.9
+    assert fence.is_open
+    clock.now = 10.0
+    assert not fence.is_open  # before hold() has even noticed

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from rayscale.kube.client import RateLimitedApiClient
+from rayscale.kube.client import RayscaleApiClient
 from rayscale.kube.ratelimit import TokenBucket
 
 
@@ -87,7 +87,7 @@ async def test_every_request_of_the_api_client_takes_a_token(monkeypatch: pytest
 
     monkeypatch.setattr(client.ApiClient, "request", fake_request)
     cfg = client.Configuration(host="https://example.invalid")
-    api = RateLimitedApiClient(cfg, bucket(2, 1, vt))
+    api = RayscaleApiClient(cfg, bucket=bucket(2, 1, vt))
     try:
         core = client.CoreV1Api(api)
         await asyncio.gather(

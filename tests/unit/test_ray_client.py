@@ -17,6 +17,8 @@ from typing import Any
 import grpc
 import pytest
 
+from rayscale.fence import Fenced, WriteFence
+from rayscale.ray import client as client_module
 from rayscale.ray import debug
 from rayscale.ray.client import GcsCallError, GcsClient, GcsUnavailable
 from rayscale.ray.model import (
@@ -300,3 +302,20 @@ async def test_debug_command_reports_errors(gcs: FakeGcs, capsys: pytest.Capture
     gcs.failures["GetClusterResourceState"] = [grpc.StatusCode.UNAUTHENTICATED]
     assert await asyncio.to_thread(debug.main, [gcs.address]) == 1
     assert "GcsCallError" in capsys.readouterr().err
+
+
+async def test_a_closed_write_fence_stops_every_call_that_changes_ray(
+    gcs: FakeGcs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fence = WriteFence()
+    fence.close()
+    monkeypatch.setattr(client_module, "WRITE_FENCE", fence)
+    async with _client(gcs) as client:
+        with pytest.raises(Fenced, match="DrainNode"):
+            await client.drain_node(NODE.hex())
+        with pytest.raises(Fenced, match="ReportAutoscalingState"):
+            await client.report_autoscaling_state(AutoscalingState(1, 1))
+        with pytest.raises(Fenced, match="RequestClusterResourceConstraint"):
+            await client.request_cluster_resource_constraint([])
+        await client.get_cluster_resource_state()  # reads still go
+    assert [name for name, _, _ in gcs.calls] == ["GetClusterResourceState"]

@@ -1,34 +1,80 @@
 """A configured kubernetes-asyncio ApiClient: in-cluster, or $KUBECONFIG / ~/.kube/config.
 
 With ``qps > 0`` every request it sends first takes a token from a TokenBucket (``--kube-api-qps``
-and ``--kube-api-burst``). kopf's own watches and patches use kopf's session, not this client, and
-are not limited.
+and ``--kube-api-burst``). kopf's own watches use kopf's session, not this client, and are not
+limited; kopf writes nothing (rayscale's handlers only index and queue).
+
+With a `fence`, every write (any method but GET, HEAD and OPTIONS) checks it twice: when the
+request is made (before waiting for a rate-limit token) and again once it has its connection, just
+before its first byte is sent, so a write that waited for a token or for a free connection while
+the Lease was lost is never sent. See `rayscale.fence`.
 """
 
 from __future__ import annotations
 
 import os
+import types
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client, config
 
+from rayscale.fence import WriteFence
 from rayscale.kube.ratelimit import TokenBucket
 
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
-class RateLimitedApiClient(client.ApiClient):
-    """An ApiClient whose every request waits for a token of `bucket` first."""
 
-    def __init__(self, configuration: client.Configuration, bucket: TokenBucket) -> None:
+class RayscaleApiClient(client.ApiClient):
+    """An ApiClient whose requests wait for a token of `bucket` (if any), and whose writes are
+    refused when `fence` (if any) is closed."""
+
+    def __init__(
+        self,
+        configuration: client.Configuration,
+        *,
+        bucket: TokenBucket | None = None,
+        fence: WriteFence | None = None,
+    ) -> None:
         super().__init__(configuration=configuration)
         self.bucket = bucket
+        self.fence = fence
+        if fence is not None:
+            _fence_connections(self.rest_client, fence)
 
-    async def request(self, *args: Any, **kwargs: Any) -> Any:
-        await self.bucket.take()
-        return await super().request(*args, **kwargs)
+    async def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if self.fence is not None and method.upper() not in READS:
+            self.fence.check(f"{method} {url}")
+        if self.bucket is not None:
+            await self.bucket.take()
+        return await super().request(method, url, *args, **kwargs)
+
+
+def _fence_connections(rest: Any, fence: WriteFence) -> None:
+    """Give the rest client's aiohttp session a trace that checks `fence` for a write once the
+    request has its connection (after any wait for the pool), just before it is sent."""
+
+    async def started(_: aiohttp.ClientSession, ctx: types.SimpleNamespace, params: Any) -> None:
+        ctx.write = f"{params.method} {params.url}" if params.method.upper() not in READS else ""
+
+    async def connected(_: aiohttp.ClientSession, ctx: types.SimpleNamespace, __: Any) -> None:
+        if getattr(ctx, "write", ""):
+            fence.check(ctx.write)
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_start.append(started)
+    trace.on_connection_create_end.append(connected)
+    trace.on_connection_reuseconn.append(connected)
+    old: aiohttp.ClientSession = rest.pool_manager
+    connector = old.connector
+    old.detach()  # the connector is handed over, not closed
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=connector, trust_env=True, read_bufsize=2**21, trace_configs=[trace]
+    )
 
 
 async def make_api_client(
-    kubeconfig: str | None = None, *, qps: float = 0.0, burst: int = 0
+    kubeconfig: str | None = None, *, qps: float = 0.0, burst: int = 0, fence: WriteFence | None = None
 ) -> client.ApiClient:
     """The client; `qps` <= 0 means no client-side limit (`burst` is then ignored)."""
     cfg = client.Configuration()
@@ -38,6 +84,5 @@ async def make_api_client(
     else:
         await config.load_kube_config(config_file=path, client_configuration=cfg)
     cfg.connection_pool_maxsize = 64
-    if qps > 0:
-        return RateLimitedApiClient(cfg, TokenBucket(qps, burst))
-    return client.ApiClient(configuration=cfg)
+    bucket = TokenBucket(qps, burst) if qps > 0 else None
+    return RayscaleApiClient(cfg, bucket=bucket, fence=fence)

@@ -8,6 +8,11 @@ as measured on the waiter's own monotonic clock since it last saw the Lease chan
 between machines does not matter. Every write is a replace guarded by ``resourceVersion``: of two
 replicas that try at once, one gets a 409 and keeps waiting.
 
+While it leads, the holder's writes are fenced (`rayscale.fence`): each renewal opens the fence
+until the renewal's start plus the renew deadline, measured on the holder's clock before it even
+read the Lease, so the fence closes at least a lease duration minus the renew deadline (5 s) before
+any standby may take over; losing or releasing the Lease closes it at once.
+
 The decision (`observe`, `can_take`) is pure; `LeaderElector` drives it against a `LeaseStore`
 (`KubeLeaseStore` on the API server, a fake in the unit tests), with an injectable clock.
 """
@@ -26,6 +31,7 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio import client
 
+from rayscale.fence import WriteFence
 from rayscale.kube.ops import KubeError, send
 
 log = logging.getLogger(__name__)
@@ -115,8 +121,10 @@ class LeaderElector:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], str] = micro_time,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        fence: WriteFence | None = None,
     ) -> None:
         self.store = store
+        self.fence = fence
         self.identity = identity
         self.timings = timings
         self._clock = clock
@@ -141,7 +149,7 @@ class LeaderElector:
         duration = int(self.timings.lease_duration)
         if current is None:
             record = LeaseRecord(self.identity, duration, stamp, stamp, 0)
-            return await self._write(self.store.create, record)
+            return await self._write(self.store.create, record, now)
         self.observed = observe(self.observed, current, now)
         if not can_take(self.observed, self.identity, now):
             return False
@@ -154,18 +162,26 @@ class LeaderElector:
             renew_time=stamp,
             transitions=current.transitions if mine else current.transitions + 1,
         )
-        return await self._write(self.store.update, record)
+        return await self._write(self.store.update, record, now)
 
     async def _write(
-        self, write: Callable[[LeaseRecord], Awaitable[LeaseRecord]], record: LeaseRecord
+        self, write: Callable[[LeaseRecord], Awaitable[LeaseRecord]], record: LeaseRecord, started: float
     ) -> bool:
+        """Write the Lease; on success we hold it from `started` (when this attempt began, before
+        the Lease was read) for the renew deadline."""
         try:
             written = await write(record)
         except Conflict:
             return False
         self.observed = Observation(written, self._clock())
-        self._renewed_at = self.observed.seen_at
+        self._renewed_at = started
+        if self.fence is not None:
+            self.fence.open_until(started + self.timings.renew_deadline)
         return True
+
+    def _lost(self) -> None:
+        if self.fence is not None:
+            self.fence.close()
 
     async def acquire(self) -> None:
         """Return once we hold the Lease; log who holds it meanwhile."""
@@ -193,6 +209,7 @@ class LeaderElector:
             await self._sleep(self.timings.retry_period)
             left = self.timings.renew_deadline - (self._clock() - self._renewed_at)
             if left <= 0:
+                self._lost()
                 log.error("lost leadership: Lease %s not renewed for %.0fs", self.store.name,
                           self.timings.renew_deadline)  # fmt: skip
                 return
@@ -203,12 +220,14 @@ class LeaderElector:
             except Exception as exc:  # a failed renewal; the deadline decides
                 log.warning("leader election: cannot renew Lease %s: %r", self.store.name, exc)
             if self.holder and not self.is_leader:
+                self._lost()
                 log.error("lost leadership: Lease %s is held by %s", self.store.name, self.holder)
                 return
 
     async def release(self) -> None:
         """On a clean shutdown: leave the Lease free (no holder, 1 s), so a standby takes it at its
         next retry instead of waiting for the lease duration. Never overwrites a new holder."""
+        self._lost()  # nothing more is written as leader
         if self.observed is None or not self.is_leader:
             return
         stamp = self._wall()

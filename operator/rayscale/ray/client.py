@@ -19,6 +19,11 @@ once. Both derive from ``GcsError``.
 ``RpcClient`` is the plumbing (channel, auth, timeouts, retries, errors) that ``GcsClient`` and
 ``rayscale.ray.raylet.RayletClient`` share.
 
+The calls that change Ray (``DrainNode``, ``ReportAutoscalingState``,
+``RequestClusterResourceConstraint``, ``ResizeLocalResourceInstances``) check the process's write
+fence (``rayscale.fence``) before each attempt: a replica that may have lost the leader Lease
+changes nothing in Ray either.
+
 Token authentication (Ray >= 2.52, ``RAY_AUTH_MODE=token``): Ray's own clients send the token as
 the gRPC metadata ``authorization: Bearer <token>`` on every call; so does this one when given
 ``token``.
@@ -37,6 +42,7 @@ import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 
+from rayscale.fence import WRITE_FENCE
 from rayscale.ray import convert, model
 from rayscale.ray.wire import (
     ACTOR_INFO,
@@ -56,6 +62,14 @@ log = logging.getLogger(__name__)
 Reply = TypeVar("Reply", bound=Message)
 
 TRANSIENT: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+MUTATING: Final = frozenset(
+    {
+        "DrainNode",
+        "ReportAutoscalingState",
+        "RequestClusterResourceConstraint",
+        "ResizeLocalResourceInstances",
+    }
+)
 MAX_MESSAGE_BYTES: Final = 256 * 1024 * 1024  # a 10,000-node state is a few MB; gRPC's default is 4
 _CHANNEL_OPTIONS: Final = (
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -162,6 +176,8 @@ class RpcClient:
         call = self._callable(service, method, reply_type)
         attempt = 0
         while True:
+            if method in MUTATING:
+                WRITE_FENCE.check(f"{self.peer} {self.address} {method}")
             try:
                 reply: Reply = await call(request, timeout=self.timeout, metadata=self._metadata)
                 return reply

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from kubernetes_asyncio import watch
@@ -17,21 +17,20 @@ RETRY_SECONDS = 0.5
 
 
 @contextlib.asynccontextmanager
-async def versions(kube: Kube, name: str) -> AsyncIterator[list[dict[str, Any]]]:
-    """The RayCluster `name` (raw objects) of every ADDED or MODIFIED event from now on, in order."""
-    seen: list[dict[str, Any]] = []
+async def watched(
+    lister: Any, *args: Any, keep: Callable[[dict[str, Any]], Any], **kwargs: Any
+) -> AsyncIterator[list[Any]]:
+    """``keep(event)`` of every event of a watch of ``lister(*args, **kwargs)`` from now on, in
+    order, where it is not None."""
+    seen: list[Any] = []
     events = watch.Watch()
-    lister = kube.objects.list_namespaced_custom_object
 
     async def record() -> None:
-        selector = f"metadata.name={name}"
         while True:  # a watch ends (timeout) or is refused for a while (429 while a new CRD's
-            try:  # storage initialises): watch again; a version seen twice does no harm
-                async for event in events.stream(
-                    lister, GROUP, VERSION, kube.ns, PLURAL, field_selector=selector
-                ):
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        seen.append(event["raw_object"])
+            try:  # storage initialises): watch again; an event seen twice does no harm
+                async for event in events.stream(lister, *args, **kwargs):
+                    if (item := keep(event)) is not None:
+                        seen.append(item)
             except ApiException as exc:
                 if exc.status not in RETRY:
                     raise
@@ -46,3 +45,14 @@ async def versions(kube: Kube, name: str) -> AsyncIterator[list[dict[str, Any]]]
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await events.close()
+
+
+def _version(event: dict[str, Any]) -> dict[str, Any] | None:
+    return event["raw_object"] if event["type"] in ("ADDED", "MODIFIED") else None
+
+
+def versions(kube: Kube, name: str) -> contextlib.AbstractAsyncContextManager[list[dict[str, Any]]]:
+    """The RayCluster `name` (raw objects) of every ADDED or MODIFIED event from now on, in order."""
+    lister = kube.objects.list_namespaced_custom_object
+    selector = f"metadata.name={name}"
+    return watched(lister, GROUP, VERSION, kube.ns, PLURAL, field_selector=selector, keep=_version)
