@@ -98,15 +98,22 @@ class PlanApplier:
             self._created.add(key)
         return None
 
-    async def run_steps(self, body: Mapping[str, Any], steps: Sequence[Step]) -> ReconcileError | None:
-        """Each step's deletes, then its creates, in parallel; stop at the first failing step."""
+    async def run_steps(
+        self, body: Mapping[str, Any], steps: Sequence[Step], wanted: Callable[[], bool] | None = None
+    ) -> ReconcileError | None:
+        """Each step's deletes, then its creates, in parallel; stop at the first failing step.
+
+        `wanted` is asked before each create: once it says no (the RayCluster is being deleted or
+        is gone) no more pods are created for it.
+        """
         meta = ClusterMeta.from_body(body)
         for step in steps:
             failures: list[ReconcileError] = []
             await _bounded([self._deleter(meta, body, d, failures) for d in step.deletes], MAX_PARALLEL_CALLS)
             if not failures:
                 await _bounded(
-                    [self._creator(meta, body, c, failures) for c in step.creates], MAX_PARALLEL_CALLS
+                    [self._creator(meta, body, c, failures, wanted) for c in step.creates],
+                    MAX_PARALLEL_CALLS,
                 )
             if failures:
                 return failures[0]
@@ -140,9 +147,16 @@ class PlanApplier:
         return call
 
     def _creator(
-        self, meta: ClusterMeta, body: Mapping[str, Any], action: CreatePod, failures: list[ReconcileError]
+        self,
+        meta: ClusterMeta,
+        body: Mapping[str, Any],
+        action: CreatePod,
+        failures: list[ReconcileError],
+        wanted: Callable[[], bool] | None,
     ) -> Callable[[], Awaitable[None]]:
         async def call() -> None:
+            if wanted is not None and not wanted():
+                return
             try:
                 name = await ops.create_pod(self.api, meta.namespace, action.manifest)
             except ops.KubeError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -15,6 +16,7 @@ from kubernetes_asyncio import client
 from rayscale.controller import finalize, redis_cleanup
 from rayscale.controller.apply import EventSink, PlanApplier
 from rayscale.controller.expectations import STUCK_TERMINATING_AFTER, ScaleExpectations
+from rayscale.controller.limits import DEFAULT_MAX_PODS
 from rayscale.controller.queue import QueueObserver, WorkQueue
 from rayscale.controller.reconcile import PlannerOptions, plan_cluster
 from rayscale.controller.retry import Failed, spec_version
@@ -49,6 +51,7 @@ class ControllerConfig:
     stuck_terminating_seconds: float = STUCK_TERMINATING_AFTER
     random_delete: bool = False
     sidecar_autoscaler: bool = False  # --mode controller: Ray's autoscaler in the head pod
+    max_pods: int = DEFAULT_MAX_PODS  # --max-pods-per-cluster: worker pods one RayCluster may ask for
 
 
 class RayClusterController:
@@ -75,7 +78,9 @@ class RayClusterController:
             version=lambda key: spec_version(self.source.cluster(key)),
         )
         self.options = PlannerOptions(
-            random_delete=config.random_delete, sidecar_autoscaler=config.sidecar_autoscaler
+            random_delete=config.random_delete,
+            sidecar_autoscaler=config.sidecar_autoscaler,
+            max_pods=config.max_pods,
         )
         self.last_resync = time.monotonic()
 
@@ -128,7 +133,8 @@ class RayClusterController:
         error = await self.applier.create_once(body, plan.secrets, plan.ingresses, plan.rbac) or error
         error = await self.applier.create_services(body, plan.services) or error
         if error is None or error.reason is None:
-            error = await self.applier.run_steps(body, plan.steps) or error
+            wanted = functools.partial(self._wanted, key, meta.uid)
+            error = await self.applier.run_steps(body, plan.steps, wanted) or error
         new = compute_status(
             meta, spec, snapshot.status, snapshot.pods, snapshot.services, error=error, now=now
         )
@@ -136,6 +142,13 @@ class RayClusterController:
         if error is not None:
             return Failed(error.message, error.retry_after)
         return plan.requeue_after
+
+    def _wanted(self, key: ClusterKey, uid: str) -> bool:
+        """The RayCluster is still there, the same one, and not being deleted (what the watch says
+        now: a deletion seen mid-reconcile stops its creates)."""
+        body = self.source.cluster(key)
+        meta = (body or {}).get("metadata") or {}
+        return body is not None and meta.get("uid") == uid and not meta.get("deletionTimestamp")
 
     async def _write_status(
         self, meta: ClusterMeta, old: Mapping[str, Any], new: dict[str, Any], now: datetime
