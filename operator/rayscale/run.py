@@ -67,8 +67,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("--head-restart-grace-seconds", type=float, default=120.0,
                    help="after Ray's GCS session changes (the head restarted), remove no worker for this "
                    "long while workers re-register (default: 120)")  # fmt: skip
+    p.add_argument("--max-pods-per-cluster", type=_at_least_one, default=10_000, metavar="N",
+                   help="worker pods one RayCluster may ask for (replicas x numOfHosts over its groups); "
+                   "a cluster asking for more is refused as invalid, and the autoscaler never scales past "
+                   "it (default: %(default)s)")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.set_defaults(handler=_cmd_run)
+
+
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 ({value})")
+    return value
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -111,6 +122,7 @@ async def _run(args: argparse.Namespace, metrics: Metrics) -> int:
         stuck_terminating_seconds=args.stuck_terminating_seconds,
         random_delete=os.environ.get("ENABLE_RANDOM_POD_DELETE", "").lower() == "true",
         sidecar_autoscaler=args.mode == "controller",
+        max_pods=args.max_pods_per_cluster,
     )
     namespaces: list[str] | None = args.namespaces or None
     autoscaler = None
@@ -122,6 +134,7 @@ async def _run(args: argparse.Namespace, metrics: Metrics) -> int:
             max_node_boot_seconds=args.max_node_boot_seconds,
             head_restart_grace_seconds=args.head_restart_grace_seconds,
             beside_kuberay=args.mode == "autoscaler",
+            max_pods=args.max_pods_per_cluster,
         )
     runtime = handlers.Runtime(
         config=config,

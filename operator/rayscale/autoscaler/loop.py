@@ -59,7 +59,7 @@ from rayscale.autoscaler.ray_report import (
     next_version,
     remember,
 )
-from rayscale.autoscaler.requests import decision_status, pending_status, status_patch
+from rayscale.autoscaler.requests import INVALID_BUNDLES, decision_status, pending_status, status_patch
 from rayscale.autoscaler.scheduling.model import Decision, RemovalCause, Snapshot
 from rayscale.autoscaler.snapshot import build_snapshot, is_unborn, ray_missing_since, short_groups
 from rayscale.autoscaler.status import (
@@ -87,6 +87,7 @@ from rayscale.autoscaler.trust import (
 from rayscale.autoscaler.virtual.apply import VirtualClusters
 from rayscale.autoscaler.virtual.plan import plan as plan_with_vcs
 from rayscale.controller.apply import EventSink
+from rayscale.controller.limits import DEFAULT_MAX_PODS
 from rayscale.controller.queue import WorkQueue
 from rayscale.controller.retry import Failed, spec_version
 from rayscale.controller.snapshot import is_head, is_terminating, phase, pod_name
@@ -103,6 +104,7 @@ ClusterKey = tuple[str, str]  # (namespace, name)
 Obj = Mapping[str, Any]
 CONFLICT_ATTEMPTS = 3
 TEST_FAILED = (409, 422)  # what the API server answers when the resourceVersion test fails
+RRR_API = {"apiVersion": "rayscale.io/v1alpha1", "kind": "RayResourceRequest"}
 
 
 class Conflict(Exception):
@@ -120,6 +122,7 @@ class AutoscalerConfig:
     head_restart_grace_seconds: float = DEFAULT_GRACE_SECONDS  # no removals this long after a session change
     status_refresh_seconds: float = REFRESH_SECONDS  # rewrite an unchanged status.autoscaler this often
     beside_kuberay: bool = False  # --mode autoscaler: only opted-in clusters (eligibility.py)
+    max_pods: int = DEFAULT_MAX_PODS  # --max-pods-per-cluster: never more worker pods than this
 
 
 class AutoscalerSource(Protocol):
@@ -270,6 +273,7 @@ class Autoscaler:
             short_since=short_since,
             missing_since=missing,
             draining=draining,
+            max_pods=self.config.max_pods,
         )
         self._short_since[key] = {g: short_since.get(g, now) for g in short_groups(snapshot)}
         reading = self.vclusters.read(key, cluster, self.source.virtual_clusters(key), pods)
@@ -600,8 +604,11 @@ class Autoscaler:
     # ---- RayResourceRequest status ----
 
     async def _write_statuses(self, requests: Sequence[Obj], status: Callable[[Obj], dict[str, Any]]) -> None:
+        """Write each request's status when it changed; a request that became InvalidBundles also
+        gets a Warning Event saying which field."""
         for request in requests:
-            patch = status_patch(request, status(request))
+            new = status(request)
+            patch = status_patch(request, new)
             if patch is None:
                 continue
             meta = request.get("metadata") or {}
@@ -610,6 +617,9 @@ class Autoscaler:
             except ops.KubeError as exc:
                 log.warning("status of rayresourcerequests %s/%s not written: %s", meta.get("namespace"),
                             meta.get("name"), exc)  # fmt: skip
+                continue
+            if new.get("reason") == INVALID_BUNDLES:
+                self.events.post({**RRR_API, **request}, "Warning", INVALID_BUNDLES, str(new["message"]))
 
 
 def _autoscaler_status(cluster: Obj) -> Obj | None:
