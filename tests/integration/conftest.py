@@ -7,6 +7,7 @@ tests fail or the run is interrupted). See e2e/localk8s/testcluster.py.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import uuid
@@ -54,7 +55,21 @@ async def api(cluster: testcluster.ClusterHandle) -> AsyncIterator[client.ApiCli
 @pytest.fixture
 async def namespace(api: client.ApiClient, request: pytest.FixtureRequest) -> AsyncIterator[str]:
     """A fresh namespace for one test, deleted afterwards (without waiting)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    async with fresh_namespace(api, request.node.name) as name:
+        yield name
+
+
+@pytest.fixture
+async def other_namespace(api: client.ApiClient, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """A second fresh namespace for tests about more than one (e.g. one cluster must not slow
+    another), deleted afterwards."""
+    async with fresh_namespace(api, f"other-{request.node.name}") as name:
+        yield name
+
+
+@contextlib.asynccontextmanager
+async def fresh_namespace(api: client.ApiClient, test: str) -> AsyncIterator[str]:
+    slug = re.sub(r"[^a-z0-9]+", "-", test.lower()).strip("-")[:40].strip("-")
     name = f"t-{slug}-{uuid.uuid4().hex[:5]}"
     core = client.CoreV1Api(api)
     await core.create_namespace(

@@ -55,7 +55,7 @@ class WorkQueue(Generic[K]):
         *,
         concurrency: int,
         observer: QueueObserver | None = None,
-        name: str = "reconcile",
+        name: str = "run of",
         backoff: RetryBackoff[K] | None = None,
         version: Callable[[K], Hashable] | None = None,
     ) -> None:
@@ -77,7 +77,7 @@ class WorkQueue(Generic[K]):
         """Run `key` soon: now, or when its backoff ends."""
         wait = self.backoff.remaining(key)
         if wait > TOLERANCE and self._changed(key):
-            log.info("%s of %s: changed while backing off; retrying now", self.name, show(key))
+            log.info("%s %s: changed while backing off; retrying now", self.name, show(key))
             self.backoff.expire(key)
             wait = 0.0
         if wait > TOLERANCE:
@@ -151,7 +151,7 @@ class WorkQueue(Generic[K]):
                 result = None
                 raise
             except Exception as exc:
-                log.exception("%s of %s raised", self.name, show(key))
+                log.exception("%s %s raised", self.name, show(key))
                 outcome = Failed(f"{type(exc).__name__}: {exc}")
             finally:
                 self._active.discard(key)
@@ -171,16 +171,14 @@ class WorkQueue(Generic[K]):
             self._failed_at.pop(key, None)
             failures = self.backoff.succeeded(key)
             if failures:
-                log.info(
-                    "%s of %s succeeded after %d failures; backoff reset", self.name, show(key), failures
-                )
+                log.info("%s %s succeeded after %d failures; backoff reset", self.name, show(key), failures)
             if self._observer is not None:
                 self._observer.backoff(None, len(self.backoff))
             return outcome
         delay = self.backoff.failed(key, outcome.retry_after)
         if self._version is not None:
             self._failed_at[key] = version
-        log.warning("%s of %s failed (%d in a row): %s; retrying in %.1fs", self.name, show(key),
+        log.warning("%s %s failed (%d in a row): %s; retrying in %.1fs", self.name, show(key),
                     self.backoff.failures(key), outcome.reason, delay)  # fmt: skip
         if self._observer is not None:
             self._observer.backoff(delay, len(self.backoff))
