@@ -53,6 +53,16 @@ async def test_queue_runs_count_by_result_with_durations_and_active_workers() ->
     assert value(metrics, "controller_runtime_active_workers", controller="test") == 0
 
 
+def test_failed_runs_count_as_retries_and_the_clusters_backing_off_are_a_gauge() -> None:
+    metrics = Metrics()
+    queue = metrics.queue("raycluster")
+    queue.backoff(1.0, 1)
+    queue.backoff(2.0, 2)
+    queue.backoff(None, 1)  # a run that did not fail: no retry
+    assert value(metrics, "workqueue_retries_total", name="raycluster") == 2
+    assert value(metrics, "rayscale_backing_off_clusters", controller="raycluster") == 1
+
+
 def test_unmet_reasons_no_longer_seen_lose_their_series() -> None:
     metrics = Metrics()
     metrics.round(KEY, pending=5, unmet={"MAX_REPLICAS": 3, "BACKOFF": 2}, backing_off=1)
