@@ -220,11 +220,15 @@ def _die_with_parent() -> None:
 
 @contextlib.contextmanager
 def operator(cluster: testcluster.ClusterHandle, namespace: str) -> Iterator[subprocess.Popen[bytes]]:
-    """`rayscale run --namespace NS` as a subprocess, stopped on the way out (and if we die)."""
+    """`rayscale run --namespace NS` as a subprocess, stopped on the way out (and if we die).
+
+    With ``--allow-gcs-address-override``: the benchmarks point clusters at a fake GCS (or at
+    nothing) with the annotation ``rayscale.io/gcs-address``.
+    """
     log = Path(tempfile.mkstemp(prefix=f"rayscale-bench-{namespace}-", suffix=".log")[1])
     env = {**cluster.env, "PYTHONPATH": str(ROOT / "operator")}
     cmd = [sys.executable, "-m", "rayscale", "run", "--namespace", namespace,
-           "--liveness", "", "--metrics-port", "0"]  # fmt: skip
+           "--liveness", "", "--metrics-port", "0", "--allow-gcs-address-override"]  # fmt: skip
     with log.open("ab") as out:
         proc = subprocess.Popen(
             cmd,

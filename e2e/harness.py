@@ -1,9 +1,10 @@
 """What every end-to-end scenario uses: the RayCluster it builds, a clock on its pods, waits with
 deadlines on the API and on Ray's GCS, and the timings it records for docs/benchmarks.md.
 
-A scenario runs `rayscale run --mode all` for its namespace, a `RayBridge` (a real Ray head, and a
-real Ray worker for every Running worker pod), a `GcsClient` on that head (Ray's own view) and a
-`RayDriver` (the Ray program that creates the demand).
+A scenario runs `rayscale run --mode all --allow-gcs-address-override` for its namespace (the
+cluster's annotation ``rayscale.io/gcs-address`` points it at the bridge's head), a `RayBridge` (a
+real Ray head, and a real Ray worker for every Running worker pod), a `GcsClient` on that head
+(Ray's own view) and a `RayDriver` (the Ray program that creates the demand).
 """
 
 from __future__ import annotations

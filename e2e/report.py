@@ -63,8 +63,8 @@ def render(runs: list[dict[str, Any]]) -> str:
     lines = paragraphs(
         TITLE,
         "KubeRay's autoscaler e2e scenarios (its `ray-operator/test/e2eautoscaler` suite) with a real "
-        "Ray on the local control plane: `rayscale run --mode all --autoscaler-interval 1`, a real "
-        "Ray head (PyPI `ray`) and, for "
+        "Ray on the local control plane: `rayscale run --mode all --autoscaler-interval 1 "
+        "--allow-gcs-address-override`, a real Ray head (PyPI `ray`) and, for "
         "every worker pod that kwok runs, a real `ray start` worker on this machine with the pod's "
         "resources, labels and name (e2e/raybridge). Demand comes from a Ray driver: actors, tasks, "
         "placement groups, `request_resources()`, and a RayResourceRequest. Each step is timed from "

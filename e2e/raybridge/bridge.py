@@ -23,7 +23,9 @@ Like Kubernetes running Ray without GCS fault tolerance:
   ``RAY_enable_infeasible_task_early_exit``).
 
 rayscale finds the head through the RayCluster annotation ``rayscale.io/gcs-address`` =
-`RayBridge.gcs_address`: start the bridge first, then create the cluster with it.
+`RayBridge.gcs_address`: start the bridge first, then create the cluster with it. rayscale follows
+the annotation only when it runs with ``--allow-gcs-address-override`` (otherwise it dials the
+cluster's head Service, which has no Ray behind it here).
 
     with RayBridge(kubeconfig, "ns", "raycluster") as bridge:
         body["metadata"]["annotations"] = {GCS_ANNOTATION: bridge.gcs_address}
@@ -529,7 +531,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster", required=True, help="the RayCluster's name")
     parser.add_argument("--head-num-cpus", type=float, default=0)
     parser.add_argument("--log-dir", type=Path)
-    parser.add_argument("--annotate", action="store_true", help="point the RayCluster at the bridge's GCS")
+    parser.add_argument("--annotate", action="store_true",
+                        help="point the RayCluster at the bridge's GCS (rayscale must run with "
+                        "--allow-gcs-address-override to follow it)")  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     bridge = RayBridge(

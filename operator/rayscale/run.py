@@ -67,6 +67,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--head-restart-grace-seconds", type=float, default=120.0,
                    help="after Ray's GCS session changes (the head restarted), remove no worker for this "
                    "long while workers re-register (default: 120)")  # fmt: skip
+    p.add_argument("--allow-gcs-address-override", action="store_true",
+                   help="follow a RayCluster's rayscale.io/gcs-address annotation and send its Ray auth "
+                   "token there; without it rayscale always dials the cluster's head Service and reports "
+                   "the annotation as ignored (default: off)")  # fmt: skip
     p.add_argument("--max-pods-per-cluster", type=_at_least_one, default=10_000, metavar="N",
                    help="worker pods one RayCluster may ask for (replicas x numOfHosts over its groups); "
                    "a cluster asking for more is refused as invalid, and the autoscaler never scales past "
@@ -135,6 +139,7 @@ async def _run(args: argparse.Namespace, metrics: Metrics) -> int:
             head_restart_grace_seconds=args.head_restart_grace_seconds,
             beside_kuberay=args.mode == "autoscaler",
             max_pods=args.max_pods_per_cluster,
+            allow_gcs_address_override=args.allow_gcs_address_override,
         )
     runtime = handlers.Runtime(
         config=config,

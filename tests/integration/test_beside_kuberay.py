@@ -25,6 +25,7 @@ import pytest
 import testcluster
 from kubernetes_asyncio import client
 
+from tests.integration.autoscaler.conftest import AUTOSCALING_EXTRA
 from tests.integration.autoscaler.test_resource_requests import RRR
 from tests.integration.controller.conftest import Operator
 from tests.integration.controller.helpers import Kube, example
@@ -72,7 +73,7 @@ async def test_autoscaler_mode_beside_kuberays_operator_takes_only_opted_in_clus
     cluster.kubectl_run(
         "wait", "--for=condition=Established", "--timeout=60s", "crd/rayresourcerequests.rayscale.io"
     )
-    rayscale = Operator(cluster, namespace, mode="autoscaler", extra=["--autoscaler-interval", "1"])
+    rayscale = Operator(cluster, namespace, mode="autoscaler", extra=AUTOSCALING_EXTRA)
     kuberay.start()
     rayscale.start()
     with beside(kuberay, rayscale):
@@ -96,7 +97,7 @@ async def test_autoscaler_mode_beside_kuberays_operator_takes_only_opted_in_clus
     # Switch to rayscale alone (--mode all): the head KubeRay made still runs Ray's autoscaler, so
     # rayscale keeps off that cluster until the head is recreated without it.
     kuberay.stop()
-    alone = Operator(cluster, namespace, mode="all", extra=["--autoscaler-interval", "1"])
+    alone = Operator(cluster, namespace, mode="all", extra=AUTOSCALING_EXTRA)
     alone.start()
     with beside(kuberay, alone):
 

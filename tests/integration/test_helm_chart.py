@@ -40,6 +40,7 @@ def test_lint_strict(helm: str) -> None:
         (["--set", "mode=both"], "/mode"),
         (["--set", "image.tagg=x"], "additional properties 'tagg' not allowed"),
         (["--set", "kubeClient.qpss=1"], "additional properties 'qpss' not allowed"),
+        (["--set", "autoscaler.allowGcsAddressOverride=yes"], "/autoscaler/allowGcsAddressOverride"),
         (["--set", "metrics.serviceMonitor.interval=30"], "/metrics/serviceMonitor/interval"),
         (["--set", "autoscaler.authTokenSecrets[0].name=x"], "missing property 'namespace'"),
         (["--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.service.enabled=false"],
@@ -62,6 +63,7 @@ VALUE_SETS = {
     "three-replicas-tuned": ["--set", "replicas=3", "--set", "kubeClient.qps=0",
                              "--set", "kubeClient.burst=7", "--set-json", "autoscaler.interval=2.5",
                              "--set", "autoscaler.maxNodeProvisionSeconds=60",
+                             "--set", "autoscaler.allowGcsAddressOverride=true",
                              "--set", "metrics.port=9090", "--set", "metrics.service.type=NodePort"],
     "auth-token-secrets": ["--set", "autoscaler.authTokenSecrets[0].namespace=team-a",
                            "--set", "autoscaler.authTokenSecrets[0].name=ray-token",
@@ -115,6 +117,7 @@ def check_default(docs: list[dict[str, Any]], args: list[str]) -> None:
     assert {"--metrics-port=8080", "--leader-elect", "--leader-election-namespace=$(POD_NAMESPACE)",
             "--leader-election-id=rs-rayscale", "--kube-api-qps=100", "--kube-api-burst=200",
             "--autoscaler-interval=5", "--max-node-provision-seconds=900"} <= set(args)  # fmt: skip
+    assert "--allow-gcs-address-override" not in args  # the annotation is not followed by default
     deployment = of_kind(docs, "Deployment")[0]
     assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"  # a new pod waits as a standby
     container = deployment["spec"]["template"]["spec"]["containers"][0]
@@ -182,7 +185,8 @@ def check_leader_election_off(docs: list[dict[str, Any]], args: list[str]) -> No
 def check_three_replicas_tuned(docs: list[dict[str, Any]], args: list[str]) -> None:
     assert of_kind(docs, "Deployment")[0]["spec"]["replicas"] == 3
     assert {"--kube-api-qps=0", "--kube-api-burst=7", "--autoscaler-interval=2.5", "--metrics-port=9090",
-            "--max-node-provision-seconds=60", "--leader-elect"} <= set(args)  # fmt: skip
+            "--max-node-provision-seconds=60", "--leader-elect",
+            "--allow-gcs-address-override"} <= set(args)  # fmt: skip
     (service,) = of_kind(docs, "Service")
     assert service["spec"]["type"] == "NodePort"
 

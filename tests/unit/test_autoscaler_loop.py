@@ -90,9 +90,11 @@ class FakeGcs:
     calls: list[str] = []  # the RPC names called, in order
     drained: list[str] = []
     reports: list[ray.AutoscalingState] = []  # the reports the GCS accepted
+    dialed: list[tuple[str, str | None]] = []  # (address, token) of every client made
 
-    def __init__(self, address: str, **_: Any) -> None:
+    def __init__(self, address: str, *, token: str | None = None, **_: Any) -> None:
         self.address = address
+        FakeGcs.dialed.append((address, token))
 
     def _call(self, method: str) -> None:
         FakeGcs.calls.append(method)
@@ -156,6 +158,7 @@ class Api:
         monkeypatch.setattr(loop, "GcsClient", FakeGcs)
         FakeGcs.state, FakeGcs.accept, FakeGcs.refuse, FakeGcs.drained = None, True, frozenset(), []
         FakeGcs.unimplemented, FakeGcs.calls, FakeGcs.reports = frozenset(), [], []
+        FakeGcs.dialed = []
 
 
 class Clock:
@@ -176,9 +179,11 @@ class Clock:
         self.wall += timedelta(seconds=seconds)
 
 
-def autoscaler(source: Source, events: Events | None = None, clock: Clock | None = None) -> Autoscaler:
+def autoscaler(
+    source: Source, events: Events | None = None, clock: Clock | None = None, *, allow_override: bool = False
+) -> Autoscaler:
     clock = clock or Clock()
-    config = AutoscalerConfig(interval=5)
+    config = AutoscalerConfig(interval=5, allow_gcs_address_override=allow_override)
     return Autoscaler(None, source, events or Events(), config, clock=clock.mono, wall_clock=clock.now)  # type: ignore[arg-type]
 
 
@@ -719,3 +724,89 @@ async def test_a_head_still_running_rays_autoscaler_is_not_autoscaled_beside_it(
     head["spec"]["containers"] = [{"name": "ray-head"}]  # recreated without the sidecar
     assert await scaler.step(KEY) == 5
     assert api.patches
+
+
+# ---- rayscale.io/gcs-address: the token goes only to the head Service unless overrides are allowed
+
+HEAD_GCS = "rc-head-svc.ns.svc.cluster.local:6379"
+
+
+def token_cluster(monkeypatch: pytest.MonkeyPatch, annotation: str | None) -> tuple[Api, Source]:
+    """A cluster with token auth (its Secret holds "s3cret") and, if given, the annotation."""
+    api = Api(monkeypatch)
+    FakeGcs.state = gcs_state()
+    body = rc(group("a", replicas=0))
+    body["spec"]["authOptions"] = {"mode": "token"}
+    if annotation is not None:
+        body["metadata"]["annotations"] = {"rayscale.io/gcs-address": annotation}
+
+    async def read_secret_key(api: Any, namespace: str, name: str, key: str) -> str | None:
+        return "s3cret" if (namespace, name, key) == ("ns", "rc", "auth_token") else None
+
+    monkeypatch.setattr(ops, "read_secret_key", read_secret_key)
+    return api, Source(body)
+
+
+def override(api: Api) -> dict[str, Any] | None:
+    """The GcsAddressOverride condition of the latest status.autoscaler written, if any."""
+    conditions = api.cluster_statuses[-1]["autoscaler"]["conditions"]
+    assert conditions[0]["type"] == "RayCompatible"
+    found = [c for c in conditions if c["type"] == "GcsAddressOverride"]
+    return dict(found[0]) if found else None
+
+
+async def test_without_the_flag_the_annotation_is_ignored_and_the_token_goes_to_the_head_service(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api, source = token_cluster(monkeypatch, "10.9.8.7:6379")
+    events, clock = Events(), Clock()
+    scaler = autoscaler(source, events, clock)
+    for _ in range(3):
+        await scaler.step(KEY)
+        clock.advance(5)
+    assert FakeGcs.dialed == [(HEAD_GCS, "s3cret")]  # never the annotation's address
+    assert api.cluster_statuses[-1]["autoscaler"]["gcs"]["address"] == HEAD_GCS
+    condition = override(api)
+    assert condition is not None
+    assert (condition["status"], condition["reason"]) == ("False", "OverrideNotAllowed")
+    for part in ("rayscale.io/gcs-address", "'10.9.8.7:6379'", "--allow-gcs-address-override",
+                 "autoscaler.allowGcsAddressOverride", HEAD_GCS):  # fmt: skip
+        assert part in condition["message"]
+    assert warnings(events) == [("GcsAddressIgnored", condition["message"])]  # once, not every round
+
+    # A restarted operator reads the condition back: no second Event.
+    assert source.body is not None
+    source.body["status"] = {"autoscaler": api.cluster_statuses[-1]["autoscaler"]}
+    restarted_events = Events()
+    await autoscaler(source, restarted_events, clock).step(KEY)
+    assert restarted_events.posted == []
+
+    # The annotation gone: no condition, no Event.
+    source.body["metadata"]["annotations"] = {}
+    await scaler.step(KEY)
+    assert override(api) is None
+    assert len(warnings(events)) == 1
+
+
+async def test_with_the_flag_the_annotation_is_followed_with_the_token_and_said_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api, source = token_cluster(monkeypatch, "10.9.8.7:6379")
+    events = Events()
+    scaler = autoscaler(source, events, allow_override=True)
+    await scaler.step(KEY)
+    await scaler.step(KEY)
+    assert FakeGcs.dialed == [("10.9.8.7:6379", "s3cret")]
+    condition = override(api)
+    assert condition is not None
+    assert (condition["status"], condition["reason"]) == ("True", "OverrideAllowed")
+    assert [(t, r) for t, r, _ in events.posted] == [("Normal", "GcsAddressOverridden")]
+
+
+async def test_an_annotation_naming_the_head_service_is_no_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    api, source = token_cluster(monkeypatch, HEAD_GCS)
+    events = Events()
+    await autoscaler(source, events).step(KEY)
+    assert FakeGcs.dialed == [(HEAD_GCS, "s3cret")]
+    assert override(api) is None
+    assert events.posted == []

@@ -195,7 +195,7 @@ def test_the_ray_compatible_condition_is_carried_and_kept() -> None:
     snapshot = Snapshot(groups=(CPU,))
     cluster = {"spec": {"autoscalerOptions": {"version": "v1"}}}
     v1 = compat_condition(cluster, GcsSupport(), NOW)
-    first = status(snapshot, compat=v1)
+    first = status(snapshot, conditions=[v1])
     assert first["conditions"] == [v1]
     assert status(snapshot)  # no condition given and none before: no key
     assert "conditions" not in status(snapshot)
@@ -205,6 +205,6 @@ def test_the_ray_compatible_condition_is_carried_and_kept() -> None:
     assert autoscaler_patch(first, kept, NOW) is None
     # a change of the condition is worth a write
     fixed = compat_condition({"spec": {}}, GcsSupport(), NOW + timedelta(seconds=5), v1)
-    patch = autoscaler_patch(first, status(snapshot, old=first, compat=fixed), NOW)
+    patch = autoscaler_patch(first, status(snapshot, old=first, conditions=[fixed]), NOW)
     assert patch is not None
     assert patch["status"]["autoscaler"]["conditions"] == [fixed]

@@ -1,4 +1,4 @@
-"""A RayCluster's GCS address and auth-token Secret."""
+"""A RayCluster's GCS address (and whether its annotation is followed) and auth-token Secret."""
 
 from __future__ import annotations
 
@@ -9,13 +9,21 @@ import pytest
 from rayscale.ray.address import (
     GCS_ADDRESS_ANNOTATION,
     AddressError,
+    GcsTarget,
     SecretKeyRef,
     auth_token_secret,
-    gcs_address,
     gcs_port,
+    gcs_target,
+    head_gcs_address,
     head_service_name,
     parse_address,
 )
+
+HEAD = "demo-head-svc.team-a.svc.cluster.local:6379"
+
+
+def gcs_address(cluster: dict[str, Any], *, allow_override: bool = True) -> str:
+    return gcs_target(cluster, allow_override=allow_override).address
 
 
 def _cluster(
@@ -40,8 +48,10 @@ def _default_domain(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CLUSTER_DOMAIN", raising=False)
 
 
-def test_default_address() -> None:
-    assert gcs_address(_cluster()) == "demo-head-svc.team-a.svc.cluster.local:6379"
+@pytest.mark.parametrize("allow", [False, True])
+def test_default_address(allow: bool) -> None:
+    assert gcs_target(_cluster(), allow_override=allow) == GcsTarget(HEAD)
+    assert head_gcs_address(_cluster()) == HEAD
 
 
 def test_port_from_ray_start_params() -> None:
@@ -97,8 +107,44 @@ def test_bad_annotation(value: str) -> None:
         gcs_address(_cluster(annotations={GCS_ADDRESS_ANNOTATION: value}))
 
 
-def test_empty_annotation_is_ignored() -> None:
-    assert gcs_address(_cluster(annotations={GCS_ADDRESS_ANNOTATION: ""})).startswith("demo-head-svc.")
+@pytest.mark.parametrize("allow", [False, True])
+def test_empty_annotation_is_no_override(allow: bool) -> None:
+    target = gcs_target(_cluster(annotations={GCS_ADDRESS_ANNOTATION: " "}), allow_override=allow)
+    assert (target.address, target.override, target.ignored) == (HEAD, None, None)
+
+
+# ---- the annotation without --allow-gcs-address-override: the token goes to the head Service only
+
+
+@pytest.mark.parametrize("value", ["10.0.0.5:6379", "attacker.example.com:443", "[::1]:6379", "no-port"])
+def test_without_the_flag_another_address_is_ignored_for_the_head_service(value: str) -> None:
+    target = gcs_target(_cluster(annotations={GCS_ADDRESS_ANNOTATION: value}), allow_override=False)
+    assert target.address == HEAD  # what is dialed, and where the token goes
+    assert target.override == value
+    assert target.ignored == value
+    assert not target.override_allowed
+
+
+@pytest.mark.parametrize("value", [HEAD, HEAD.upper(), f" {HEAD} "])
+def test_an_annotation_naming_the_head_service_is_no_override(value: str) -> None:
+    for allow in (False, True):
+        target = gcs_target(_cluster(annotations={GCS_ADDRESS_ANNOTATION: value}), allow_override=allow)
+        assert target.address.lower() == HEAD.lower()
+        assert (target.override, target.ignored) == (None, None)
+
+
+def test_without_the_flag_a_bad_head_port_is_still_an_error() -> None:
+    cluster = _cluster(
+        annotations={GCS_ADDRESS_ANNOTATION: "127.0.0.2:6379"}, head={"rayStartParams": {"port": "x"}}
+    )
+    with pytest.raises(AddressError, match=r"rayStartParams\.port"):
+        gcs_target(cluster, allow_override=False)
+
+
+def test_with_the_flag_another_address_is_followed_and_reported() -> None:
+    target = gcs_target(_cluster(annotations={GCS_ADDRESS_ANNOTATION: "127.0.0.2:6379"}), allow_override=True)
+    assert target == GcsTarget("127.0.0.2:6379", "127.0.0.2:6379", override_allowed=True)
+    assert target.ignored is None
 
 
 def test_missing_metadata() -> None:

@@ -14,16 +14,21 @@ a ``RayNodeDied`` Event. Then every RayResourceRequest of the cluster gets its s
 the round's ``AutoscalingState`` (ray_report.py: pending launches and pods, recent launch failures,
 infeasible demand; what ``ray status`` shows), the RayCluster its ``status.autoscaler`` (a merge
 patch of that one key, only when it changed) with the ``RayCompatible`` condition (compat.py; an
-Event when it changes), an ``UnmetDemand`` Event when the unmet demand changed, and the metrics
-their values.
+Event when it changes) and, when ``rayscale.io/gcs-address`` names another address than the head
+Service, the ``GcsAddressOverride`` condition (gcs_override.py; an Event when it changes), an
+``UnmetDemand`` Event when the unmet demand changed, and the metrics their values.
 
 Per cluster the loop keeps: each group's backoff, since when each group has been short of pods,
 since when each running pod has had no Ray node, the pods whose drain was accepted, the GCS
 session last seen, which GCS methods answered (UNIMPLEMENTED ones make the cluster incompatible),
-the recent launch failures and the version of the last report to Ray.
+the recent launch failures, the version of the last report to Ray and where its GCS was dialed.
+
+The GCS (and with it the cluster's Ray auth token) is the head Service's unless the operator allows
+the annotation to override it (``AutoscalerConfig.allow_gcs_address_override``, the flag
+``--allow-gcs-address-override``): see ``rayscale.ray.address.gcs_target``.
 
 All decisions live in the pure modules (snapshot, trust, scheduler, drain, patch, requests,
-status, ray_report, compat); this is I/O.
+status, ray_report, compat, gcs_override); this is I/O.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from rayscale.autoscaler.compat import (
 )
 from rayscale.autoscaler.drain import DrainUnit, drain_plan, drain_units, still_draining, without
 from rayscale.autoscaler.eligibility import OPT_IN_ANNOTATION, eligibility
+from rayscale.autoscaler.gcs_override import find_override, override_condition, override_event
 from rayscale.autoscaler.patch import JsonPatch, build_patch, writable
 from rayscale.autoscaler.ray_report import (
     LaunchFailure,
@@ -93,7 +99,7 @@ from rayscale.controller.retry import Failed, spec_version
 from rayscale.controller.snapshot import is_head, is_terminating, phase, pod_name
 from rayscale.kube import ops
 from rayscale.metrics import Metrics
-from rayscale.ray.address import AddressError, auth_token_secret, gcs_address
+from rayscale.ray.address import AddressError, GcsTarget, auth_token_secret, gcs_target
 from rayscale.ray.client import GcsClient, GcsError
 from rayscale.ray.model import ClusterState
 
@@ -123,6 +129,8 @@ class AutoscalerConfig:
     status_refresh_seconds: float = REFRESH_SECONDS  # rewrite an unchanged status.autoscaler this often
     beside_kuberay: bool = False  # --mode autoscaler: only opted-in clusters (eligibility.py)
     max_pods: int = DEFAULT_MAX_PODS  # --max-pods-per-cluster: never more worker pods than this
+    # --allow-gcs-address-override: follow rayscale.io/gcs-address (and send the token there)
+    allow_gcs_address_override: bool = False
 
 
 class AutoscalerSource(Protocol):
@@ -171,6 +179,8 @@ class Autoscaler:
         self._backoff_until: dict[ClusterKey, dict[str, datetime]] = {}  # wall clock, for status
         self._gcs: dict[ClusterKey, tuple[str, str | None, GcsClient]] = {}  # address, token, client
         self._gcs_health: dict[ClusterKey, GcsHealth] = {}
+        self._target: dict[ClusterKey, GcsTarget] = {}  # where the GCS was dialed this round
+        self._override: dict[ClusterKey, Obj | None] = {}  # the GcsAddressOverride condition last reported
         self._unreachable: set[ClusterKey] = set()  # logged as unreachable
         self._warned: set[ClusterKey] = set()  # a GcsUnreachable Event was posted
         self._unmet: dict[ClusterKey, UnmetKey] = {}  # the unmet demand last posted as an Event
@@ -402,8 +412,11 @@ class Autoscaler:
     async def _gcs_state(self, key: ClusterKey, cluster: Obj) -> ClusterState | None:
         address: str | None = None
         support = self._gcs_support(key, cluster)
+        self._target.pop(key, None)
         try:
-            address = gcs_address(cluster)
+            target = gcs_target(cluster, allow_override=self.config.allow_gcs_address_override)
+            self._target[key] = target
+            address = target.address
             gcs = await self._gcs_client(key, cluster, address)
             state = await gcs.get_cluster_resource_state()
         except (AddressError, GcsError, ops.KubeError) as exc:
@@ -546,6 +559,8 @@ class Autoscaler:
         self._unreachable.discard(key)
         self._warned.discard(key)
         self._gcs_health.pop(key, None)
+        self._target.pop(key, None)
+        self._override.pop(key, None)
         self._unmet.pop(key, None)
         self._short_since.pop(key, None)
         self._missing_since.pop(key, None)
@@ -571,7 +586,9 @@ class Autoscaler:
         until = {g: t for g, t in self._backoff_until.get(key, {}).items() if g in backing_off}
         gcs = self._gcs_health.get(key) or GcsHealth(None, reachable=False)
         compat = self._compatible(key, cluster, old, now)
-        new = autoscaler_status(snapshot, decision, gcs, until, now, old, compat=compat)
+        override = self._overridden(key, cluster, old, now)
+        conditions = [compat] if override is None else [compat, override]
+        new = autoscaler_status(snapshot, decision, gcs, until, now, old, conditions=conditions)
         previous = self._unmet.get(key)
         if previous is None and old is not None:  # after a restart: what the status already says
             previous = unmet_key(old.get("unmetDemand") or [])
@@ -591,6 +608,18 @@ class Autoscaler:
         event = compat_event(was, condition)
         if event is not None:
             self.events.post(cluster, *event)
+        return condition
+
+    def _overridden(self, key: ClusterKey, cluster: Obj, old: Obj | None, now: datetime) -> Obj | None:
+        """The GcsAddressOverride condition now (None: the annotation names no other address, or the
+        address could not be worked out); an Event when it changed since the last one reported."""
+        was = self._override[key] if key in self._override else find_override(old)  # after a restart
+        target = self._target.get(key)
+        condition = override_condition(target, now, was) if target is not None else None
+        self._override[key] = condition
+        event = override_event(was, condition)
+        if event is not None:
+            self.events.post(cluster, *event)  # the recorder logs it too
         return condition
 
     async def _write_cluster_status(self, key: ClusterKey, patch: dict[str, Any] | None) -> None:

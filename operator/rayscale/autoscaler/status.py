@@ -1,7 +1,9 @@
 """``status.autoscaler`` of a RayCluster, and the UnmetDemand notice, from one decision (pure).
 
-Besides the decision it carries the ``RayCompatible`` condition (``conditions``), which says
-whether rayscale can fully serve the cluster's Ray (see ``rayscale.autoscaler.compat``).
+Besides the decision it carries the autoscaler's conditions (``conditions``): ``RayCompatible``,
+whether rayscale can fully serve the cluster's Ray (see ``rayscale.autoscaler.compat``), and
+``GcsAddressOverride`` when the cluster's ``rayscale.io/gcs-address`` names another address than
+its head Service (see ``rayscale.autoscaler.gcs_override``).
 
 The autoscaler owns this one key of the status and writes it with a merge patch that touches
 nothing else (the controller owns every other key). To avoid a write every round, the timestamps
@@ -152,13 +154,13 @@ def autoscaler_status(
     backoff_until: Mapping[str, datetime],
     now: datetime,
     old: Obj | None = None,
-    compat: Obj | None = None,
+    conditions: Sequence[Obj] | None = None,
 ) -> dict[str, Any]:
     """The new ``status.autoscaler``; `old` is the current one (it keeps the last GCS contact time).
 
     `backoff_until` holds the wall-clock end of each group's backoff, for the groups backing off.
-    `compat`: the ``RayCompatible`` condition (``rayscale.autoscaler.compat.compat_condition``);
-    None keeps the conditions `old` has.
+    `conditions`: the autoscaler's conditions (``RayCompatible`` first, from
+    ``rayscale.autoscaler.compat.compat_condition``); None keeps the conditions `old` has.
     """
     out: dict[str, Any] = {
         "lastDecisionTime": rfc3339(now),
@@ -166,9 +168,9 @@ def autoscaler_status(
         "unmetDemand": [_unmet_entry(u) for u in decision.unmet],
         "gcs": _gcs(gcs, old or {}),
     }
-    conditions = [compat] if compat is not None else list((old or {}).get("conditions") or [])
-    if conditions:
-        out["conditions"] = conditions
+    kept = list(conditions) if conditions is not None else list((old or {}).get("conditions") or [])
+    if kept:
+        out["conditions"] = kept
     return out
 
 

@@ -5,8 +5,14 @@ keys). The GCS is on the head's ``gcs-server`` port behind the head Service:
 ``<head-svc>.<namespace>.svc.<cluster domain>:<port>``, where the Service is
 ``<cluster>-head-svc`` unless ``headGroupSpec.headService.metadata.name`` names it, the port is
 the head's ``rayStartParams.port`` (default 6379) and the domain is ``$CLUSTER_DOMAIN`` (default
-``cluster.local``). The annotation ``rayscale.io/gcs-address`` (``host:port``) overrides all of
-that, for an operator running outside the cluster and for tests.
+``cluster.local``).
+
+The annotation ``rayscale.io/gcs-address`` (``host:port``) names another address, for an operator
+running outside the cluster and for tests. rayscale sends the cluster's Ray auth token to whatever
+it dials, and anyone who may edit a RayCluster may set the annotation, so it is followed only when
+the operator was started with overrides allowed (``rayscale run --allow-gcs-address-override``).
+Otherwise rayscale dials the head Service anyway and says the annotation was ignored
+(``gcs_target``).
 """
 
 from __future__ import annotations
@@ -20,17 +26,21 @@ from typing import Any
 __all__ = [
     "DEFAULT_GCS_PORT",
     "GCS_ADDRESS_ANNOTATION",
+    "OVERRIDE_FLAG",
     "TOKEN_SECRET_KEY",
     "AddressError",
+    "GcsTarget",
     "SecretKeyRef",
     "auth_token_secret",
-    "gcs_address",
     "gcs_port",
+    "gcs_target",
+    "head_gcs_address",
     "head_service_name",
     "parse_address",
 ]
 
 GCS_ADDRESS_ANNOTATION = "rayscale.io/gcs-address"
+OVERRIDE_FLAG = "--allow-gcs-address-override"  # the `rayscale run` flag that lets the annotation count
 DEFAULT_GCS_PORT = 6379
 TOKEN_SECRET_KEY = "auth_token"  # the key KubeRay stores the token under
 
@@ -89,16 +99,55 @@ def gcs_port(raycluster: Mapping[str, Any]) -> int:
     return int(text)
 
 
-def gcs_address(raycluster: Mapping[str, Any]) -> str:
-    """The ``host:port`` rayscale dials for this cluster's GCS."""
-    annotations = _mapping(_mapping(raycluster.get("metadata")).get("annotations"))
-    override = annotations.get(GCS_ADDRESS_ANNOTATION)
-    if override:
-        host, port = parse_address(str(override))
-        return f"{host}:{port}"
+def head_gcs_address(raycluster: Mapping[str, Any]) -> str:
+    """``<head-svc>.<namespace>.svc.<domain>:<port>``: the GCS behind the cluster's own head Service."""
     _, namespace = _meta(raycluster)
     domain = os.environ.get("CLUSTER_DOMAIN", "cluster.local")
     return f"{head_service_name(raycluster)}.{namespace}.svc.{domain}:{gcs_port(raycluster)}"
+
+
+@dataclass(frozen=True, slots=True)
+class GcsTarget:
+    """Where rayscale dials a cluster's GCS (and sends its token), and what became of the annotation.
+
+    `override` is the annotation's value when it names an address other than the head Service's:
+    followed when `override_allowed`, else ignored (`address` is then the head Service's).
+    """
+
+    address: str
+    override: str | None = None
+    override_allowed: bool = False
+
+    @property
+    def ignored(self) -> str | None:
+        """The annotation's value when it names another address and was not followed."""
+        return self.override if self.override is not None and not self.override_allowed else None
+
+
+def gcs_target(raycluster: Mapping[str, Any], *, allow_override: bool) -> GcsTarget:
+    """The address rayscale dials for this cluster's GCS; the cluster's token goes there and nowhere else.
+
+    Without `allow_override` it is always the head Service's: an annotation naming anything else is
+    reported in ``ignored`` (malformed or not: it is not used). With it, a well-formed annotation is
+    followed and a malformed one raises AddressError (reported as that cluster's GCS error).
+    """
+    annotations = _mapping(_mapping(raycluster.get("metadata")).get("annotations"))
+    value = str(annotations.get(GCS_ADDRESS_ANNOTATION) or "").strip()
+    if allow_override and value:
+        host, port = parse_address(value)
+        address = f"{host}:{port}"
+        return GcsTarget(address, _other(raycluster, address, value), override_allowed=True)
+    head = head_gcs_address(raycluster)
+    return GcsTarget(head, _other(raycluster, value, value) if value else None)
+
+
+def _other(raycluster: Mapping[str, Any], address: str, value: str) -> str | None:
+    """`value` when `address` is not the head Service's GCS address (compared case-insensitively)."""
+    try:
+        head = head_gcs_address(raycluster)
+    except AddressError:
+        return value
+    return None if address.lower() == head.lower() else value
 
 
 def auth_token_secret(raycluster: Mapping[str, Any]) -> SecretKeyRef | None:

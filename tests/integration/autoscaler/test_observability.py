@@ -15,6 +15,7 @@ import testcluster
 from kubernetes_asyncio import client
 from prometheus_client.parser import text_string_to_metric_families
 
+from rayscale.ray.address import OVERRIDE_FLAG
 from tests.integration.autoscaler.test_resource_requests import NAME, RRR, cpu_and_gpu_cluster, request
 from tests.integration.autoscaler.watching import versions
 from tests.integration.controller.conftest import Operator, running
@@ -33,9 +34,12 @@ def free_port() -> int:
 
 
 class Observed(Operator):
-    """`rayscale run --mode all`, autoscaling every second, serving /metrics on a free port."""
+    """`rayscale run --mode all`, autoscaling every second, serving /metrics on a free port; it follows
+    `rayscale.io/gcs-address` unless `allow_override` is False."""
 
-    def __init__(self, cluster: testcluster.ClusterHandle, namespace: str) -> None:
+    def __init__(
+        self, cluster: testcluster.ClusterHandle, namespace: str, *, allow_override: bool = True
+    ) -> None:
         self.port = free_port()
         extra = [
             "--autoscaler-interval",
@@ -44,6 +48,7 @@ class Observed(Operator):
             "127.0.0.1",
             "--metrics-port",
             str(self.port),
+            *([OVERRIDE_FLAG] if allow_override else []),
         ]
         super().__init__(cluster, namespace, mode="all", extra=extra)
 

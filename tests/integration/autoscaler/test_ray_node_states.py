@@ -11,7 +11,6 @@ node died it is replaced, without backoff.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import time
 from collections.abc import AsyncIterator
@@ -25,6 +24,7 @@ from rayscale.ray.wire import SERVICE
 from rayscale.ray.wire import autoscaler_pb2 as pb
 from tests.integration.controller.conftest import Operator
 from tests.integration.controller.helpers import Kube, example, names
+from tests.integration.grpcserve import serving
 from tests.integration.polling import eventually
 
 pytestmark = pytest.mark.integration
@@ -70,18 +70,9 @@ async def gcs() -> AsyncIterator[FakeGcs]:
         request_deserializer=pb.GetClusterResourceStateRequest.FromString,
         response_serializer=pb.GetClusterResourceStateReply.SerializeToString,
     )
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(SERVICE.full_name, {"GetClusterResourceState": handler}),)
-    )
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    fake.address = f"127.0.0.1:{port}"
-    try:
+    methods = grpc.method_handlers_generic_handler(SERVICE.full_name, {"GetClusterResourceState": handler})
+    async with serving(methods) as fake.address:
         yield fake
-    finally:
-        with contextlib.suppress(Exception):
-            await server.stop(grace=None)
 
 
 def one_worker_cluster(gcs_address: str) -> dict[str, Any]:
