@@ -6,6 +6,12 @@ terminate_detached_actor.py, ...): importing Ray costs seconds of CPU, so it is 
     async with RayDriver.start(bridge.gcs_address, log) as ray:
         await ray.call("actor", name="a1", num_cpus=1)
         node_id = await eventually(lambda: ray.call("actor_node", name="a1"), timeout=60)
+
+Commands go to the driver's stdin, one JSON object a line, each with an ``id``. Replies come back
+on a pipe of their own as framed JSON (replies.py), each with the ``id`` of its command; a reply
+to an earlier command (one whose caller timed out) is dropped. The driver's stdout and stderr,
+where Ray prints whatever it likes, go to `log` only: they are kept (the tail is in every
+DriverError) and never parsed.
 """
 
 from __future__ import annotations
@@ -13,16 +19,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from e2e.raybridge import rayproc
+from e2e.raybridge.replies import FrameError, ReplyReader
 
 __all__ = ["DriverError", "RayDriver"]
 
 MAIN = Path(__file__).with_name("driver_main.py")
+READY_ID = 0  # the id of the driver's first reply, once Ray is connected
 
 
 class DriverError(AssertionError):
@@ -30,10 +41,12 @@ class DriverError(AssertionError):
 
 
 class RayDriver:
-    def __init__(self, process: asyncio.subprocess.Process, log: Path) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, log: Path, replies: ReplyReader) -> None:
         self.process = process
         self.log = log
+        self.replies = replies
         self._lock = asyncio.Lock()
+        self._last_id = READY_ID
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -46,25 +59,35 @@ class RayDriver:
         submission_id: str | None = None,
     ) -> AsyncIterator[RayDriver]:
         log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("ab") as err:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                str(MAIN),
-                gcs_address,
-                rayproc.NODE_IP,
-                env=rayproc.driver_env({"E2E_JOB_SUBMISSION_ID": submission_id} if submission_id else None),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=err,
-                start_new_session=True,
-                preexec_fn=rayproc.set_parent_death_signal,
-                limit=16 * 1024 * 1024,
-            )
-        driver = cls(process, log)
+        read_fd, write_fd = os.pipe()
         try:
-            ready = await driver._read(timeout)
+            with log.open("ab") as out:
+                process = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    str(MAIN),
+                    gcs_address,
+                    rayproc.NODE_IP,
+                    str(write_fd),
+                    env=rayproc.driver_env(
+                        {"E2E_JOB_SUBMISSION_ID": submission_id} if submission_id else None
+                    ),
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(write_fd,),
+                    start_new_session=True,
+                    preexec_fn=rayproc.set_parent_death_signal,
+                )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)  # the driver holds the only write end: its exit ends the channel
+        driver = cls(process, log, await ReplyReader.open(read_fd))
+        try:
+            ready = await driver._reply(READY_ID, timeout)
             if not ready.get("ready"):
-                raise DriverError(f"unexpected first line {ready!r}")
+                raise DriverError(f"unexpected first reply {ready!r}\n{driver.tail()}")
             yield driver
         finally:
             await driver.close()
@@ -73,26 +96,36 @@ class RayDriver:
         """Run one command; its value, or DriverError with the driver's error."""
         assert self.process.stdin is not None
         async with self._lock:
-            self.process.stdin.write((json.dumps({"op": op, **kwargs}) + "\n").encode())
+            self._last_id += 1
+            command = {"id": self._last_id, "op": op, **kwargs}
+            self.process.stdin.write((json.dumps(command) + "\n").encode())
             await self.process.stdin.drain()
-            reply = await self._read(timeout)
+            reply = await self._reply(self._last_id, timeout)
         if not reply.get("ok"):
             raise DriverError(f"{op} {kwargs}: {reply.get('error')}\n{reply.get('trace', '')}")
         return reply.get("value")
 
-    async def _read(self, timeout: float) -> dict[str, Any]:  # noqa: ASYNC109
-        assert self.process.stdout is not None
-        try:
-            raw = await asyncio.wait_for(self.process.stdout.readline(), timeout)
-        except TimeoutError:
-            raise DriverError(f"the Ray driver did not answer in {timeout:.0f}s:\n{self.tail()}") from None
-        if not raw:
-            await self.process.wait()
-            raise DriverError(f"the Ray driver exited ({self.process.returncode}):\n{self.tail()}")
-        reply: dict[str, Any] = json.loads(raw)
-        return reply
+    async def _reply(self, wanted: int, timeout: float) -> dict[str, Any]:  # noqa: ASYNC109
+        """The reply to command `wanted`; replies to earlier commands (late ones) are dropped."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                reply = await self.replies.get(max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                message = f"the Ray driver did not answer in {timeout:.0f}s"
+                raise DriverError(f"{message}:\n{self.tail()}") from None
+            except FrameError as exc:
+                raise DriverError(f"the Ray driver's reply channel broke: {exc}\n{self.tail()}") from None
+            if reply is None:
+                await self.process.wait()
+                raise DriverError(f"the Ray driver exited ({self.process.returncode}):\n{self.tail()}")
+            if reply.get("id") == wanted:
+                return reply
+            if not isinstance(reply.get("id"), int) or reply["id"] > wanted:
+                raise DriverError(f"a reply to no command sent: {reply!r}\n{self.tail()}")
 
     def tail(self, lines: int = 30) -> str:
+        """The end of the driver's log: what Ray and the driver printed."""
         try:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
@@ -107,3 +140,4 @@ class RayDriver:
             with contextlib.suppress(ProcessLookupError):
                 self.process.kill()
             await self.process.wait()
+        await self.replies.close()

@@ -1,9 +1,13 @@
-"""A Ray driver that takes commands: one JSON object a line on stdin, one JSON reply a line on stdout.
+"""A Ray driver that takes commands: one JSON object a line on stdin, one framed JSON reply each on
+a pipe of its own (replies.py).
 
-Run by `e2e.raybridge.driver.RayDriver` as ``python driver_main.py GCS_ADDRESS NODE_IP`` (with
-``E2E_JOB_SUBMISSION_ID`` set, its job carries that submission id, as a submitted job does); it is
-the only place in the e2e suite that imports ``ray`` (the test process must not: Ray's protobuf
-messages clash with rayscale's). It prints ``{"ready": true}`` once connected.
+Run by `e2e.raybridge.driver.RayDriver` as ``python driver_main.py GCS_ADDRESS NODE_IP REPLY_FD``
+(with ``E2E_JOB_SUBMISSION_ID`` set, its job carries that submission id, as a submitted job does); it
+is the only place in the e2e suite that imports ``ray`` (the test process must not: Ray's protobuf
+messages clash with rayscale's). Each command has an ``id``; its reply carries it back. The first
+reply, once connected, is ``{"id": 0, "ready": true}``. Replies go only to file descriptor
+REPLY_FD, which no other process inherits; stdout and stderr are the driver's log, where Ray writes
+what it likes.
 
 Every command returns at once: work is submitted, and "is it done" questions use
 ``ray.wait(timeout=0)`` so that the test polls with its own deadline. Commands (``op``):
@@ -31,11 +35,12 @@ import os
 import sys
 import time
 import traceback
-from typing import Any, TextIO
+from typing import Any
 
 import ray
 from ray.autoscaler.sdk import request_resources
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+from replies import open_writer, write_frame  # replies.py beside it: a script's directory is on sys.path
 
 SUBMISSION_ID_ENV = "E2E_JOB_SUBMISSION_ID"
 
@@ -171,19 +176,9 @@ class Commands:
         ]
 
 
-def reply_stream() -> TextIO:
-    """The process's stdout, for replies alone: fd 1 is pointed at stderr (the driver's log), so
-    whatever Ray or a library prints (the autoscaler's "Adding N node(s)" lines, warnings) never
-    lands between two replies."""
-    sys.stdout.flush()
-    replies = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
-    return replies
-
-
 def main() -> None:
-    address, node_ip = sys.argv[1], sys.argv[2]
-    out = reply_stream()
+    address, node_ip, reply_fd = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    out = open_writer(reply_fd)
     job_config = None
     submission_id = os.environ.get(SUBMISSION_ID_ENV)
     if submission_id:  # a driver that the GCS records like a job submission's (the dashboard is off)
@@ -192,17 +187,17 @@ def main() -> None:
         address=address, _node_ip_address=node_ip, log_to_driver=False, namespace="e2e", job_config=job_config
     )
     commands = Commands()
-    print(json.dumps({"ready": True}), file=out, flush=True)
+    write_frame(out, {"id": 0, "ready": True})
     for line in sys.stdin:
         if not line.strip():
             continue
         request = json.loads(line)
-        op = request.pop("op")
+        command_id, op = request.pop("id"), request.pop("op")
         try:
             reply = {"ok": True, "value": getattr(commands, op)(**request)}
         except Exception as exc:
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
-        print(json.dumps(reply), file=out, flush=True)
+        write_frame(out, {"id": command_id, **reply})
 
 
 if __name__ == "__main__":
