@@ -26,6 +26,9 @@ times. Its action is one of:
   ``details.retryAfterSeconds``). Nothing reaches the API server, unless ``lose_response``: then
   the request is forwarded (the write happens) and the client still gets the error, as when a
   response is lost on the way back.
+- ``disconnect``: close the connection without an answer (the client sees the server
+  disconnect, as when an API server restarts or a load balancer drops an idle connection just
+  as it is reused); with ``lose_response``, after forwarding.
 - ``delay``: wait that long, then go on to the next rules (delays add up).
 - ``hang``: never answer (until the client gives up or the proxy stops).
 - ``cut_after``: a watch it matches is cut that many seconds after it opens.
@@ -118,6 +121,7 @@ class Rule:
     status: int | None = None  # answer with this code and a Status body
     delay: float = 0.0  # seconds of latency added, then the next rules
     hang: bool = False  # never answer
+    disconnect: bool = False  # close the connection without an answer
     cut_after: float | None = None  # cut a matching watch this many seconds after it opens
     # match
     method: str | None = None  # "POST"; None: any
@@ -128,28 +132,37 @@ class Rule:
     times: int | None = None  # fire at most this many times; None: no limit
     # details
     retry_after: int = 1  # seconds, for 429 and 503
-    lose_response: bool = False  # with status: forward first, then answer with the error anyway
+    lose_response: bool = False  # with status or disconnect: forward first, then fail anyway
     name: str = ""  # the counter's key; default: built from the fields above
 
     def __post_init__(self) -> None:
-        actions = [self.status is not None, self.delay > 0, self.hang, self.cut_after is not None]
-        if sum(actions) != 1:
-            raise ValueError(f"a Rule needs exactly one of status, delay, hang, cut_after: {self!r}")
+        actions = {
+            "status": self.status is not None,
+            "delay": self.delay > 0,
+            "hang": self.hang,
+            "disconnect": self.disconnect,
+            "cut_after": self.cut_after is not None,
+        }
+        if sum(actions.values()) != 1:
+            raise ValueError(f"a Rule needs exactly one of {', '.join(actions)}: {self!r}")
         if self.status is not None and not 400 <= self.status <= 599:
             raise ValueError(f"Rule.status must be an HTTP error code (400-599), got {self.status}")
         if not 0.0 <= self.probability <= 1.0:
             raise ValueError(f"Rule.probability must be within [0, 1], got {self.probability}")
-        if self.lose_response and self.status is None:
-            raise ValueError("Rule.lose_response needs a status")
+        if self.lose_response and self.status is None and not self.disconnect:
+            raise ValueError("Rule.lose_response needs a status or disconnect")
         if self.path is not None:
             re.compile(self.path)
         if not self.name:
-            if self.status is not None:
-                action = str(self.status) + (" after forwarding" if self.lose_response else "")
-            elif self.delay > 0:
+            if self.delay > 0:
                 action = f"delay {self.delay:g}s"
+            elif self.cut_after is not None:
+                action = f"cut after {self.cut_after:g}s"
             else:
-                action = "hang" if self.hang else f"cut after {self.cut_after:g}s"
+                action = (
+                    str(self.status) if self.status is not None else "hang" if self.hang else "disconnect"
+                )
+                action += " after forwarding" if self.lose_response else ""
             parts = [action, self.method or "", self.path or "", "watch" if self.watch else ""]
             object.__setattr__(self, "name", " ".join(p for p in parts if p))
 
@@ -272,7 +285,7 @@ class _Plan:
     """What the rules decided for one request."""
 
     delay: float = 0.0
-    answer: Rule | None = None  # a status or hang rule that fired
+    answer: Rule | None = None  # the status, hang or disconnect rule that fired
     cut_after: float | None = None
 
 
@@ -528,7 +541,7 @@ class FaultProxy:
         if rule is not None and rule.hang:
             await asyncio.Event().wait()  # until the client goes or the proxy stops
         if rule is not None and not rule.lose_response:
-            return _error(rule)
+            return await _drop(request, reset=False) if rule.disconnect else _error(rule)
         try:
             return await self._forward(request, watch, plan)
         except (aiohttp.ClientError, OSError):
@@ -549,7 +562,7 @@ class FaultProxy:
         ) as upstream:
             if plan.answer is not None:  # lose_response: the request took effect, the answer is lost
                 await upstream.read()
-                return _error(plan.answer)
+                return await _drop(request, reset=False) if plan.answer.disconnect else _error(plan.answer)
             response = web.StreamResponse(
                 status=upstream.status,
                 reason=upstream.reason,
@@ -591,9 +604,11 @@ def _error(rule: Rule) -> web.Response:
     return web.json_response(body, status=rule.status, headers=headers)
 
 
-async def _drop(request: web.BaseRequest) -> web.StreamResponse:
-    """Abort the client's connection; aiohttp then cancels this handler."""
-    if request.transport is not None:
+async def _drop(request: web.BaseRequest, *, reset: bool = True) -> web.StreamResponse:
+    """Abort (`reset`) or close the client's connection; aiohttp then cancels this handler."""
+    if request.transport is not None and reset:
         request.transport.abort()
+    elif request.transport is not None:
+        request.transport.close()
     await asyncio.Event().wait()
     raise AssertionError("unreachable: the connection is gone")

@@ -7,9 +7,11 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 import pytest
 from looping import until
 
+from rayscale.kube import ops
 from rayscale.kube.correlator import COMBINED, EventCorrelator
 from rayscale.kube.events import EventRecorder
 from rayscale.kube.fairqueue import FairQueue
@@ -202,3 +204,41 @@ async def test_an_event_that_expired_is_created_again_with_its_count() -> None:
 def test_a_recorder_needs_somewhere_to_write() -> None:
     with pytest.raises(ValueError, match="api client or a writer"):
         EventRecorder()
+
+
+class Breaking(Writer):
+    """Every create fails with an error no one foresaw, until `fixed`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fixed = False
+        self.failed = 0
+
+    async def create(self, event: dict[str, Any]) -> bool:
+        if not self.fixed:
+            self.failed += 1
+            raise RuntimeError("Server disconnected")
+        return await super().create(event)
+
+
+async def test_a_worker_that_saw_an_unforeseen_error_goes_on_and_stops_cleanly() -> None:
+    writer = Breaking()
+    recorder = EventRecorder(writer=writer, correlator=EventCorrelator(clock=Clock()), workers=1)
+    recorder.start()
+    try:
+        recorder.post(body("a"), "Normal", "CreatedWorkerPod", "lost")
+        await until(lambda: writer.failed == 1)
+        writer.fixed = True
+        recorder.post(body("b"), "Normal", "CreatedWorkerPod", "sent")
+        await until(lambda: len(writer.calls) == 1)  # the one worker is still there
+    finally:
+        await recorder.stop()  # and stops without re-raising
+
+
+async def test_a_broken_connection_is_a_failed_call() -> None:
+    async def disconnected() -> None:
+        raise aiohttp.ServerDisconnectedError()
+
+    with pytest.raises(ops.KubeError, match="create pod: ServerDisconnectedError") as caught:
+        await ops.send(disconnected(), "create pod")
+    assert caught.value.status == 0

@@ -13,12 +13,14 @@ the Lease was lost is never sent. See `rayscale.fence`.
 from __future__ import annotations
 
 import os
+import socket
 import types
 from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client, config
 
+from rayscale import __version__
 from rayscale.fence import WriteFence
 from rayscale.kube.ratelimit import TokenBucket
 
@@ -85,4 +87,11 @@ async def make_api_client(
         await config.load_kube_config(config_file=path, client_configuration=cfg)
     cfg.connection_pool_maxsize = 64
     bucket = TokenBucket(qps, burst) if qps > 0 else None
-    return RayscaleApiClient(cfg, bucket=bucket, fence=fence)
+    api = RayscaleApiClient(cfg, bucket=bucket, fence=fence)
+    api.user_agent = user_agent()
+    return api
+
+
+def user_agent() -> str:
+    """``rayscale/<version> (<host>, pid <pid>)``: API server audit logs tell replicas apart."""
+    return f"rayscale/{__version__} ({socket.gethostname()}, pid {os.getpid()})"

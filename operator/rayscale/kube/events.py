@@ -129,6 +129,8 @@ class EventRecorder:
                 await self._send(item)
             except (TimeoutError, ops.KubeError, OSError) as exc:
                 log.debug("could not post event %s: %s", item.event["reason"], exc)
+            except Exception:  # a worker never dies of one Event: the others would wait forever
+                log.warning("could not post event %s", item.event["reason"], exc_info=True)
             finally:
                 self._queue.done(key)
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -68,12 +69,16 @@ async def send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
     """Await a raw (``_preload_content=False``) call and return its JSON body when `body`.
 
     kubernetes-asyncio raises ApiException for a non-2xx answer only when it parses the answer
-    itself, so a raw call's status is checked here: KubeError with the HTTP status.
+    itself, so a raw call's status is checked here: KubeError with the HTTP status. A broken
+    connection (the server disconnected, the answer was cut off) is a KubeError with status 0, so
+    every caller handles it as a failed call.
     """
     try:
         resp = await call
     except ApiException as exc:
         raise _error(exc, what) from exc
+    except aiohttp.ClientError as exc:  # the connection broke: the server may or may not have acted
+        raise KubeError(f"{what}: {type(exc).__name__}: {exc}") from exc
     try:
         if not 200 <= resp.status <= 299:
             reason = resp.reason or ""
@@ -83,6 +88,8 @@ async def send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
                 f"{what}: {resp.status} {reason}", resp.status, retry_after(getattr(resp, "headers", None))
             )
         return await resp.json() if body else None
+    except aiohttp.ClientError as exc:  # the answer was cut off
+        raise KubeError(f"{what}: {type(exc).__name__}: {exc}") from exc
     finally:
         resp.release()
 
