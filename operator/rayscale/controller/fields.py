@@ -152,6 +152,8 @@ def _container_problem(path: str, container: Mapping[str, Any]) -> str | None:
     for i, port in enumerate(container.get("ports") or []):
         if problem := _port_problem(f"{path}.ports[{i}].containerPort", port.get("containerPort"), lowest=1):
             return problem
+        if not isinstance(port.get("name", ""), str):
+            return f"{path}.ports[{i}].name: must be a string ({shown(port['name'])})"
     for key in ("command", "args"):
         if problem := _strings(f"{path}.{key}", container.get(key)):
             return problem

@@ -180,6 +180,24 @@ def _wait_gcs_ready(container: Mapping[str, Any], address: str) -> dict[str, Any
     return init
 
 
+_POD_LISTS = ("containers", "initContainers", "volumes")
+_CONTAINER_FIELDS = ("env", "ports", "volumeMounts", "command", "args", "resources")
+
+
+def _without_nulls(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """`pod_spec` without the null lists a YAML ``env:`` with no items leaves (Kubernetes reads
+    null as absent; the builders append to these lists)."""
+    for key in _POD_LISTS:
+        if key in pod_spec and pod_spec[key] is None:
+            del pod_spec[key]
+    for kind in ("containers", "initContainers"):
+        for container in pod_spec.get(kind) or []:
+            for key in _CONTAINER_FIELDS:
+                if key in container and container[key] is None:
+                    del container[key]
+    return pod_spec
+
+
 def _build(
     meta: ClusterMeta,
     spec: RayClusterSpec,
@@ -192,7 +210,7 @@ def _build(
 ) -> Manifest:
     template: dict[str, Any] = copy.deepcopy(group.template)
     tmeta = template.get("metadata") or {}
-    pod_spec: dict[str, Any] = template.get("spec") or {}
+    pod_spec: dict[str, Any] = _without_nulls(template.get("spec") or {})
     containers: list[dict[str, Any]] = pod_spec.setdefault("containers", [])
     if not containers:
         raise ValueError("pod template has no containers")
