@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import kopf
@@ -42,6 +42,10 @@ INDEXES = (
     "rayvirtualclusters_by_cluster",
 )
 PREFIX = "rayscale.io"
+# kopf retries a failed API request (its watches too) after each of these waits, then gives up on
+# it and starts over. kopf's default (1, 1, 2, 3, 5, 8, 13, 21 s) left pods following a patch up to
+# 21 s after an API server outage ended; these wait at most 2 s, for about the same minute in all.
+API_RETRY_BACKOFFS: tuple[float, ...] = (0.5, 1.0, *([2.0] * 29))
 
 
 @dataclasses.dataclass
@@ -62,6 +66,9 @@ class Runtime:
     recorder: EventRecorder | None = None
     api: Any = None
     metrics: Metrics | None = None
+    # With leader election: stop renewing and release the Lease (writes are fenced from then on).
+    # Called first thing on a clean stop, so a standby takes over while this replica winds down.
+    hand_over: Callable[[], Awaitable[None]] | None = None
 
 
 class IndexSource:
@@ -169,6 +176,7 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     settings.watching.inactivity_timeout = 70
     settings.networking.request_timeout = 30
     settings.networking.connect_timeout = 10
+    settings.networking.error_backoffs = API_RETRY_BACKOFFS
     settings.execution.max_workers = 4
     settings.watching.label_selectors["pods"] = L.RAY_CLUSTER
     settings.watching.label_selectors["services"] = L.RAY_CLUSTER
@@ -204,6 +212,8 @@ def login(**kwargs: Any) -> Any:
 @kopf.on.cleanup(registry=registry)
 async def shutdown(memo: Any, **_: Any) -> None:
     runtime: Runtime = memo.runtime
+    if runtime.hand_over is not None:
+        await runtime.hand_over()
     for task in runtime.tasks:
         task.cancel()
     for task in runtime.tasks:

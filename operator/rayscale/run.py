@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from prometheus_client import Gauge
 
+    from rayscale import handlers
     from rayscale.metrics import Metrics
 
 log = logging.getLogger("rayscale")
@@ -162,17 +163,21 @@ async def _run(args: argparse.Namespace, metrics: Metrics) -> int:
         )
 
     if args.leader_elect:
-        return await run_as_leader(args, run_kopf, metrics.leader.labels(args.leader_election_id))
+        return await run_as_leader(args, run_kopf, metrics.leader.labels(args.leader_election_id), runtime)
     await run_kopf()
     return 0
 
 
 async def run_as_leader(
-    args: argparse.Namespace, run_kopf: Callable[[], Coroutine[Any, Any, None]], leading: Gauge
+    args: argparse.Namespace,
+    run_kopf: Callable[[], Coroutine[Any, Any, None]],
+    leading: Gauge,
+    runtime: handlers.Runtime,
 ) -> int:
     """Wait for the Lease, run kopf while we hold it; stop at once (exit 1) when we lose it, as
-    controller-runtime does: the pod restarts and competes again. A clean stop releases it.
-    `leading` is 1 while we hold the Lease."""
+    controller-runtime does: the pod restarts and competes again. A clean stop releases it first
+    thing (`runtime.hand_over`, from kopf's cleanup; writes are fenced from then on), so a standby
+    takes over while this replica winds down. `leading` is 1 while we hold the Lease."""
     from rayscale.fence import WRITE_FENCE
     from rayscale.kube import standby
     from rayscale.kube.client import make_api_client
@@ -197,16 +202,25 @@ async def run_as_leader(
         leading.set(1)
         operator = asyncio.create_task(run_kopf(), name="rayscale-kopf")
         keeper = asyncio.create_task(elector.hold(), name="rayscale-lease")
-        await asyncio.wait({operator, keeper}, return_when=asyncio.FIRST_COMPLETED)
-        if keeper.done():
-            return await _stop_lost(operator)
-        keeper.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await keeper
-        try:
-            operator.result()
-        finally:
+
+        async def hand_over() -> None:
+            if keeper.done():  # lost: nothing to hand over
+                return
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
             await elector.release()
+            leading.set(0)
+
+        runtime.hand_over = hand_over
+        await asyncio.wait({operator, keeper}, return_when=asyncio.FIRST_COMPLETED)
+        if keeper.done() and not keeper.cancelled():
+            return await _stop_lost(operator)
+        try:
+            await operator  # kopf's own stop; the keeper was cancelled by the hand-over
+        finally:
+            await hand_over()
+            await elector.release()  # does nothing when hand_over released it already
         return 0
     finally:
         leading.set(0)
