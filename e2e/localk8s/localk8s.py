@@ -45,6 +45,7 @@ POD_CIDR = "10.244.0.0/16"
 FAKE_NODE_IP = "10.240.0.1"
 STATE = "state.json"
 READY = "ready"
+RESTARTED = "apiserver-restarted"  # written (a timestamp) after each restart SIGUSR1 asked for
 PR_SET_PDEATHSIG = 1
 
 
@@ -284,6 +285,23 @@ def node_objects(pools: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- the cluster
 
 
+# Every write but the nodes' heartbeats (their Leases and status), at Metadata level: who wrote
+# (user agent), what, when (requestReceivedTimestamp), and the answer's code. Chaos runs read it
+# to check that only the holder of rayscale's Lease wrote.
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  namespaces: ["kube-node-lease"]
+- level: None
+  resources: [{group: "", resources: ["nodes", "nodes/status"]}]
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+"""
+
+
 class Cluster:
     def __init__(self, state_dir: Path, bindir: Path) -> None:
         self.dir = state_dir
@@ -292,7 +310,9 @@ class Cluster:
         self.logs = state_dir / "logs"
         self.kubeconfig = state_dir / "kubeconfig"
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.args: dict[str, list[str]] = {}
         self.ports: dict[str, int] = {}
+        self.audit = False  # log every write to the API server (chaos runs read who wrote what)
 
     def start(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         logfile = self.logs / f"{name}.log"
@@ -308,8 +328,32 @@ class Cluster:
         )
         out.close()
         self.procs.append((name, proc))
+        self.args[name] = args
         self.save_state()
         return proc
+
+    def restart(self, name: str) -> None:
+        """Stop one component (SIGTERM, SIGKILL after 10 s) and start it again with the same
+        arguments; for the kube-apiserver, wait until it is ready again."""
+        for i, (n, proc) in enumerate(self.procs):
+            if n != name:
+                continue
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            del self.procs[i]
+            new = self.start(name, self.args[name])
+            if name == "kube-apiserver":
+                api = Api(f"https://127.0.0.1:{self.ports['apiserver']}", self.pki)
+                poll(name, lambda api=api: api.ok("/readyz"), 60, new, self.logs / f"{name}.log")
+            log(f"{name} restarted (pid {new.pid})")
+            self.save_state()
+            return
+        raise LaunchError(f"no component {name}")
 
     def save_state(self, **extra: Any) -> None:
         state = {
@@ -374,6 +418,7 @@ class Cluster:
                 "--profiling=false",
                 "--event-ttl=1h",
                 "--v=0",
+                *self._audit_args(),
             ],
         )
         api = Api(server, pki)
@@ -470,6 +515,14 @@ class Cluster:
         log(f"{len(nodes)} nodes Ready; cluster up in {elapsed:.1f}s")
         return elapsed
 
+    def _audit_args(self) -> list[str]:
+        if not self.audit:
+            return []
+        policy = self.dir / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY)
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.dir / 'audit.log'}",
+                "--audit-log-mode=batch", "--audit-log-batch-max-wait=1s"]  # fmt: skip
+
     def stop(self) -> None:
         """SIGTERM in reverse start order, SIGKILL after a grace period."""
         for name, proc in reversed(self.procs):
@@ -538,15 +591,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     state_dir.mkdir(parents=True)
     cluster = Cluster(state_dir, Path(args.bindir).resolve())
 
+    cluster.audit = bool(args.audit)
     stopping = False
+    restarts = 0  # SIGUSR1 asks for a restart of the kube-apiserver (fault injection)
 
     def on_signal(signum: int, frame: Any) -> None:
         nonlocal stopping
         stopping = True
         raise KeyboardInterrupt
 
+    def on_restart(signum: int, frame: Any) -> None:
+        nonlocal restarts
+        restarts += 1
+
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGUSR1, on_restart)
     code = 0
     try:
         pools = load_pools(Path(args.nodes), dict(args.scale or []))
@@ -555,6 +615,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         (state_dir / READY).write_text(str(cluster.kubeconfig))
         # Supervise: if a component dies, the cluster is broken; say so and stop.
         while True:
+            if restarts:
+                restarts -= 1
+                cluster.restart("kube-apiserver")
+                (state_dir / RESTARTED).write_text(str(time.time()))
             for name, proc in cluster.procs:
                 if proc.poll() is not None:
                     raise LaunchError(
@@ -772,6 +836,7 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--timeout", type=float, default=180, help="seconds to wait for readiness")
         if name == "run":
             p.add_argument("--keep", action="store_true", help="keep the state directory after stopping")
+            p.add_argument("--audit", action="store_true", help="audit-log every write to <dir>/audit.log")
             p.add_argument(
                 "--parent-death-signal",
                 action="store_true",

@@ -119,6 +119,15 @@ def acquire(timeout: float = 300) -> ClusterHandle:
     if state and reachable(kubectl, str(state["kubeconfig"])):
         return ClusterHandle(Path(str(state["kubeconfig"])), kubectl, bindir, "cluster-up", default_dir)
 
+    return start_private(bindir, timeout)
+
+
+def start_private(bindir: Path | None = None, timeout: float = 300, *, audit: bool = False) -> ClusterHandle:
+    """A fresh local control plane of this process's own (never a shared one): for tests that
+    stall, restart or kill its components. `audit`: the API server logs every write to
+    ``state_dir / "audit.log"``; SIGUSR1 to ``supervisor`` restarts the kube-apiserver."""
+    bindir = bindir or Path(localk8s.build())
+    kubectl = str(bindir / "kubectl")
     remove_stale_dirs()
     state_dir = Path(tempfile.mkdtemp(prefix=TMP_PREFIX)) / "cluster"
     log = state_dir.with_name("supervisor.log")
@@ -133,6 +142,7 @@ def acquire(timeout: float = 300) -> ClusterHandle:
                 "--bindir",
                 str(bindir),
                 "--parent-death-signal",
+                *(["--audit"] if audit else []),
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
