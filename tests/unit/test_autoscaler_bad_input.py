@@ -162,3 +162,63 @@ async def test_the_autoscaler_never_writes_replicas_past_the_limit(monkeypatch: 
     await autoscaler(source, Events(), max_pods=4).step(KEY)
     assert api.patches == []  # 5 pods would be over the limit: all or nothing, so nothing
     assert (api.statuses["r"]["phase"], api.statuses["r"]["reason"]) == ("Unsatisfiable", "MAX_WORKERS")
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "problem"),
+    [
+        # found by tests/integration/controller/test_fuzz_specs.py: the round raised TypeError
+        (("headGroupSpec",), 2**63 - 1,
+         "spec.headGroupSpec.template.spec.containers: must be a list of containers"),
+        (("headGroupSpec",), {"name": "ray-head"},
+         "spec.headGroupSpec.template.spec.containers: must be a list of containers"),
+        (("workerGroupSpecs", 0), [], "spec.workerGroupSpecs[0].template.spec.containers: must have at least"
+         " one container"),
+    ],
+)  # fmt: skip
+async def test_a_cluster_the_controller_refuses_is_never_planned(
+    monkeypatch: pytest.MonkeyPatch, where: tuple[Any, ...], value: Any, problem: str
+) -> None:
+    """A spec the controller refuses (SpecValid=False) is not autoscaled: no round meets what the
+    validation keeps out, nothing is patched, and its requests say why."""
+    api = Api(monkeypatch)
+    body = rc(group("cpu", replicas=0, max_replicas=2))
+    node: Any = body["spec"]
+    for key in where:
+        node = node[key]
+    node["template"]["spec"]["containers"] = value
+    source = Source(body, [request("r", {"CPU": 1})])
+    assert await autoscaler(source, Events()).step(KEY) is None
+    assert api.patches == []
+    assert (api.statuses["r"]["phase"], api.statuses["r"]["message"]) == (
+        "Pending",
+        f"RayCluster rc cannot be autoscaled: {problem}",
+    )
+
+
+async def test_a_status_is_written_once_while_the_watch_has_not_shown_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by tests/integration/controller/test_fuzz_specs.py (a request of 6000 bundles): a
+    round that ran before the watch delivered the status written by the one before wrote it again
+    and posted its InvalidBundles Event a second time (count 2)."""
+    Api(monkeypatch)
+    events = Events()
+    huge = request("huge", {"memory": "1e999999"})
+    huge["metadata"]["resourceVersion"] = "7"
+    scaler = autoscaler(Source(rc(group("cpu", replicas=0, max_replicas=2)), [huge]), events)
+    writes: list[str] = []
+    write = ops.patch_rayresourcerequest_status
+
+    async def counted(api_: Any, ns: str, name: str, patch: dict[str, Any]) -> bool:
+        writes.append(name)
+        return await write(api_, ns, name, patch)
+
+    monkeypatch.setattr(ops, "patch_rayresourcerequest_status", counted)
+    await scaler.step(KEY)
+    await scaler.step(KEY)  # the index still shows resourceVersion 7, without a status
+    assert writes == ["huge"]
+    assert [e[3] for e in events.posted if e[2] == "Warning"] == ["InvalidBundles"]
+    huge["metadata"]["resourceVersion"] = "8"  # someone else wrote the status away: written again
+    await scaler.step(KEY)
+    assert writes == ["huge", "huge"]

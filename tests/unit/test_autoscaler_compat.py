@@ -156,3 +156,10 @@ def test_events_on_transitions_only() -> None:
     back = compat_event(both, fine)
     assert back is not None
     assert back[:2] == ("Normal", "RayCompatible")
+
+
+@pytest.mark.parametrize("containers", [2**63 - 1, {"name": "ray-head"}, "ray-head", [None]])
+def test_a_head_template_of_the_wrong_shape_reads_as_v2(containers: Any) -> None:
+    """`--mode autoscaler` (beside KubeRay) reads specs rayscale's controller never validated."""
+    cluster = {"spec": {"headGroupSpec": {"template": {"spec": {"containers": containers}}}}}
+    assert autoscaler_protocol(cluster) == "v2"

@@ -736,7 +736,7 @@ def token_cluster(monkeypatch: pytest.MonkeyPatch, annotation: str | None) -> tu
     api = Api(monkeypatch)
     FakeGcs.state = gcs_state()
     body = rc(group("a", replicas=0))
-    body["spec"]["authOptions"] = {"mode": "token"}
+    body["spec"].update(authOptions={"mode": "token"}, rayVersion="2.55.0")  # token auth needs >= 2.52.0
     if annotation is not None:
         body["metadata"]["annotations"] = {"rayscale.io/gcs-address": annotation}
 

@@ -151,7 +151,7 @@ class GcsSupport:
 def _ray_container(cluster: Obj) -> Obj:
     head = ((cluster.get("spec") or {}).get("headGroupSpec") or {}).get("template") or {}
     containers = (head.get("spec") or {}).get("containers") or []
-    first = containers[0] if containers else {}
+    first = containers[0] if isinstance(containers, list) and containers else {}
     return first if isinstance(first, Mapping) else {}
 
 

@@ -96,7 +96,8 @@ from rayscale.controller.apply import EventSink
 from rayscale.controller.limits import DEFAULT_MAX_PODS
 from rayscale.controller.queue import WorkQueue
 from rayscale.controller.retry import Failed, spec_version
-from rayscale.controller.snapshot import is_head, is_terminating, phase, pod_name
+from rayscale.controller.snapshot import ClusterMeta, is_head, is_terminating, phase, pod_name
+from rayscale.controller.validation import Invalid, parse_and_validate
 from rayscale.kube import ops
 from rayscale.metrics import Metrics
 from rayscale.ray.address import AddressError, GcsTarget, auth_token_secret, gcs_target
@@ -189,6 +190,9 @@ class Autoscaler:
         self._refused: dict[ClusterKey, str] = {}  # the refusal last posted as an Event
         self._failures: dict[ClusterKey, tuple[LaunchFailure, ...]] = {}  # recent launch failures
         self._report_version: dict[ClusterKey, int] = {}  # the version of the last report to Ray
+        # request -> (its resourceVersion, the status patch written from it): the watch may not show
+        # a write before the next round, which must not write (and post its Event) again
+        self._written: dict[ClusterKey, dict[str, tuple[Any, dict[str, Any]]]] = {}
         self.vclusters = VirtualClusters(api, events)
 
     def mark(self, key: ClusterKey) -> None:
@@ -226,6 +230,12 @@ class Autoscaler:
             return None
         if (cluster.get("metadata") or {}).get("deletionTimestamp"):
             return None
+        if not beside and (problem := self._invalid(cluster)):
+            # rayscale's controller refuses the spec (SpecValid=False) and builds nothing for it:
+            # nothing to autoscale, and planning must not meet what the validation keeps out.
+            message = f"RayCluster {key[1]} cannot be autoscaled: {problem}"[:1000]
+            await self._write_statuses(key, requests, functools.partial(pending_status, message=message))
+            return None
         state = await self._gcs_state(key, cluster)
         held = self._trust(key, state)
         refused = ""
@@ -241,16 +251,26 @@ class Autoscaler:
                 continue
             except ValueError as exc:  # an unreadable spec; the controller reports it on the cluster
                 message = f"RayCluster {key[1]} cannot be autoscaled: {exc}"[:1000]
-                await self._write_statuses(requests, functools.partial(pending_status, message=message))
+                await self._write_statuses(key, requests, functools.partial(pending_status, message=message))
                 return None
             status = functools.partial(decision_status, decision=decision)
-            await self._write_statuses(requests, status)
+            await self._write_statuses(key, requests, status)
             await self._tell_ray(key, snapshot, decision, state)
             await self._report(key, cluster, snapshot, decision)
             return self.config.interval
         # Refused every time, even on the cluster read fresh: a 422 that is no test failure (the
         # patch breaks a validation rule), or a cluster changing under every patch. Back off.
         return Failed(f"patch refused {CONFLICT_ATTEMPTS} times, the last: {refused}")
+
+    def _invalid(self, cluster: Obj) -> str | None:
+        """Why the controller refuses `cluster`'s spec (its SpecValid message), or None."""
+        spec = cluster.get("spec")
+        parsed = parse_and_validate(
+            ClusterMeta.from_body(cluster),
+            spec if isinstance(spec, Mapping) else {},
+            max_pods=self.config.max_pods,
+        )
+        return parsed.message if isinstance(parsed, Invalid) else None
 
     async def _plan_and_patch(
         self,
@@ -545,7 +565,7 @@ class Autoscaler:
         else:
             why = "does not have enableInTreeAutoscaling: true"
         message = f"RayCluster {key[1]} {why} in namespace {key[0]}"
-        await self._write_statuses(requests, lambda r: pending_status(r, message))
+        await self._write_statuses(key, requests, lambda r: pending_status(r, message))
         vcs = list(self.source.virtual_clusters(key))
         if vcs:
             await self.vclusters.not_taken(key, vcs, f"spec.rayClusterName: {message}", self.wall_clock())
@@ -632,23 +652,35 @@ class Autoscaler:
 
     # ---- RayResourceRequest status ----
 
-    async def _write_statuses(self, requests: Sequence[Obj], status: Callable[[Obj], dict[str, Any]]) -> None:
+    async def _write_statuses(
+        self, key: ClusterKey, requests: Sequence[Obj], status: Callable[[Obj], dict[str, Any]]
+    ) -> None:
         """Write each request's status when it changed; a request that became InvalidBundles also
-        gets a Warning Event saying which field."""
+        gets a Warning Event saying which field. A status already written from the same version of
+        the request is not written again (the watch has not delivered the write yet)."""
+        last = self._written.pop(key, {})
+        written: dict[str, tuple[Any, dict[str, Any]]] = {}
         for request in requests:
             new = status(request)
             patch = status_patch(request, new)
             if patch is None:
                 continue
             meta = request.get("metadata") or {}
+            name, version = str(meta.get("name")), meta.get("resourceVersion")
+            if last.get(name) == (version, patch):
+                written[name] = last[name]
+                continue
             try:
                 await ops.patch_rayresourcerequest_status(self.api, meta["namespace"], meta["name"], patch)
             except ops.KubeError as exc:
                 log.warning("status of rayresourcerequests %s/%s not written: %s", meta.get("namespace"),
                             meta.get("name"), exc)  # fmt: skip
                 continue
+            written[name] = (version, patch)
             if new.get("reason") == INVALID_BUNDLES:
                 self.events.post({**RRR_API, **request}, "Warning", INVALID_BUNDLES, str(new["message"]))
+        if written:
+            self._written[key] = written
 
 
 def _autoscaler_status(cluster: Obj) -> Obj | None:
