@@ -282,13 +282,15 @@ async def following(run: Run) -> AsyncIterator[None]:
 async def edit(run: Run, objects: Any, name: str) -> None:
     replicas = run.rng.randint(0, MAX_REPLICAS)
     patch = [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": replicas}]
+    # Recorded before it is sent: a write whose answer is lost (a stalled API server) may already
+    # have taken effect, and the operator's pods for it may reach the ledger before the answer.
+    run.ledger.asked(name, replicas)
     for _ in range(100):  # the API server may be stalled by the fault: the edit waits for it
         try:
             await objects.patch_namespaced_custom_object(
                 GROUP, VERSION, run.namespace, PLURAL, name, patch,
                 _content_type="application/json-patch+json", _request_timeout=5,
             )  # fmt: skip
-            run.ledger.asked(name, replicas)
             return
         except (TimeoutError, client.ApiException, aiohttp.ClientError, OSError):
             await asyncio.sleep(0.5)
@@ -301,12 +303,14 @@ async def label(run: Run, objects: Any, name: str) -> None:
     for _ in range(100):
         try:
             await objects.patch_namespaced_custom_object(
-                GROUP, VERSION, run.namespace, PLURAL, name, patch, _request_timeout=5
-            )
+                GROUP, VERSION, run.namespace, PLURAL, name, patch,
+                _content_type="application/merge-patch+json", _request_timeout=5,
+            )  # fmt: skip
             run.labels[name] = value
             return
         except (TimeoutError, client.ApiException, aiohttp.ClientError, OSError):
             await asyncio.sleep(0.5)
+    raise RuntimeError(f"could not label {name}")
 
 
 async def one_run(
@@ -386,6 +390,7 @@ async def one_run(
         "pods_created": sum(len(c.created) for c in run.ledger.clusters.values()),
         "pods_deleted": sum(len(c.deleted) for c in run.ledger.clusters.values()),
         "replicas_started": len(run.replicas),
+        "labels_checked": len(run.labels),
         "proxy": proxy.counts(),
         "logs_with_tracebacks": [str(p) for p in crashed],
     }
