@@ -59,6 +59,10 @@ migration: install cluster-build kuberay-operator ## KubeRay's operator -> raysc
 fuzz: install ## the scheduler against Ray 2.60's on many generated cases (FUZZ_CASES=5000 FUZZ_SEED=1)
 	$(PY) -m tests.differential --cases $${FUZZ_CASES:-5000} --seed $${FUZZ_SEED:-1}
 
+.PHONY: fuzz-api
+fuzz-api: install cluster-build ## generated RayClusters and RayResourceRequests on a real API server, rayscale running (FUZZ_EXAMPLES=400 FUZZ_SEED=0)
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-400} FUZZ_SEED=$${FUZZ_SEED:-0} $(PY) -m pytest tests/integration/controller/test_fuzz_specs.py -q -m integration
+
 .PHONY: integration
 integration: install cluster-build ## integration tests and the e2e smoke scenarios on the local control plane (or $KUBECONFIG)
 	$(PY) -m pytest tests/integration e2e -q -m "integration or e2e_smoke"
@@ -68,6 +72,23 @@ e2e: install cluster-build ## every end-to-end scenario with a real Ray (about 1
 	rm -rf e2e/.results
 	$(PY) -m pytest e2e -q -m e2e
 	$(PY) -m e2e.report --write-docs
+
+.PHONY: chaos
+chaos: install cluster-build ## the fault suite: control-plane and Ray faults while clusters scale, invariants checked throughout (CHAOS_RUNS=3; about 40 min), then its table into docs/reliability.md
+	rm -rf e2e/.results/chaos
+	status=0; \
+	PYTHONPATH=.:e2e/localk8s:operator $(PY) -m e2e.chaos.controlplane || status=1; \
+	$(PY) -m pytest e2e/chaos -q -m chaos || status=1; \
+	$(PY) -m e2e.chaos.results --write-docs || status=1; \
+	exit $$status
+
+# the soak's length and size, e.g. make soak SOAK_MINUTES=4 SOAK_CLUSTERS=8
+SOAK_MINUTES ?= 30
+SOAK_CLUSTERS ?= 20
+
+.PHONY: soak
+soak: install cluster-build ## a bounded long run off CI (SOAK_MINUTES=30, SOAK_CLUSTERS=20): edits, suspends, deletes and control-plane faults at random, invariants, RSS and fds checked; figures into docs/reliability.md
+	PYTHONPATH=.:e2e/localk8s:operator $(PY) -m e2e.chaos.soak --minutes $(SOAK_MINUTES) --clusters $(SOAK_CLUSTERS) --write-docs
 
 .PHONY: e2e-smoke
 e2e-smoke: install cluster-build ## the end-to-end scenarios `make test` runs

@@ -1,5 +1,6 @@
 """Fixtures of the end-to-end scenarios: the local control plane, `rayscale run`, a Ray bridge, a
-GCS client and a Ray driver per test; every test in e2e/ is marked ``e2e``.
+GCS client and a Ray driver per test; every test in e2e/ is marked ``e2e``, except the fault
+suite's (marked ``chaos``: `make chaos` runs them, `make e2e` does not).
 
 Run them with ``make e2e`` (all) or ``make e2e-smoke`` (the ``e2e_smoke`` subset). Each test
 writes its timings to e2e/.results/ (git-ignored); ``python -m e2e.report`` turns them into
@@ -53,7 +54,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     no_ray = importlib.util.find_spec("ray") is None
     for item in items:
         if HERE in Path(item.path).parents:
-            item.add_marker(pytest.mark.e2e)
+            if item.get_closest_marker("chaos") is None:
+                item.add_marker(pytest.mark.e2e)
             if no_ray:
                 item.add_marker(
                     pytest.mark.skip(reason="needs Ray: pip install 'ray==2.60.0' (the dev extra)")

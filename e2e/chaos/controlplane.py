@@ -13,6 +13,14 @@ the editor makes its last change; the run waits for the clusters to converge (ex
 workers asked, all Running) and times it from the fault's end. `invariants.PodLedger` checks
 every pod event as it arrives; after the run the audit log shows whether any write came from a
 replica that did not hold the Lease. Each run records an `Outcome` (e2e/.results/chaos/).
+
+In the autoscaling faults (`Fault.autoscaling`) rayscale's autoscaler drives the scaling instead:
+the clusters start at `replicas: 0` and each has a RayResourceRequest for `count` bundles of one
+CPU (one worker each); the editor only raises the counts, since with no Ray (the GCS unreachable)
+rayscale scales up for requests but never removes a running worker. The ledger's "asked" is the
+count, so no worker may be deleted at all, and the clusters converge to exactly the counts, with
+`replicas` equal to them. The controller is rayscale's own (`--mode all`) or KubeRay's operator
+(`Fault.controller == "kuberay"`, with rayscale `--mode autoscaler` beside it).
 """
 
 from __future__ import annotations
@@ -21,17 +29,19 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import random
 import re
 import signal
+import subprocess
 import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import testcluster
@@ -39,11 +49,18 @@ from e2e.chaos.faultproxy import FaultProxy, Rule
 from e2e.chaos.invariants import PodLedger, audit_events, leader_violations
 from e2e.chaos.results import Outcome
 from kubernetes_asyncio import client, config, watch
+from tests.integration.autoscaler.conftest import AUTOSCALING_EXTRA
 from tests.integration.controller.conftest import Operator
 from tests.integration.controller.helpers import GROUP, PLURAL, VERSION, example
+from tests.integration.test_migration_from_kuberay import KubeRayOperator
 
 SUITE = "control-plane"
-CRDS = Path(__file__).resolve().parents[2] / "crds"
+ROOT = Path(__file__).resolve().parents[2]
+CRDS = ROOT / "crds"
+RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")
+# No Ray here: nothing listens at the GCS address, so it is unreachable at once.
+UNREACHABLE_GCS = {"rayscale.io/gcs-address": "127.0.0.1:1"}
+OPT_IN = {"rayscale.io/autoscaler": "true"}
 CLUSTERS = 3
 MAX_REPLICAS = 6
 CONVERGE_SECONDS = 180.0
@@ -62,6 +79,8 @@ class Run:
     rng: random.Random
     mode: str = "all"
     leader_elect: bool = True
+    autoscaling: bool = False  # rayscale autoscales (every second), for the RayResourceRequests
+    kuberay: KubeRayOperator | None = None  # KubeRay's operator as the controller, beside rayscale
     replicas: list[Operator] = dataclasses.field(default_factory=list)
     ledger: PodLedger = dataclasses.field(default_factory=PodLedger)
     labels: dict[str, str] = dataclasses.field(default_factory=dict)  # cluster -> user label value
@@ -70,6 +89,8 @@ class Run:
         extra = ["--kubeconfig", str(self.proxy.kubeconfig)]
         if self.leader_elect:
             extra += ["--leader-elect", "--leader-election-namespace", self.namespace]
+        if self.autoscaling:
+            extra += AUTOSCALING_EXTRA
         op = Operator(self.cluster, self.namespace, mode=self.mode, extra=extra)
         op.start()
         self.replicas.append(op)
@@ -94,6 +115,8 @@ class Run:
                 if op.proc is not None and op.proc.poll() is None:
                     os.killpg(op.proc.pid, signal.SIGCONT)
             op.stop()
+        if self.kuberay is not None:
+            self.kuberay.stop()
 
 
 def component_pid(cluster: testcluster.ClusterHandle, name: str) -> int:
@@ -212,6 +235,10 @@ class Fault:
     inject: Callable[[Run], Awaitable[None]]
     mode: str = "all"
     leader_elect: bool = True
+    # Who scales: False, the user edits `replicas`; True, rayscale's autoscaler, for the
+    # RayResourceRequests whose counts the editor raises.
+    autoscaling: bool = False
+    controller: Literal["rayscale", "kuberay"] = "rayscale"  # who makes the pods (KubeRay's operator)
 
 
 FAULTS: dict[str, Fault] = {
@@ -219,6 +246,13 @@ FAULTS: dict[str, Fault] = {
                              leader_elect=False),
     "operator-killed-controller": Fault("operator SIGKILL, restarted at once (mode controller, one replica)",
                                         operator_killed, mode="controller", leader_elect=False),
+    "operator-killed-autoscaling": Fault("operator SIGKILL, restarted at once, while it autoscales "
+                                         "(mode all, one replica)", operator_killed, leader_elect=False,
+                                         autoscaling=True),
+    "operator-killed-autoscaler-mode": Fault("operator SIGKILL, restarted at once, while it autoscales "
+                                             "(mode autoscaler, KubeRay's operator the controller)",
+                                             operator_killed, mode="autoscaler", leader_elect=False,
+                                             autoscaling=True, controller="kuberay"),
     "leader-killed": Fault("leader SIGKILL, standby takes over", leader_killed),
     "leader-frozen": Fault("leader frozen 20 s (SIGSTOP), then resumed", leader_frozen),
     "apiserver-stalled": Fault("kube-apiserver stalled 15 s (SIGSTOP)", _stall("kube-apiserver", 15)),
@@ -236,12 +270,29 @@ FAULTS: dict[str, Fault] = {
 # ---- the run ----
 
 
-def raycluster(name: str, replicas: int) -> dict[str, Any]:
+def raycluster(name: str, replicas: int, fault: Fault | None = None) -> dict[str, Any]:
+    """The example cluster; for an autoscaling fault at `replicas: 0`, autoscaled by rayscale:
+    in-tree with rayscale as the controller, opted in (in-tree off) beside KubeRay's operator."""
     body = example("raycluster-basic.yaml")
     body["metadata"] = {"name": name}
     group = body["spec"]["workerGroupSpecs"][0]
     group.update(replicas=replicas, minReplicas=0, maxReplicas=MAX_REPLICAS)
+    if fault is not None and fault.autoscaling:
+        group["replicas"] = 0
+        beside = fault.controller == "kuberay"
+        body["metadata"]["annotations"] = UNREACHABLE_GCS | (OPT_IN if beside else {})
+        body["spec"]["enableInTreeAutoscaling"] = not beside
     return body
+
+
+def resource_request(cluster: str, count: int) -> dict[str, Any]:
+    """`count` bundles of one CPU: `count` workers of the example cluster (its head has none)."""
+    return {
+        "apiVersion": "/".join(RRR[:2]),
+        "kind": "RayResourceRequest",
+        "metadata": {"name": cluster},
+        "spec": {"clusterName": cluster, "bundles": [{"resources": {"CPU": 1}, "count": count}]},
+    }
 
 
 @contextlib.asynccontextmanager
@@ -280,15 +331,25 @@ async def following(run: Run) -> AsyncIterator[None]:
 
 
 async def edit(run: Run, objects: Any, name: str) -> None:
-    replicas = run.rng.randint(0, MAX_REPLICAS)
-    patch = [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": replicas}]
+    """The user's edit: `replicas` set anew; or, when rayscale autoscales, the cluster's request
+    raised (never lowered: with no Ray, rayscale never removes a running worker)."""
+    if run.autoscaling:
+        count = run.ledger.clusters[name].last
+        if count >= MAX_REPLICAS:
+            return
+        count += 1  # one at a time, so that the counts seldom reach the max before the fault
+        path, resource = "/spec/bundles/0/count", RRR
+    else:
+        count = run.rng.randint(0, MAX_REPLICAS)
+        path, resource = "/spec/workerGroupSpecs/0/replicas", (GROUP, VERSION, PLURAL)
+    patch = [{"op": "replace", "path": path, "value": count}]
     # Recorded before it is sent: a write whose answer is lost (a stalled API server) may already
     # have taken effect, and the operator's pods for it may reach the ledger before the answer.
-    run.ledger.asked(name, replicas)
+    run.ledger.asked(name, count)
     for _ in range(100):  # the API server may be stalled by the fault: the edit waits for it
         try:
             await objects.patch_namespaced_custom_object(
-                GROUP, VERSION, run.namespace, PLURAL, name, patch,
+                resource[0], resource[1], run.namespace, resource[2], name, patch,
                 _content_type="application/json-patch+json", _request_timeout=5,
             )  # fmt: skip
             return
@@ -321,23 +382,33 @@ async def one_run(
     core, objects = client.CoreV1Api(api), client.CustomObjectsApi(api)
     await core.create_namespace({"metadata": {"name": namespace}})
     run = Run(
-        cluster, proxy, api, namespace, random.Random(seed), mode=fault.mode, leader_elect=fault.leader_elect
-    )
+        cluster, proxy, api, namespace, random.Random(seed), mode=fault.mode, leader_elect=fault.leader_elect,
+        autoscaling=fault.autoscaling,
+    )  # fmt: skip
     names = [f"c{i}" for i in range(CLUSTERS)]
     violations: list[str] = []
     converged: float | None = None
+    at_fault = ""
     try:
+        if fault.controller == "kuberay":  # straight to the API server, not through the proxy
+            run.kuberay = KubeRayOperator(kuberay_bindir(), cluster, namespace, "")
+            run.kuberay.start()
         run.start_replica()
         if fault.leader_elect:
             run.start_replica()
         await until(lambda: run.leader() is not None, 120, "a replica leads")
         async with following(run):
             for name in names:
-                replicas = run.rng.randint(1, MAX_REPLICAS)
+                # Autoscaling: the request's count, raised later (so starting low).
+                replicas = run.rng.randint(1, 2 if fault.autoscaling else MAX_REPLICAS)
                 run.ledger.created_cluster(name, replicas)
                 await objects.create_namespaced_custom_object(
-                    GROUP, VERSION, namespace, PLURAL, raycluster(name, replicas)
+                    GROUP, VERSION, namespace, PLURAL, raycluster(name, replicas, fault)
                 )
+                if fault.autoscaling:
+                    await objects.create_namespaced_custom_object(
+                        *RRR[:2], namespace, RRR[2], resource_request(name, replicas)
+                    )
             await until(run.ledger.converged, CONVERGE_SECONDS, "the clusters converge before the fault")
 
             stop = asyncio.Event()
@@ -352,6 +423,11 @@ async def one_run(
 
             editing = asyncio.create_task(editor())
             await asyncio.sleep(run.rng.uniform(1.0, 6.0))  # a random moment of the scaling
+            if fault.autoscaling:  # ... while a raised count is not met yet (unless all are at the max)
+                await until(lambda: not run.ledger.converged() or all(
+                    c.last >= MAX_REPLICAS for c in run.ledger.clusters.values()
+                ), 60, "a raised count not met yet")  # fmt: skip
+            at_fault = run.ledger.describe()  # how far the scaling was when the fault came
             await fault.inject(run)
             stop.set()
             await editing
@@ -368,9 +444,11 @@ async def one_run(
             for name in names:
                 body = await objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
                 spec_replicas = body["spec"]["workerGroupSpecs"][0].get("replicas")
-                if spec_replicas != run.ledger.clusters[name].last:
-                    violations.append(f"user edit lost: {name} replicas {spec_replicas}, the user set "
-                                      f"{run.ledger.clusters[name].last}")  # fmt: skip
+                asked = run.ledger.clusters[name].last
+                if spec_replicas != asked:
+                    lost = "autoscaled wrong" if fault.autoscaling else "user edit lost"
+                    by = "its request asks" if fault.autoscaling else "the user set"
+                    violations.append(f"{lost}: {name} replicas {spec_replicas}, {by} {asked}")
                 value = (body["metadata"].get("labels") or {}).get("chaos.rayscale.io/edit")
                 if name in run.labels and value != run.labels[name]:
                     violations.append(
@@ -390,16 +468,27 @@ async def one_run(
         "pods_created": sum(len(c.created) for c in run.ledger.clusters.values()),
         "pods_deleted": sum(len(c.deleted) for c in run.ledger.clusters.values()),
         "replicas_started": len(run.replicas),
+        "asked": {name: c.last for name, c in run.ledger.clusters.items()},
+        "at_fault": at_fault,
         "labels_checked": len(run.labels),
         "proxy": proxy.counts(),
         "logs_with_tracebacks": [str(p) for p in crashed],
     }
     with contextlib.suppress(client.ApiException):
         await core.delete_namespace(namespace)
-    for op in run.replicas:
+    for op in [*run.replicas, *([run.kuberay] if run.kuberay else [])]:
         if not violations and not crashed:
             op.log.unlink(missing_ok=True)
     return Outcome(SUITE, fault.title, tuple(violations), converged, detail)
+
+
+@functools.cache
+def kuberay_bindir() -> Path:
+    """KubeRay's operator binary and CRDs (tools/kuberay-oracle/build-operator.sh: cached, or
+    built, about 2 minutes the first time)."""
+    script = ROOT / "tools" / "kuberay-oracle" / "build-operator.sh"
+    out = subprocess.run([str(script)], capture_output=True, text=True, check=True, timeout=900)
+    return Path(out.stdout.strip().splitlines()[-1])
 
 
 async def main_async(keys: list[str], runs: int, seed: int, *, record: bool = True) -> list[Outcome]:
@@ -407,7 +496,14 @@ async def main_async(keys: list[str], runs: int, seed: int, *, record: bool = Tr
     outcomes: list[Outcome] = []
     try:
         cluster.kubectl_run("apply", "--server-side", "-f", str(CRDS))
-        cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd/rayclusters.ray.io")
+        crds = ["rayclusters.ray.io", "rayresourcerequests.rayscale.io"]
+        if any(FAULTS[key].controller == "kuberay" for key in keys):
+            for kind in ("rayjobs", "rayservices"):  # KubeRay's operator watches these too
+                crd = kuberay_bindir() / "crds" / f"ray.io_{kind}.yaml"
+                cluster.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", str(crd))
+                crds.append(f"{kind}.ray.io")
+        for crd_name in crds:
+            cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd_name}")
         cfg = client.Configuration()
         await config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
         with FaultProxy.running(cluster.kubeconfig, seed=seed) as proxy:

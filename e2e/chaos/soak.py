@@ -94,7 +94,8 @@ FD_FLAT = 10  # open file descriptors
 TCP_FLAT = 5  # established TCP connections
 WARMUP_SECONDS = 40.0  # samples of a replica that took over less than this ago are not compared
 STATUS_SECONDS = 120.0  # for the operator's status to show the converged clusters
-FAULTS_SOAK = [k for k, f in FAULTS.items() if f.mode == "all"]  # the soak's replicas run mode all
+# The soak's replicas run mode all, and its clusters do not autoscale.
+FAULTS_SOAK = [k for k, f in FAULTS.items() if f.mode == "all" and not f.autoscaling]
 NETWORK_ERRORS = (TimeoutError, client.ApiException, OSError, aiohttp.ClientError)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from e2e.chaos.controlplane import main_async
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 
 async def test_control_plane_faults_break_no_invariant() -> None:

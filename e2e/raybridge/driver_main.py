@@ -12,9 +12,11 @@ what it likes.
 Every command returns at once: work is submitted, and "is it done" questions use
 ``ray.wait(timeout=0)`` so that the test polls with its own deadline. Commands (``op``):
 
-- ``actor`` name, num_cpus, num_gpus, resources: an actor that holds those resources while it lives
+- ``actor`` name, num_cpus, num_gpus, resources, lifetime (``"detached"``: it outlives the driver),
+  max_restarts (Ray's; -1: restarted elsewhere without end when its node dies): an actor that holds
+  those resources while it lives
 - ``actor_node`` name: the Ray node id it runs on, or null while it waits for a node
-- ``kill`` name: kill the actor
+- ``kill`` name: kill the actor (also a detached one another driver created)
 - ``pg`` name, bundles, strategy, bundle_label_selector (optional, one selector a bundle): a
   placement group; ``pg_nodes`` name: bundle -> node id once ready, else null; ``remove_pg`` name
 - ``request_resources`` num_cpus, bundles: ``ray.autoscaler.sdk.request_resources``
@@ -81,9 +83,22 @@ class Commands:
         ready, _ = ray.wait([ref], timeout=0)
         return ray.get(ready[0]) if ready else None
 
-    def actor(self, name: str, num_cpus: float = 1, num_gpus: float = 0, resources: Any = None) -> Any:
+    def actor(
+        self,
+        name: str,
+        num_cpus: float = 1,
+        num_gpus: float = 0,
+        resources: Any = None,
+        lifetime: str | None = None,
+        max_restarts: int = 0,
+    ) -> Any:
         handle = Holder.options(  # type: ignore[attr-defined]
-            name=name, num_cpus=num_cpus, num_gpus=num_gpus, resources=resources or {}
+            name=name,
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+            resources=resources or {},
+            lifetime=lifetime,
+            max_restarts=max_restarts,
         ).remote()
         self.actors[name] = handle
         self.pings[name] = handle.node.remote()
@@ -93,7 +108,8 @@ class Commands:
         return self._done(self.pings[name])
 
     def kill(self, name: str) -> Any:
-        ray.kill(self.actors.pop(name))
+        handle = self.actors.pop(name, None)
+        ray.kill(handle if handle is not None else ray.get_actor(name))  # another driver's (detached)
         self.pings.pop(name, None)
         return name
 
