@@ -11,6 +11,7 @@ from raycluster_factory import cluster, container, group, pod
 
 from rayscale.autoscaler import loop
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
+from rayscale.autoscaler.trust import SETTLE_SECONDS
 from rayscale.controller.retry import Failed
 from rayscale.kube import ops
 from rayscale.ray import model as ray
@@ -281,6 +282,45 @@ async def test_gcs_unreachable_keeps_running_nodes(monkeypatch: pytest.MonkeyPat
     FakeGcs.state = None
     await autoscaler(source).step(KEY)
     assert (FakeGcs.drained, api.patches) == ([], [])
+
+
+async def test_after_a_gcs_outage_nothing_moves_until_its_view_settles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Right after an outage the GCS reports what it knew before it (placed actors as pending,
+    busy nodes as free): a round on that view would launch or remove what it should not."""
+    api, source = idle_setup(monkeypatch)
+    clock = Clock()
+    scaler = autoscaler(source, clock=clock)
+    FakeGcs.state = gcs_state(ray.NodeState("id-w", ray.NodeStatus.RUNNING, instance_id="w"))
+    await scaler.step(KEY)  # in contact, w busy
+    FakeGcs.state = None
+    clock.advance(20)
+    await scaler.step(KEY)  # the outage
+    FakeGcs.state = gcs_state(idle("w"))  # back: w reads idle for an hour
+    clock.advance(1)
+    await scaler.step(KEY)
+    clock.advance(SETTLE_SECONDS - 1)
+    await scaler.step(KEY)
+    assert (FakeGcs.drained, api.patches) == ([], [])
+    clock.advance(1)
+    await scaler.step(KEY)  # settled: w really is idle
+    assert FakeGcs.drained == ["id-w"]
+    assert api.patches
+
+
+async def test_a_gcs_never_reached_before_is_acted_on_at_its_first_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, source = idle_setup(monkeypatch)
+    clock = Clock()
+    scaler = autoscaler(source, clock=clock)
+    FakeGcs.state = None
+    await scaler.step(KEY)  # a new cluster: the head is still starting
+    FakeGcs.state = gcs_state(idle("w"))
+    clock.advance(1)
+    await scaler.step(KEY)
+    assert FakeGcs.drained == ["id-w"]
 
 
 async def test_launch_failure_backs_the_group_off(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,6 +14,7 @@ from rayscale.autoscaler.scheduling.model import (
 )
 from rayscale.autoscaler.trust import (
     DEFAULT_GRACE_SECONDS,
+    SETTLE_SECONDS,
     Session,
     held_snapshot,
     hold,
@@ -82,3 +83,17 @@ def test_a_held_snapshot_removes_nothing_but_still_launches() -> None:
     assert decision.groups["b"].launch == 1
     frozen = without_launches(decision)
     assert frozen.groups["b"] == GroupDecision(current=0, replicas=0, launch=0, terminate=0)
+
+
+def test_held_while_the_gcs_view_settles_after_an_outage() -> None:
+    back = 1000.0
+    during = hold(state("s1", HEAD), Session("s1"), back + SETTLE_SECONDS - 1, DEFAULT_GRACE_SECONDS, back)
+    assert during is not None
+    assert not during.launches  # a launch for demand already placed is a pod created twice
+    assert "1s for its view to settle" in during.reason
+    assert hold(state("s1", HEAD), Session("s1"), back + SETTLE_SECONDS, DEFAULT_GRACE_SECONDS, back) is None
+    # The head restarted during the outage: a new session, whose view is new (the grace applies)
+    changed = Session("s2", changed_at=back + 0.001)
+    grace = hold(state("s2", HEAD), changed, back + 1, DEFAULT_GRACE_SECONDS, back)
+    assert grace is not None
+    assert grace.launches

@@ -1,22 +1,23 @@
 """The live autoscaler: one loop per RayCluster with ``enableInTreeAutoscaling: true``.
 
 Each round (on a RayCluster, pod or RayResourceRequest change, and at least every `interval`
-seconds): read the cluster and its pods from the watch-fed indexes, the RayResourceRequests bound
-to it, and Ray's state from the GCS (None when unreachable: then nothing running is removed) ->
-whether Ray can be trusted to remove anything (trust.py: the head's raylet runs, no recent GCS
-session change) -> ``build_snapshot`` -> ``schedule`` -> drop the removals the patch would not
-write (``writable``) -> drain the hosts of the IDLE and DRAINED removals left, host by host
-(refused replicas stay; accepted hosts are remembered as draining until their removal is written)
--> ``build_patch`` -> one JSON patch guarded by a resourceVersion ``test``. A failed test
-(409/422) re-plans on the cluster read fresh from the API server. Launch failures named in the
-patch start the group's backoff and are remembered for Ray's "Recent failures"; dead Ray nodes get
-a ``RayNodeDied`` Event. Then every RayResourceRequest of the cluster gets its status, Ray's GCS
-the round's ``AutoscalingState`` (ray_report.py: pending launches and pods, recent launch failures,
-infeasible demand; what ``ray status`` shows), the RayCluster its ``status.autoscaler`` (a merge
-patch of that one key, only when it changed) with the ``RayCompatible`` condition (compat.py; an
-Event when it changes) and, when ``rayscale.io/gcs-address`` names another address than the head
-Service, the ``GcsAddressOverride`` condition (gcs_override.py; an Event when it changes), an
-``UnmetDemand`` Event when the unmet demand changed, and the metrics their values.
+seconds): read the cluster and its pods from the watch-fed indexes, the RayResourceRequests bound to
+it, and Ray's state from the GCS (None when unreachable: then nothing running is removed) -> whether
+Ray can be trusted to remove anything (trust.py: the head's raylet runs, no recent GCS session
+change, the GCS's view settled after an outage) -> ``build_snapshot`` -> ``schedule`` -> drop the
+removals the patch would not write (``writable``) -> drain the hosts of the IDLE and DRAINED
+removals left, host by host (refused replicas stay; accepted hosts are remembered as draining until
+their removal is written) -> ``build_patch`` -> one JSON patch guarded by a resourceVersion
+``test``. A failed test (409/422) re-plans on the cluster read fresh from the API server. Launch
+failures named in the patch start the group's backoff and are remembered for Ray's "Recent
+failures"; dead Ray nodes get a ``RayNodeDied`` Event. Then every RayResourceRequest of the cluster
+gets its status, Ray's GCS the round's ``AutoscalingState`` (ray_report.py: pending launches and
+pods, recent launch failures, infeasible demand; what ``ray status`` shows), the RayCluster its
+``status.autoscaler`` (a merge patch of that one key, only when it changed) with the
+``RayCompatible`` condition (compat.py; an Event when it changes) and, when
+``rayscale.io/gcs-address`` names another address than the head Service, the ``GcsAddressOverride``
+condition (gcs_override.py; an Event when it changes), an ``UnmetDemand`` Event when the unmet
+demand changed, and the metrics their values.
 
 Per cluster the loop keeps: each group's backoff, since when each group has been short of pods,
 since when each running pod has had no Ray node, the pods whose drain was accepted, the GCS
@@ -176,6 +177,7 @@ class Autoscaler:
         self._missing_since: dict[ClusterKey, dict[str, datetime]] = {}
         self._draining: dict[ClusterKey, frozenset[str]] = {}  # pods whose drain was accepted
         self._session: dict[ClusterKey, Session] = {}  # the GCS session last seen
+        self._back_at: dict[ClusterKey, float] = {}  # when the GCS last answered again after an outage
         self._hold: dict[ClusterKey, Hold] = {}  # rounds held (logged once per reason)
         self._backoff_until: dict[ClusterKey, dict[str, datetime]] = {}  # wall clock, for status
         self._gcs: dict[ClusterKey, tuple[str, str | None, GcsClient]] = {}  # address, token, client
@@ -356,7 +358,7 @@ class Autoscaler:
                 log.info("GCS session of %s/%s changed (%s -> %s): the head restarted", *key,
                          previous.name, session.name)  # fmt: skip
                 self._missing_since.pop(key, None)  # every boot clock starts over
-        held = hold(state, session, now, self.config.head_restart_grace_seconds)
+        held = hold(state, session, now, self.config.head_restart_grace_seconds, self._back_at.get(key))
         was = self._hold.pop(key, None)
         if held is not None:
             self._hold[key] = held
@@ -445,6 +447,9 @@ class Autoscaler:
             self._gcs_failed(key, cluster, address, str(exc))
             return None
         self._support[key] = support.for_session(state.session_name).seen(CLUSTER_STATE, None)
+        before = self._gcs_health.get(key)
+        if before is not None and not before.reachable and before.last_contact is not None:
+            self._back_at[key] = self.clock()  # an outage ended: its view settles first (trust.py)
         self._gcs_health[key] = GcsHealth(address, reachable=True, last_contact=datetime.now(UTC))
         self.metrics.gcs(key, reachable=True)
         if key in self._unreachable:
@@ -586,6 +591,7 @@ class Autoscaler:
         self._missing_since.pop(key, None)
         self._draining.pop(key, None)
         self._session.pop(key, None)
+        self._back_at.pop(key, None)
         self._hold.pop(key, None)
         self._support.pop(key, None)
         self._compat.pop(key, None)

@@ -1,6 +1,10 @@
 """When Ray's view of a cluster cannot be trusted to remove anything (pure).
 
-Two moments, both right after the head restarts:
+Three moments. Right after the GCS answers again following an outage (it was frozen, restarted
+with fault tolerance, or cut off) while the head runs the same session: for a few seconds
+(`SETTLE_SECONDS`) it still reports what it knew before (actors pending that have been placed,
+busy nodes with their resources free), so the round changes nothing at all until its view has
+caught up. And two right after the head restarts:
 
 - the GCS answers but the head's own raylet is not alive in it (no live node holds
   ``node:__internal_head__``): the head is starting, or its raylet is down. Like Ray's autoscaler,
@@ -28,6 +32,7 @@ from rayscale.ray import model as ray
 
 __all__ = [
     "DEFAULT_GRACE_SECONDS",
+    "SETTLE_SECONDS",
     "Hold",
     "Session",
     "held_snapshot",
@@ -36,6 +41,11 @@ __all__ = [
     "without_launches",
     "without_removals",
 ]
+
+# After a GCS outage, the seconds its view takes to catch up (the raylets' reports, the actors and
+# placement groups scheduled meanwhile). Measured: a launch on the first answer after a 15 s freeze
+# was for demand that had been placed already.
+SETTLE_SECONDS = 10.0
 
 # Without GCS fault tolerance a worker's raylet gives up on the lost GCS after 60 s (Ray's
 # gcs_rpc_server_reconnect_timeout_s) and exits; its container restarts and `ray start` registers
@@ -70,12 +80,25 @@ class Hold:
     launches: bool
 
 
-def hold(state: ray.ClusterState | None, session: Session | None, now: float, grace: float) -> Hold | None:
-    """The hold this round is under, or None when Ray's state can be acted on."""
+def hold(
+    state: ray.ClusterState | None,
+    session: Session | None,
+    now: float,
+    grace: float,
+    back_at: float | None = None,
+) -> Hold | None:
+    """The hold this round is under, or None when Ray's state can be acted on. `back_at`: when the
+    GCS answered again after an outage (clock time), if it did."""
     if state is None:
         return None
     if head_node(state) is None:
         return Hold("the head's raylet is not running in Ray's GCS", launches=False)
+    changed_at = session.changed_at if session is not None else None
+    if back_at is not None and (changed_at is None or changed_at < back_at):  # the same session
+        left = back_at + SETTLE_SECONDS - now
+        if left > 0:
+            return Hold(f"Ray's GCS answers again after an outage: {left:.0f}s for its view to settle",
+                        launches=False)  # fmt: skip
     if session is not None and session.changed_at is not None:
         left = session.changed_at + grace - now
         if left > 0:
