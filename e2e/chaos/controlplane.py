@@ -323,11 +323,16 @@ async def following(run: Run) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        events.stop()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await events.close()
+        await end_watch(events, task)
+
+
+async def end_watch(events: watch.Watch, task: asyncio.Task[None]) -> None:
+    """Stop a watch and the task that follows it."""
+    events.stop()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await events.close()
 
 
 async def edit(run: Run, objects: Any, name: str) -> None:

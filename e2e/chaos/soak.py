@@ -70,6 +70,7 @@ from e2e.chaos.controlplane import (
     FAULTS,
     MAX_REPLICAS,
     Run,
+    end_watch,
     raycluster,
     until,
 )
@@ -593,11 +594,7 @@ class Soak:
             await asyncio.wait_for(listed.wait(), 60)
             yield
         finally:
-            events.stop()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            await events.close()
+            await end_watch(events, task)
 
     async def sampler(self) -> None:
         for n in itertools.count():
