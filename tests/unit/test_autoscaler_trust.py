@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import (
     Demand,
@@ -97,3 +99,15 @@ def test_held_while_the_gcs_view_settles_after_an_outage() -> None:
     grace = hold(state("s2", HEAD), changed, back + 1, DEFAULT_GRACE_SECONDS, back)
     assert grace is not None
     assert grace.launches
+
+
+def test_nothing_removed_while_ray_has_not_noticed_a_restarted_raylet() -> None:
+    old = ray.NodeState("id-old", ray.NodeStatus.IDLE, instance_id="w", idle_duration_ms=3_600_000)
+    new = ray.NodeState("id-new", ray.NodeStatus.IDLE, instance_id="w", idle_duration_ms=1000)
+    other = ray.NodeState("id-x", ray.NodeStatus.IDLE, instance_id="x", idle_duration_ms=3_600_000)
+    held = hold(state("s1", HEAD, old, new, other), Session("s1"), 0.0, DEFAULT_GRACE_SECONDS)
+    assert held is not None
+    assert held.launches  # the old node's actors need somewhere to go
+    assert "raylet of w restarted" in held.reason
+    gone = dataclasses.replace(old, status=ray.NodeStatus.DEAD)  # the GCS noticed: act again
+    assert hold(state("s1", HEAD, gone, new, other), Session("s1"), 0.0, DEFAULT_GRACE_SECONDS) is None

@@ -1,6 +1,10 @@
 """When Ray's view of a cluster cannot be trusted to remove anything (pure).
 
-Three moments. Right after the GCS answers again following an outage (it was frozen, restarted
+Four moments. While a worker's raylet has restarted (its pod has two live Ray nodes: the new one
+and the old one, whose death the GCS has not noticed yet, which takes its health checks up to
+half a minute): the old node's actors and tasks are placed again only once Ray notices, so until
+then an idle worker may be about to get them, and the round removes nothing (it still launches).
+Right after the GCS answers again following an outage (it was frozen, restarted
 with fault tolerance, or cut off) while the head runs the same session: for a few seconds
 (`SETTLE_SECONDS`) it still reports what it knew before (actors pending that have been placed,
 busy nodes with their resources free), so the round changes nothing at all until its view has
@@ -38,6 +42,7 @@ __all__ = [
     "held_snapshot",
     "hold",
     "next_session",
+    "restarted_raylets",
     "without_launches",
     "without_removals",
 ]
@@ -99,11 +104,24 @@ def hold(
         if left > 0:
             return Hold(f"Ray's GCS answers again after an outage: {left:.0f}s for its view to settle",
                         launches=False)  # fmt: skip
+    if restarted := restarted_raylets(state):
+        return Hold(f"Ray has not noticed yet that the raylet of {', '.join(restarted)} restarted "
+                    "(its old node's work is placed again once it does)", launches=True)  # fmt: skip
     if session is not None and session.changed_at is not None:
         left = session.changed_at + grace - now
         if left > 0:
             return Hold(f"Ray's GCS session changed (head restart): {left:.0f}s of grace left", launches=True)
     return None
+
+
+def restarted_raylets(state: ray.ClusterState) -> list[str]:
+    """Pods (instance ids) with more than one live Ray node: a raylet restarted, and the GCS still
+    takes its old node for alive."""
+    alive: dict[str, int] = {}
+    for node in state.nodes:
+        if node.alive and node.instance_id:
+            alive[node.instance_id] = alive.get(node.instance_id, 0) + 1
+    return sorted(name for name, count in alive.items() if count > 1)
 
 
 def _held(node: Node) -> Node:
