@@ -219,8 +219,7 @@ async def run_as_leader(
         try:
             await operator  # kopf's own stop; the keeper was cancelled by the hand-over
         finally:
-            await hand_over()
-            await elector.release()  # does nothing when hand_over released it already
+            await hand_over()  # does nothing when kopf's cleanup handed over already
         return 0
     finally:
         leading.set(0)
