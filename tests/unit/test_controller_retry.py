@@ -37,12 +37,18 @@ def test_jitter_only_shortens_and_each_wait_is_longer_than_the_last() -> None:
 def test_backoff_per_key_reset_on_success_and_retry_after_honoured() -> None:
     clock = Clock()
     backoff: RetryBackoff[str] = RetryBackoff(clock=clock, rng=lambda: 0.0)
-    assert [backoff.failed("bad") for _ in range(4)] == [1, 2, 4, 8]
+    waits = []
+    for _ in range(4):  # each run comes when its wait is over
+        waits.append(backoff.failed("bad"))
+        clock.now += waits[-1]
+    assert waits == [1, 2, 4, 8]
+    clock.now -= 8
     assert backoff.remaining("bad") == 8
     assert backoff.remaining("good") == 0
     clock.now += 5
     assert backoff.remaining("bad") == 3
     assert backoff.failed("bad", retry_after=60.0) == 60  # the server's Retry-After wins when longer
+    clock.now += 20
     assert backoff.failed("bad", retry_after=1.0) == 32  # and never shortens the backoff
     assert len(backoff) == 1
     backoff.expire("bad")  # run now, the count kept
@@ -54,6 +60,25 @@ def test_backoff_per_key_reset_on_success_and_retry_after_honoured() -> None:
     assert backoff.failed("bad") == 1  # starts over
     with pytest.raises(ValueError, match="base <= cap"):
         RetryBackoff(base=10, cap=1)
+
+
+def test_a_wait_is_never_longer_than_twice_the_time_the_key_has_been_failing() -> None:
+    """Runs made at once (spec edits during a fault) add failures by the second: the wait after
+    the fault stays bounded by how long the failures lasted, not by how many there were."""
+    clock = Clock()
+    backoff: RetryBackoff[str] = RetryBackoff(clock=clock, rng=lambda: 0.0)
+    waits = []
+    for _ in range(20):  # 20 s of a failing API server, a run every second (an edit each time)
+        waits.append(backoff.failed("edited"))
+        clock.now += 1.0
+    assert backoff.failures("edited") == 20
+    assert waits[:3] == [1, 2, 4]
+    assert max(waits) <= 2 * 19  # not 2**19 capped to 300 s
+    assert waits[-1] == 2 * 19
+    clock.now += 200  # failing for minutes: the schedule's own cap again
+    assert backoff.failed("edited") == CAP_SECONDS
+    backoff.succeeded("edited")
+    assert backoff.failed("edited") == 1  # a new streak starts from its own first failure
 
 
 def test_retry_after_header() -> None:

@@ -6,6 +6,13 @@ that failed together do not retry together, and each wait stays longer than the 
 server's ``Retry-After`` is honoured: the wait is at least that long. The first run that does not
 fail forgets the key's failures (controller-runtime's ``Forget``).
 
+The wait is also never longer than twice the time the key has been failing (`base` at least):
+a fault that lasted T seconds costs at most 2T after it ends. Without that bound, runs made at
+once for spec edits during a fault (each one more failure) pushed the count up by the second: a
+cluster edited every second through 20 s of API errors waited minutes after the errors stopped.
+When runs come only after their waits the bound changes nothing (each wait is about the sum of
+the ones before).
+
 Keys are independent: one cluster's failures never delay another's runs. Time comes from an
 injectable clock and randomness from an injectable source, so tests need no sleeps.
 """
@@ -59,21 +66,26 @@ class RetryBackoff(Generic[K]):
         self._clock = clock
         self._rng = rng
         self._failures: dict[K, int] = {}
+        self._since: dict[K, float] = {}  # when the key's failures in a row began
         self._until: dict[K, float] = {}
 
     def failed(self, key: K, retry_after: float | None = None) -> float:
         """Record a failed run of `key`; the seconds it must wait before the next run."""
+        now = self._clock()
         failures = self._failures.get(key, 0) + 1
         self._failures[key] = failures
+        since = self._since.setdefault(key, now)
         delay = delay_after(failures, base=self.base, cap=self.cap, jitter=self.jitter, draw=self._rng())
+        delay = min(delay, max(self.base, 2.0 * (now - since)))
         if retry_after is not None and retry_after > delay:
             delay = retry_after
-        self._until[key] = self._clock() + delay
+        self._until[key] = now + delay
         return delay
 
     def succeeded(self, key: K) -> int:
         """Forget `key`'s failures; how many there were in a row."""
         self._until.pop(key, None)
+        self._since.pop(key, None)
         return self._failures.pop(key, 0)
 
     def failures(self, key: K) -> int:
