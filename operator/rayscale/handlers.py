@@ -291,12 +291,16 @@ def _attach(memo: Any, kwargs: Mapping[str, Any]) -> Runtime:
     return runtime
 
 
-def _mark(memo: Any, kwargs: Mapping[str, Any], key: ClusterKey, *, controller: bool = True) -> None:
+def _mark(
+    memo: Any, kwargs: Mapping[str, Any], key: ClusterKey, reason: str, *, controller: bool = True
+) -> None:
+    """Mark `key` for the controller (unless `controller` is False) and the autoscaler, which
+    records `reason` (the kind of object that changed) as its next round's trigger."""
     runtime = _attach(memo, kwargs)
     if controller and runtime.controller is not None:
         runtime.controller.mark(key)
     if runtime.autoscaler is not None:
-        runtime.autoscaler.mark(key)
+        runtime.autoscaler.mark(key, reason)
 
 
 @kopf.on.event(*RAYCLUSTERS, registry=registry)
@@ -306,12 +310,12 @@ async def raycluster_event(
     runtime: Runtime = memo.runtime
     if runtime.run_controller and runtime.metrics is not None:  # series of the RayCluster controller
         runtime.metrics.raycluster_watched(body, deleted=type == "DELETED")
-    _mark(memo, kwargs, (namespace or "", name))
+    _mark(memo, kwargs, (namespace or "", name), "RayCluster")
 
 
 @kopf.on.event("pods", labels={L.RAY_CLUSTER: kopf.PRESENT}, registry=registry)
 async def ray_pod_event(namespace: str | None, labels: Mapping[str, str], memo: Any, **kwargs: Any) -> None:
-    _mark(memo, kwargs, (namespace or "", labels[L.RAY_CLUSTER]))
+    _mark(memo, kwargs, (namespace or "", labels[L.RAY_CLUSTER]), "pod")
 
 
 @kopf.on.event("services", labels={L.RAY_CLUSTER: kopf.PRESENT}, registry=registry)
@@ -326,13 +330,13 @@ async def ray_service_event(
 @kopf.on.event(*RAYRESOURCEREQUESTS, registry=registry)
 async def rayresourcerequest_event(namespace: str | None, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
     key = (namespace or "", str(body.spec.get("clusterName", "")))
-    _mark(memo, kwargs, key, controller=False)
+    _mark(memo, kwargs, key, "RayResourceRequest", controller=False)
 
 
 @kopf.on.event(*RAYVIRTUALCLUSTERS, registry=registry)
 async def rayvirtualcluster_event(namespace: str | None, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
     key = (namespace or "", str(body.spec.get("rayClusterName", "")))
-    _mark(memo, kwargs, key, controller=False)
+    _mark(memo, kwargs, key, "RayVirtualCluster", controller=False)
 
 
 @kopf.on.probe(id="watch", registry=registry)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import yaml
 from raycluster_factory import cluster, container, group, pod
 
 from rayscale.autoscaler import loop
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
+from rayscale.autoscaler.scenario import parse_scenario
+from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.trust import SETTLE_SECONDS
 from rayscale.controller.retry import Failed
 from rayscale.kube import ops
@@ -850,3 +854,165 @@ async def test_an_annotation_naming_the_head_service_is_no_override(monkeypatch:
     assert FakeGcs.dialed == [(HEAD_GCS, "s3cret")]
     assert override(api) is None
     assert events.posted == []
+
+
+# ---- what the operator serves: view(), fleet(), history_scenario(); replica Events and status summary
+
+
+async def test_the_view_shows_the_replicas_and_the_decisions_after_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = Api(monkeypatch)
+    FakeGcs.state = gcs_state(ray.NodeState("id-w", ray.NodeStatus.RUNNING, instance_id="w"))
+    source = Source(rc(group("cpu", replicas=1), gpu_group()), [pod("w", "cpu")], requests=[rrr(2)])
+    clock = Clock()
+    scaler = autoscaler(source, clock=clock)
+    assert (scaler.view(KEY), scaler.fleet()) == (None, [])
+    scaler.mark(KEY, "RayResourceRequest")
+    scaler.mark(KEY, "pod")
+    await scaler.step(KEY)
+    assert api.patches
+    view = scaler.view(KEY)
+    assert view is not None
+    assert json.loads(json.dumps(view)) == view
+    assert [(r["replica"], r["state"], r["rayNodes"]) for r in view["replicas"]] == [("w", "ready", ["id-w"])]
+    (first,) = view["decisions"]
+    assert (first["trigger"], first["written"], first["time"]) == (
+        "RayResourceRequest, pod",
+        True,
+        "2026-01-01T01:00:00Z",
+    )
+    assert first["launched"] == [
+        {
+            "group": "gpu",
+            "replicas": 2,
+            "why": ["2 x {GPU: 1} (bundle(s) of request_resources or RayResourceRequests)"],
+        }
+    ]
+    assert view["demand"]["pending"] == [
+        {"kind": "request", "resources": {"GPU": 1}, "unit": "ns/reserve", "count": 2}
+    ]
+
+    assert source.body is not None
+    source.body["spec"]["workerGroupSpecs"][1]["replicas"] = 2  # the patch landed; no pod yet
+    for _ in range(3):  # periodic rounds that decide nothing new
+        clock.advance(5)
+        await scaler.step(KEY)
+    view = scaler.view(KEY)
+    assert view is not None
+    latest, _ = view["decisions"]
+    assert (latest["trigger"], latest["written"], latest["launched"], latest["repeats"]) == (
+        "periodic",
+        False,
+        [],
+        2,
+    )
+    assert (latest["time"], latest["lastSeen"]) == ("2026-01-01T01:00:05Z", "2026-01-01T01:00:15Z")
+    replicas = {r["replica"]: r for r in view["replicas"]}
+    assert {name: r["state"] for name, r in replicas.items()} == {
+        "w": "ready",
+        "unborn:gpu:0": "requested",
+        "unborn:gpu:1": "requested",
+    }
+    assert replicas["w"]["since"] == "2026-01-01T01:00:00Z"  # carried from the first round
+    gpu = next(g for g in view["groups"] if g["name"] == "gpu")
+    assert (gpu["desired"], gpu["current"], gpu["states"]) == (2, 0, {"requested": 2})
+    (entry,) = scaler.fleet()
+    assert (entry["name"], entry["gcsReachable"], entry["unmet"]) == ("rc", True, {})
+
+    doc = scaler.history_scenario(KEY)
+    assert doc is not None
+    assert schedule(parse_scenario(yaml.safe_load(yaml.safe_dump(doc)))).groups["gpu"].launch == 0
+    first_doc = scaler.history_scenario(KEY, 1)
+    assert first_doc is not None
+    assert schedule(parse_scenario(first_doc)).groups["gpu"].launch == 2  # what the first round decided
+    assert scaler.history_scenario(KEY, 2) is None
+
+
+async def test_a_replica_slow_to_start_then_failed_gets_one_event_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = Api(monkeypatch)
+    FakeGcs.state = gcs_state()
+    events = Events()
+    unscheduled = pod("w", "a", phase="Pending", ready=False, created="2026-01-01T00:50:00Z")  # 600 s ago
+    source = Source(rc(group("a", replicas=1)), [unscheduled])
+    clock = Clock()
+    scaler = autoscaler(source, events, clock)
+    for _ in range(3):
+        await scaler.step(KEY)
+        clock.advance(5)
+    assert warnings(events) == [
+        (
+            "ReplicaSlowToStart",
+            "group a: replica w has been starting for 600s (scheduling since 2026-01-01T00:50:00Z)",
+        )
+    ]
+    clock.advance(300)  # 900 s: not provisioned in time
+    await scaler.step(KEY)
+    assert api.patches[-1][-1]["value"] == {"workersToDelete": ["w"]}
+    await scaler.step(KEY)
+    failed = [m for r, m in warnings(events) if r == "ReplicaFailed"]
+    assert failed == [
+        "group a: replica w failed (LAUNCH_FAILED): pod not scheduled within 900s: removed, group a backs off"
+    ]
+    assert "BackingOff" in {r for r, _ in warnings(events)}
+    summary = api.cluster_statuses[-1]["autoscaler"]["replicas"]
+    assert summary["failed"] == [
+        {
+            "group": "a",
+            "replica": "w",
+            "state": "failed",
+            "since": "2026-01-01T01:05:15Z",
+            "cause": "LAUNCH_FAILED",
+            "message": failed[0].split(": ", 2)[2],
+        }
+    ]
+
+
+async def test_the_replica_summary_is_in_the_status_and_an_unchanged_one_is_not_written_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = Api(monkeypatch)
+    FakeGcs.state = gcs_state(ray.NodeState("id-w", ray.NodeStatus.RUNNING, instance_id="w"))
+    source = Source(rc(group("a", replicas=1)), [pod("w", "a")])
+    clock = Clock()
+    scaler = autoscaler(source, clock=clock)
+    await scaler.step(KEY)
+    (written,) = api.cluster_statuses
+    assert written["autoscaler"]["replicas"] == {"counts": {"a": {"ready": 1}}}
+    assert source.body is not None
+    source.body["status"] = written  # what the API server now holds
+    for _ in range(3):
+        clock.advance(5)
+        await scaler.step(KEY)
+    assert len(api.cluster_statuses) == 1
+
+
+async def test_the_view_holds_no_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, source = token_cluster(monkeypatch, None)
+    assert source.body is not None
+    source.body["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "RAY_AUTH_TOKEN", "value": "s3cret"}
+    ]
+    scaler = autoscaler(source)
+    await scaler.step(KEY)
+    assert FakeGcs.dialed == [(HEAD_GCS, "s3cret")]  # the token was read and used
+    served = json.dumps([scaler.view(KEY), scaler.fleet(), scaler.history_scenario(KEY)])
+    assert HEAD_GCS in served
+    assert "s3cret" not in served
+
+
+async def test_a_cluster_no_longer_autoscaled_leaves_the_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    Api(monkeypatch)
+    FakeGcs.state = gcs_state()
+    source = Source(rc(group("a", replicas=0)))
+    scaler = autoscaler(source)
+    await scaler.step(KEY)
+    assert scaler.view(KEY) is not None
+    assert source.body is not None
+    source.body["spec"]["enableInTreeAutoscaling"] = False
+    scaler.mark(KEY, "RayCluster")
+    await scaler.step(KEY)
+    assert (scaler.view(KEY), scaler.fleet(), scaler.history_scenario(KEY)) == (None, [], None)
+    assert scaler._served == {}

@@ -220,6 +220,25 @@ class GcsReachability(KubeModel):
     last_contact_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
 
 
+class ReplicaBrief(KubeModel):
+    """One worker replica in the autoscaler's summary of the replicas."""
+
+    group: str
+    replica: str  # the replica name (multi-host), the pod name, or unborn:<group>:<n> (no pod yet)
+    state: str  # requested | scheduling | booting | ready | idle | draining | failed | removed
+    since: str = Field(json_schema_extra={"format": "date-time"})
+    cause: str | None = None  # failed: POD_FAILED | LAUNCH_FAILED | NODE_DEAD
+    message: str | None = None
+
+
+class AutoscalerReplicas(KubeModel):
+    """The worker replicas by state: counts, the one starting the longest, the latest failures."""
+
+    counts: dict[str, dict[str, int]] | None = None  # group -> state -> replicas
+    oldest_starting: ReplicaBrief | None = None  # since: when it began to start
+    failed: list[ReplicaBrief] | None = None  # the latest failed replicas (gone within 10 min or not)
+
+
 class AutoscalerStatus(KubeModel):
     """What rayscale's autoscaler decided for the cluster, and why (written by the autoscaler only)."""
 
@@ -230,6 +249,7 @@ class AutoscalerStatus(KubeModel):
     )
     unmet_demand: list[UnmetDemandStatus] | None = None
     gcs: GcsReachability | None = None
+    replicas: AutoscalerReplicas | None = None
     # RayCompatible: False (reason AutoscalerV1, RayTooOld, DrainUnsupported, ReportUnsupported)
     # when rayscale cannot fully serve the cluster's Ray.
     conditions: list[Condition] | None = Field(

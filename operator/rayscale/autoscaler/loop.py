@@ -22,7 +22,11 @@ demand changed, and the metrics their values.
 Per cluster the loop keeps: each group's backoff, since when each group has been short of pods,
 since when each running pod has had no Ray node, the pods whose drain was accepted, the GCS
 session last seen, which GCS methods answered (UNIMPLEMENTED ones make the cluster incompatible),
-the recent launch failures, the version of the last report to Ray and where its GCS was dialed.
+the recent launch failures, the version of the last report to Ray and where its GCS was dialed;
+and what it serves about the cluster (`view`, `fleet`, `history_scenario`): the life of every
+replica (lifecycle.py: ``status.autoscaler.replicas``, ``ReplicaFailed`` and
+``ReplicaSlowToStart`` Events), the recent decisions (history.py) and what the latest round saw
+(view.py), with what marked the cluster since its last round (the decision's trigger).
 
 The GCS (and with it the cluster's Ray auth token) is the head Service's unless the operator allows
 the annotation to override it (``AutoscalerConfig.allow_gcs_address_override``, the flag
@@ -41,7 +45,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from kubernetes_asyncio import client
 
@@ -58,6 +62,15 @@ from rayscale.autoscaler.compat import (
 from rayscale.autoscaler.drain import DrainUnit, drain_plan, drain_units, still_draining, without
 from rayscale.autoscaler.eligibility import OPT_IN_ANNOTATION, eligibility
 from rayscale.autoscaler.gcs_override import find_override, override_condition, override_event
+from rayscale.autoscaler.history import PERIODIC, DecisionHistory, decision_record
+from rayscale.autoscaler.lifecycle import (
+    SLOW_START_SECONDS,
+    Lives,
+    next_lives,
+    notices,
+    replica_summary,
+    unit,
+)
 from rayscale.autoscaler.patch import JsonPatch, build_patch, writable
 from rayscale.autoscaler.ray_report import (
     LaunchFailure,
@@ -91,6 +104,7 @@ from rayscale.autoscaler.trust import (
     without_launches,
     without_removals,
 )
+from rayscale.autoscaler.view import Observed, cluster_view, fleet_entry
 from rayscale.autoscaler.virtual.apply import VirtualClusters
 from rayscale.autoscaler.virtual.plan import plan as plan_with_vcs
 from rayscale.controller.apply import EventSink
@@ -133,6 +147,28 @@ class AutoscalerConfig:
     max_pods: int = DEFAULT_MAX_PODS  # --max-pods-per-cluster: never more worker pods than this
     # --allow-gcs-address-override: follow rayscale.io/gcs-address (and send the token there)
     allow_gcs_address_override: bool = False
+    slow_start_seconds: float = SLOW_START_SECONDS  # a replica starting longer: ReplicaSlowToStart
+
+
+@dataclasses.dataclass
+class _Served:
+    """What the operator serves about one cluster (view.py), kept from round to round."""
+
+    triggers: set[str] = dataclasses.field(default_factory=set)  # what marked it since its last round
+    lives: Lives = dataclasses.field(default_factory=Lives)
+    history: DecisionHistory = dataclasses.field(default_factory=DecisionHistory)
+    observed: Observed | None = None  # the latest round
+
+
+class _Planned(NamedTuple):
+    """A round's decision once applied, and what it was made from."""
+
+    snapshot: Snapshot  # the cluster as it is
+    scheduled: Snapshot  # what the scheduler saw (under a hold: nothing due to go)
+    decision: Decision
+    pods: list[Obj]
+    now: datetime
+    written: bool  # the patch was written
 
 
 class AutoscalerSource(Protocol):
@@ -195,10 +231,37 @@ class Autoscaler:
         # request -> (its resourceVersion, the status patch written from it): the watch may not show
         # a write before the next round, which must not write (and post its Event) again
         self._written: dict[ClusterKey, dict[str, tuple[Any, dict[str, Any]]]] = {}
+        self._served: dict[ClusterKey, _Served] = {}  # what view() and fleet() serve
         self.vclusters = VirtualClusters(api, events)
 
-    def mark(self, key: ClusterKey) -> None:
+    def mark(self, key: ClusterKey, reason: str = "") -> None:
+        """Run a round of `key` soon; `reason` (what changed: "RayCluster", "pod", ...) is recorded
+        as the round's trigger."""
+        if reason:
+            self._served.setdefault(key, _Served()).triggers.add(reason)
         self.queue.mark(key)
+
+    # ---- what the operator serves (cheap, synchronous: built from what the latest round kept) ----
+
+    def view(self, key: ClusterKey) -> dict[str, Any] | None:
+        """The JSON-ready view of one autoscaled cluster (view.py), None before its first round.
+
+        Like `fleet` and `history_scenario`: no I/O, built from what the latest round kept; call it
+        on the operator's event loop (the rounds change what it reads between their awaits)."""
+        served = self._served.get(key)
+        if served is None or served.observed is None:
+            return None
+        return cluster_view(served.observed, served.history.newest_first())
+
+    def fleet(self) -> list[dict[str, Any]]:
+        """The short view of every autoscaled cluster, by namespace and name."""
+        return [fleet_entry(s.observed) for _, s in sorted(self._served.items()) if s.observed is not None]
+
+    def history_scenario(self, key: ClusterKey, index: int = 0) -> dict[str, Any] | None:
+        """The scenario document (what ``rayscale simulate`` reads) of the `index`-th newest decision
+        of `key`, None when it has none (only the newest few keep theirs)."""
+        served = self._served.get(key)
+        return None if served is None else served.history.scenario(index)
 
     async def run(self) -> None:
         try:
@@ -221,7 +284,17 @@ class Autoscaler:
         except ops.KubeError as exc:
             return Failed(str(exc), exc.retry_after)
 
+    def _trigger(self, key: ClusterKey) -> str:
+        """What marked `key` since its last round began ("periodic" when nothing did)."""
+        served = self._served.get(key)
+        if served is None or not served.triggers:
+            return PERIODIC
+        trigger = ", ".join(sorted(served.triggers))
+        served.triggers.clear()
+        return trigger
+
     async def _step(self, key: ClusterKey) -> float | Failed | None:
+        trigger = self._trigger(key)
         cluster = self.source.cluster(key)
         requests = list(self.source.requests(key))
         head = next((p for p in self.source.pods(key) if is_head(p) and not is_terminating(p)), None)
@@ -243,7 +316,7 @@ class Autoscaler:
         refused = ""
         for _ in range(CONFLICT_ATTEMPTS):
             try:
-                snapshot, decision = await self._plan_and_patch(key, cluster, state, requests, held)
+                planned = await self._plan_and_patch(key, cluster, state, requests, held)
             except Conflict as exc:  # re-plan on the cluster as it is now
                 refused = str(exc)
                 fresh = await ops.get_raycluster(self.api, *key)
@@ -255,10 +328,11 @@ class Autoscaler:
                 message = f"RayCluster {key[1]} cannot be autoscaled: {exc}"[:1000]
                 await self._write_statuses(key, requests, functools.partial(pending_status, message=message))
                 return None
-            status = functools.partial(decision_status, decision=decision)
+            status = functools.partial(decision_status, decision=planned.decision)
             await self._write_statuses(key, requests, status)
-            await self._tell_ray(key, snapshot, decision, state)
-            await self._report(key, cluster, snapshot, decision)
+            await self._tell_ray(key, planned.snapshot, planned.decision, state)
+            observed = self._observe(key, cluster, planned, state, held, trigger)
+            await self._report(key, cluster, observed)
             return self.config.interval
         # Refused every time, even on the cluster read fresh: a 422 that is no test failure (the
         # patch breaks a validation rule), or a cluster changing under every patch. Back off.
@@ -281,7 +355,7 @@ class Autoscaler:
         state: ClusterState | None,
         requests: Sequence[Obj],
         held: Hold | None = None,
-    ) -> tuple[Snapshot, Decision]:
+    ) -> _Planned:
         """The decision once applied (or a no-op); Conflict when the resourceVersion test failed."""
         pods = list(self.source.pods(key))
         pod_names = {pod_name(p) for p in pods}
@@ -312,8 +386,9 @@ class Autoscaler:
         cached = self._gcs.get(key)
         gcs = cached[2] if cached is not None and state is not None else None
         finished = await self.vclusters.finished_jobs(reading, gcs)
+        scheduled = snapshot if held is None else held_snapshot(snapshot)
         vplan = plan_with_vcs(
-            snapshot if held is None else held_snapshot(snapshot),
+            scheduled,
             reading.vcs,
             reading.members,
             finished,
@@ -327,7 +402,7 @@ class Autoscaler:
             # like Ray: no scaling until the head runs; nothing moves between virtual clusters
             token = cached[1] if cached is not None else None
             await self.vclusters.apply(key, reading, None, snapshot, state, gcs, token, now)
-            return snapshot, without_launches(decision)
+            return _Planned(snapshot, scheduled, without_launches(decision), pods, now, written=False)
         decision = writable(cluster, decision, pod_names)  # drain nothing the patch would not write
         units = drain_plan(decision, snapshot, state)
         if units:
@@ -345,7 +420,7 @@ class Autoscaler:
         if reading.objects or reading.members or vplan.assign:
             token = cached[1] if cached is not None else None  # the raylets take the GCS's token
             await self.vclusters.apply(key, reading, vplan, snapshot, state, gcs, token, now)
-        return snapshot, decision
+        return _Planned(snapshot, scheduled, decision, pods, now, written=patch is not None)
 
     def _trust(self, key: ClusterKey, state: ClusterState | None) -> Hold | None:
         """Track the GCS session; the hold this round is under (logged when it starts or ends)."""
@@ -597,24 +672,75 @@ class Autoscaler:
         self._compat.pop(key, None)
         self._failures.pop(key, None)
         self._report_version.pop(key, None)
+        self._served.pop(key, None)
         if not keep_backoff:
             self._backoff.pop(key, None)
             self._backoff_until.pop(key, None)
         self.metrics.forget_cluster(key)
         await self._close_gcs(key)
 
-    # ---- RayCluster status.autoscaler, UnmetDemand, metrics ----
+    # ---- what the operator serves: replica lives, decision history, the latest round ----
 
-    async def _report(self, key: ClusterKey, cluster: Obj, snapshot: Snapshot, decision: Decision) -> None:
-        now = datetime.now(UTC)
-        old = _autoscaler_status(cluster)
-        backing_off = {g.name for g in snapshot.groups if g.backoff}
+    def _observe(
+        self,
+        key: ClusterKey,
+        cluster: Obj,
+        planned: _Planned,
+        state: ClusterState | None,
+        held: Hold | None,
+        trigger: str,
+    ) -> Observed:
+        """Keep what the round saw and decided for the view; the replicas' Events."""
+        served = self._served.setdefault(key, _Served())
+        written = planned.decision.terminate if planned.written else ()
+        removed = {unit(r.name, r.replica): r.reason for r in written}
+        slow = self.config.slow_start_seconds
+        lives = next_lives(
+            served.lives, planned.snapshot, planned.pods, state, removed, planned.now, slow_after=slow
+        )
+        for notice in notices(served.lives, lives, planned.now):
+            self.events.post(cluster, "Warning", notice.reason, notice.message)
+        served.lives = lives
+        reason = held.reason if held is not None else None
+        served.history.add(
+            decision_record(
+                planned.snapshot,
+                planned.decision,
+                planned.now,
+                trigger=trigger,
+                held=reason,
+                written=planned.written,
+                scheduled=planned.scheduled,
+            )
+        )
+        backing_off = {g.name for g in planned.snapshot.groups if g.backoff}
         until = {g: t for g, t in self._backoff_until.get(key, {}).items() if g in backing_off}
         gcs = self._gcs_health.get(key) or GcsHealth(None, reachable=False)
+        served.observed = Observed(
+            key[0], key[1], planned.now, planned.snapshot, planned.decision, state, gcs, reason, until, lives
+        )
+        return served.observed
+
+    # ---- RayCluster status.autoscaler, UnmetDemand, metrics ----
+
+    async def _report(self, key: ClusterKey, cluster: Obj, seen: Observed) -> None:
+        now = datetime.now(UTC)
+        old = _autoscaler_status(cluster)
+        snapshot, decision = seen.snapshot, seen.decision
         compat = self._compatible(key, cluster, old, now)
         override = self._overridden(key, cluster, old, now)
         conditions = [compat] if override is None else [compat, override]
-        new = autoscaler_status(snapshot, decision, gcs, until, now, old, conditions=conditions)
+        replicas = replica_summary(seen.lives)
+        new = autoscaler_status(
+            snapshot,
+            decision,
+            seen.gcs,
+            seen.backoff_until,
+            now,
+            old,
+            conditions=conditions,
+            replicas=replicas,
+        )
         previous = self._unmet.get(key)
         if previous is None and old is not None:  # after a restart: what the status already says
             previous = unmet_key(old.get("unmetDemand") or [])
@@ -622,7 +748,8 @@ class Autoscaler:
         if message is not None:
             self.events.post(cluster, "Warning", "UnmetDemand", message)
         pending, unmet = waiting_bundles(decision), unmet_by_reason(decision)
-        self.metrics.round(key, pending=pending, unmet=unmet, backing_off=len(backing_off))
+        backing_off = sum(1 for g in snapshot.groups if g.backoff)
+        self.metrics.round(key, pending=pending, unmet=unmet, backing_off=backing_off)
         patch = autoscaler_patch(old, new, now, refresh_seconds=self.config.status_refresh_seconds)
         await self._write_cluster_status(key, patch)
 

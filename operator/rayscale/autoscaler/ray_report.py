@@ -48,6 +48,7 @@ __all__ = [
     "INFEASIBLE",
     "LaunchFailure",
     "autoscaling_state",
+    "failure_reason",
     "launch_failures",
     "next_version",
     "pending_details",
@@ -90,7 +91,8 @@ def next_version(previous: int | None, state: ray.ClusterState, now: datetime) -
 # ----------------------------------------------------------------------------- launch failures
 
 
-def _failure_reason(node: Node | None, snapshot: Snapshot) -> str:
+def failure_reason(node: Node | None, snapshot: Snapshot) -> str:
+    """Why the host `node` (None: unknown) failed to launch, as Ray's "Recent failures" say it."""
     options = snapshot.options
     if node is None or is_unborn(node.name):
         return f"pod not created within {options.max_node_provision_seconds:g}s"
@@ -117,7 +119,7 @@ def launch_failures(
             continue
         node = nodes.get(removal.name)
         started = now - timedelta(seconds=node.pending_seconds if node is not None else 0.0)
-        counts[(removal.group, _failure_reason(node, snapshot), started.replace(microsecond=0))] += 1
+        counts[(removal.group, failure_reason(node, snapshot), started.replace(microsecond=0))] += 1
     return tuple(
         LaunchFailure(group, count, reason, started, now)
         for (group, reason, started), count in sorted(counts.items())

@@ -38,6 +38,7 @@ __all__ = [
     "autoscaler_status",
     "clear_autoscaler_patch",
     "describe_unmet",
+    "shape_text",
     "unmet_by_reason",
     "unmet_key",
     "unmet_notice",
@@ -78,16 +79,17 @@ def _amounts(resources: Mapping[str, float]) -> dict[str, float]:
     return {k: int(v) if float(v).is_integer() else v for k, v in sorted(resources.items())}
 
 
-def _shape(resources: Mapping[str, float] | None) -> str:
+def shape_text(resources: Mapping[str, float] | None) -> str:
+    """A resource map as people read it: ``{CPU: 1, GPU: 0.5}``."""
     return "{" + ", ".join(f"{k}: {v:g}" for k, v in sorted((resources or {}).items())) + "}"
 
 
 def describe_unmet(unmet: Unmet) -> str:
     """One line: how many of what, and why they cannot be placed."""
     if unmet.kind == "gang":
-        what = f"{unmet.strategy} [{', '.join(_shape(b) for b in unmet.bundles or ())}]"
+        what = f"{unmet.strategy} [{', '.join(shape_text(b) for b in unmet.bundles or ())}]"
     else:
-        what = _shape(unmet.resources)
+        what = shape_text(unmet.resources)
     why = WHY.get(unmet.reason, str(unmet.reason))
     return f"{unmet.count} x {what} ({WHAT.get(unmet.kind, unmet.kind)}): {why}"
 
@@ -155,12 +157,15 @@ def autoscaler_status(
     now: datetime,
     old: Obj | None = None,
     conditions: Sequence[Obj] | None = None,
+    replicas: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The new ``status.autoscaler``; `old` is the current one (it keeps the last GCS contact time).
 
     `backoff_until` holds the wall-clock end of each group's backoff, for the groups backing off.
     `conditions`: the autoscaler's conditions (``RayCompatible`` first, from
     ``rayscale.autoscaler.compat.compat_condition``); None keeps the conditions `old` has.
+    `replicas`: the replicas by state (``rayscale.autoscaler.lifecycle.replica_summary``; absolute
+    times only, so it changes only when a replica does); None leaves the key out.
     """
     out: dict[str, Any] = {
         "lastDecisionTime": rfc3339(now),
@@ -168,6 +173,8 @@ def autoscaler_status(
         "unmetDemand": [_unmet_entry(u) for u in decision.unmet],
         "gcs": _gcs(gcs, old or {}),
     }
+    if replicas is not None:
+        out["replicas"] = dict(replicas)
     kept = list(conditions) if conditions is not None else list((old or {}).get("conditions") or [])
     if kept:
         out["conditions"] = kept
