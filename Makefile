@@ -63,18 +63,25 @@ fuzz: install ## the scheduler against Ray 2.60's on many generated cases (FUZZ_
 fuzz-api: install cluster-build ## generated RayClusters and RayResourceRequests on a real API server, rayscale running (FUZZ_EXAMPLES=400 FUZZ_SEED=0)
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-400} FUZZ_SEED=$${FUZZ_SEED:-0} $(PY) -m pytest tests/integration/controller/test_fuzz_specs.py -q -m integration
 
+.PHONY: browser
+browser: ## headless Chromium for the status page's browser test (apt-get install chromium when absent, as root)
+	@command -v chromium >/dev/null || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+		{ DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
+		  { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; }; } || \
+		echo "browser: no chromium (apt-get install chromium): the status page's browser test is skipped"
+
 .PHONY: integration
-integration: install cluster-build ## integration tests and the e2e smoke scenarios on the local control plane (or $KUBECONFIG)
+integration: install cluster-build browser ## integration tests and the e2e smoke scenarios on the local control plane (or $KUBECONFIG)
 	$(PY) -m pytest tests/integration e2e -q -m "integration or e2e_smoke"
 
 .PHONY: e2e
-e2e: install cluster-build ## every end-to-end scenario with a real Ray (about 11 min), then their timings into docs/benchmarks.md
+e2e: install cluster-build browser ## every end-to-end scenario with a real Ray (about 11 min), then their timings into docs/benchmarks.md
 	rm -rf e2e/.results
 	$(PY) -m pytest e2e -q -m e2e
 	$(PY) -m e2e.report --write-docs
 
 .PHONY: chaos
-chaos: install cluster-build ## the fault suite: control-plane and Ray faults while clusters scale, invariants checked throughout (CHAOS_RUNS=3; about 40 min), then its table into docs/reliability.md
+chaos: install cluster-build ## the fault suite: control-plane and Ray faults while clusters scale, invariants checked throughout (CHAOS_RUNS=3; about 30 min), then its table into docs/reliability.md
 	rm -rf e2e/.results/chaos
 	@command -v redis-server >/dev/null || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
 		apt-get install -y -q redis-server >/dev/null; } || \
@@ -94,7 +101,7 @@ soak: install cluster-build ## a bounded long run off CI (SOAK_MINUTES=30, SOAK_
 	PYTHONPATH=.:e2e/localk8s:operator $(PY) -m e2e.chaos.soak --minutes $(SOAK_MINUTES) --clusters $(SOAK_CLUSTERS) --write-docs
 
 .PHONY: e2e-smoke
-e2e-smoke: install cluster-build ## the end-to-end scenarios `make test` runs
+e2e-smoke: install cluster-build browser ## the end-to-end scenarios `make test` runs
 	$(PY) -m pytest e2e -q -m e2e_smoke
 
 .PHONY: test
@@ -113,8 +120,8 @@ cluster-down: ## stop the local control plane and remove its state
 	@$(PYTHON) e2e/localk8s/localk8s.py down --dir $(CLUSTER_DIR)
 
 .PHONY: demo
-demo: install cluster-build ## local cluster (unless $KUBECONFIG answers), CRDs, chart RBAC, rayscale, a RayCluster growing
-	@$(PY) e2e/demo.py --dir $(CLUSTER_DIR)
+demo: install cluster-build ## local cluster (unless $KUBECONFIG answers), rayscale, a real Ray program: a RayCluster growing and shrinking (about 1 min)
+	@$(PY) -m e2e.demo --dir $(CLUSTER_DIR)
 
 .PHONY: clean
 clean: ## remove build and test leftovers (not the binary cache)

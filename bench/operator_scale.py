@@ -228,7 +228,8 @@ def operator(cluster: testcluster.ClusterHandle, namespace: str) -> Iterator[sub
     log = Path(tempfile.mkstemp(prefix=f"rayscale-bench-{namespace}-", suffix=".log")[1])
     env = {**cluster.env, "PYTHONPATH": str(ROOT / "operator")}
     cmd = [sys.executable, "-m", "rayscale", "run", "--namespace", namespace,
-           "--liveness", "", "--metrics-port", "0", "--allow-gcs-address-override"]  # fmt: skip
+           "--liveness", "", "--metrics-port", "0", "--status-port", "0",
+           "--allow-gcs-address-override"]  # fmt: skip
     with log.open("ab") as out:
         proc = subprocess.Popen(
             cmd,

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import shlex
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -41,6 +42,7 @@ __all__ = [
     "Timing",
     "group",
     "raycluster",
+    "run_process",
     "status_section",
 ]
 
@@ -154,6 +156,33 @@ def raycluster(
 
 
 # ---------------------------------------------------------------------------- ray status
+
+
+async def run_process(
+    *command: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float,  # noqa: ASYNC109
+    merge_stderr: bool = False,
+) -> tuple[int, str, str]:
+    """Run `command` to its end: (exit code, stdout, stderr; "" when `merge_stderr` puts it in
+    stdout). Killed, and AssertionError, when it takes longer than `timeout` seconds; it dies with
+    the test process in any case."""
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        env=None if env is None else dict(env),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=rayproc.set_parent_death_signal,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise AssertionError(f"{shlex.join(command)} did not finish in {timeout:.0f}s") from None
+    assert process.returncode is not None
+    return process.returncode, out.decode(errors="replace"), (err or b"").decode(errors="replace")
 
 
 def status_section(text: str, title: str) -> list[str]:
@@ -444,26 +473,12 @@ class Scenario:
 
     async def ray_status(self, *, timeout: float = 60) -> str:  # noqa: ASYNC109
         """What ``ray status --address <the GCS>`` prints (Ray's own CLI, in a subprocess)."""
-        process = await asyncio.create_subprocess_exec(
-            rayproc.ray_cli(),
-            "status",
-            "--address",
-            self.bridge.gcs_address,
-            env=rayproc.driver_env(),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=rayproc.set_parent_death_signal,
+        command = (rayproc.ray_cli(), "status", "--address", self.bridge.gcs_address)
+        code, text, _ = await run_process(
+            *command, env=rayproc.driver_env(), timeout=timeout, merge_stderr=True
         )
-        try:
-            out, _ = await asyncio.wait_for(process.communicate(), timeout)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise AssertionError(f"`ray status` did not finish in {timeout:.0f}s") from None
-        text = out.decode(errors="replace")
-        if process.returncode != 0:
-            raise AssertionError(f"`ray status` failed ({process.returncode}):\n{text}")
+        if code != 0:
+            raise AssertionError(f"`ray status` failed ({code}):\n{text}")
         return text
 
     async def events(self, reason: str) -> list[str]:

@@ -37,7 +37,8 @@ async tests alike. Every Ray process dies with the test process, however that di
 (``PR_SET_PDEATHSIG``).
 
 Also a command: ``python -m e2e.raybridge.bridge --namespace NS --cluster NAME [--annotate]``
-runs the bridge until Ctrl-C (e.g. next to ``make demo``).
+runs the bridge until Ctrl-C or SIGTERM (e.g. after ``make demo``, next to ``rayscale run
+--allow-gcs-address-override``). ``make demo`` (e2e/demo.py) uses the class.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from rayscale import __version__, simulate
 from rayscale import run as run_command
 from rayscale.api import command as crds_command
+from rayscale.status import command as status_command
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -23,9 +24,9 @@ def _cmd_version(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "rayscale") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="rayscale",
+        prog=prog,
         description=(
             "rayscale runs Ray clusters described by RayCluster (ray.io/v1) objects on Kubernetes "
             "and autoscales them with an embedded, explainable bin-packing scheduler."
@@ -39,17 +40,24 @@ def build_parser() -> argparse.ArgumentParser:
     crds_command.register(sub)
     run_command.register(sub)
     simulate.register(sub)
+    status_command.register(sub)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, prog: str = "rayscale") -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
         return 2
     return handler(args)
+
+
+def kubectl_main() -> int:
+    """The `kubectl-rayscale` executable: kubectl runs it for `kubectl rayscale ...` (a kubectl
+    plugin), with the same subcommands as `rayscale`."""
+    return main(prog="kubectl rayscale")
 
 
 if __name__ == "__main__":

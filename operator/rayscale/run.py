@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from rayscale import handlers
     from rayscale.metrics import Metrics
+    from rayscale.web import api as web_api
 
 log = logging.getLogger("rayscale")
 MODES = ("all", "controller", "autoscaler")
@@ -37,6 +38,17 @@ def register(subparsers: Any) -> None:
                    "(default: %(default)s)")  # fmt: skip
     p.add_argument("--metrics-address", default="0.0.0.0",
                    help="address the metrics endpoint binds (default: %(default)s)")  # fmt: skip
+    p.add_argument("--status-port", type=int, default=8082,
+                   help="serve what the autoscaler sees about each cluster as JSON on this port "
+                   "(/api/v1/clusters), 0 to disable (default: %(default)s)")  # fmt: skip
+    p.add_argument("--status-address", default="0.0.0.0",
+                   help="address the status API and the status page bind (default: %(default)s)")  # fmt: skip
+    p.add_argument("--status-page", action="store_true",
+                   help="also serve the status page (HTML, read-only) on --status-page-port "
+                   "(default: off)")  # fmt: skip
+    p.add_argument("--status-page-port", type=int, default=8083,
+                   help="port of the status page, which also answers the JSON API's paths "
+                   "(default: %(default)s)")  # fmt: skip
     p.add_argument("--leader-elect", action="store_true",
                    help="take a Lease before acting, so only one of several replicas is active")  # fmt: skip
     p.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE") or "default",
@@ -101,20 +113,49 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 async def run_operator(args: argparse.Namespace) -> int:
     from rayscale.metrics import Metrics, process_registry, serve
+    from rayscale.web.api import Served
 
     # Served from the start, also while a standby waits for the Lease.
     metrics = Metrics(process_registry())
     server = serve(metrics, args.metrics_address, args.metrics_port) if args.metrics_port else None
     if server is not None:
         log.info("serving metrics on %s:%d/metrics", args.metrics_address, args.metrics_port)
+    served = Served(autoscaling=args.mode != "controller")
+    if args.leader_elect:
+        served.leading = lambda: False  # until the Lease is ours (run_as_leader)
     try:
-        return await _run(args, metrics)
+        async with _status_servers(args, served):
+            return await _run(args, metrics, served)
     finally:
         if server is not None:
             await asyncio.to_thread(server.shutdown)
 
 
-async def _run(args: argparse.Namespace, metrics: Metrics) -> int:
+@contextlib.asynccontextmanager
+async def _status_servers(args: argparse.Namespace, served: web_api.Served) -> AsyncIterator[None]:
+    """The status API (``--status-port``) and the status page (``--status-page``) on this event
+    loop, from the start: a standby answers too (503, naming the leader)."""
+    from rayscale.web import server
+
+    wanted = [("status API", args.status_port, False)] if args.status_port else []
+    if args.status_page:
+        wanted.append(("status page", args.status_page_port, True))
+    runners = []
+    try:
+        for what, port, html in wanted:
+            try:
+                runners.append(await server.start(served, args.status_address, port, html=html))
+            except OSError as exc:
+                log.error("cannot serve the %s on %s:%d: %s", what, args.status_address, port, exc)
+                raise
+            log.info("serving the %s on %s:%d", what, args.status_address, port)
+        yield
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+
+
+async def _run(args: argparse.Namespace, metrics: Metrics, served: web_api.Served) -> int:
     import kopf
 
     from rayscale import handlers
@@ -151,6 +192,7 @@ async def _run(args: argparse.Namespace, metrics: Metrics) -> int:
         kube_api_qps=args.kube_api_qps,
         kube_api_burst=args.kube_api_burst,
     )
+    served.autoscaler = lambda: runtime.autoscaler  # set by kopf's startup (handlers.configure)
 
     def run_kopf() -> Coroutine[Any, Any, None]:
         return kopf.operator(
@@ -163,7 +205,8 @@ async def _run(args: argparse.Namespace, metrics: Metrics) -> int:
         )
 
     if args.leader_elect:
-        return await run_as_leader(args, run_kopf, metrics.leader.labels(args.leader_election_id), runtime)
+        leading = metrics.leader.labels(args.leader_election_id)
+        return await run_as_leader(args, run_kopf, leading, runtime, served)
     await run_kopf()
     return 0
 
@@ -173,11 +216,13 @@ async def run_as_leader(
     run_kopf: Callable[[], Coroutine[Any, Any, None]],
     leading: Gauge,
     runtime: handlers.Runtime,
+    served: web_api.Served,
 ) -> int:
     """Wait for the Lease, run kopf while we hold it; stop at once (exit 1) when we lose it, as
     controller-runtime does: the pod restarts and competes again. A clean stop releases it first
     thing (`runtime.hand_over`, from kopf's cleanup; writes are fenced from then on), so a standby
-    takes over while this replica winds down. `leading` is 1 while we hold the Lease."""
+    takes over while this replica winds down. `leading` is 1 while we hold the Lease. `served`
+    (the status API) answers as the leader while we hold it and may write; else it names the holder."""
     from rayscale.fence import WRITE_FENCE
     from rayscale.kube import standby
     from rayscale.kube.client import make_api_client
@@ -189,6 +234,8 @@ async def run_as_leader(
     api = await make_api_client()
     store = KubeLeaseStore(api, args.leader_election_namespace, args.leader_election_id)
     elector = LeaderElector(store, default_identity(), fence=WRITE_FENCE)
+    served.leading = lambda: elector.is_leader and WRITE_FENCE.is_open
+    served.holder = lambda: elector.holder
     leading.set(0)
     try:
         health = await standby.serve(args.liveness) if args.liveness else None

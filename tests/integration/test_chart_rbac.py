@@ -171,7 +171,7 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
     with log.open("wb") as out:
         proc = subprocess.Popen(  # noqa: ASYNC220 (starts a long-lived child; never waits here)
             [sys.executable, "-m", "rayscale", "run", "--namespace", namespace, "--liveness", "",
-             "--metrics-port", "0", "--resync-seconds", "5", "--leader-elect",
+             "--metrics-port", "0", "--status-port", "0", "--resync-seconds", "5", "--leader-elect",
              "--leader-election-namespace", release.namespace, "--leader-election-id", release.lease],
             env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             preexec_fn=localk8s.set_parent_death_signal,

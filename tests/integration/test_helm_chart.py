@@ -42,6 +42,8 @@ def test_lint_strict(helm: str) -> None:
         (["--set", "kubeClient.qpss=1"], "additional properties 'qpss' not allowed"),
         (["--set", "autoscaler.allowGcsAddressOverride=yes"], "/autoscaler/allowGcsAddressOverride"),
         (["--set", "metrics.serviceMonitor.interval=30"], "/metrics/serviceMonitor/interval"),
+        (["--set", "statusPage.port=0"], "/statusPage/port"),
+        (["--set", "statusPage.enable=true"], "additional properties 'enable' not allowed"),
         (["--set", "autoscaler.authTokenSecrets[0].name=x"], "missing property 'namespace'"),
         (["--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.service.enabled=false"],
          "metrics.serviceMonitor.enabled needs metrics.enabled and metrics.service.enabled"),
@@ -78,6 +80,8 @@ VALUE_SETS = {
                      "--set", "priorityClassName=system-cluster-critical"],
     # The local control plane has no ServiceMonitor CRD: that document is checked as rendered YAML
     # and left out of the dry run; everything else is dry-run as usual.
+    "status-page": ["--set", "statusPage.enabled=true", "--set", "statusPage.port=9093",
+                    "--set", "statusPort=0"],
     "service-monitor": ["--set", "metrics.serviceMonitor.enabled=true",
                         "--set", "metrics.serviceMonitor.labels.release=prom",
                         "--set", "metrics.serviceMonitor.scrapeTimeout=10s"],
@@ -118,6 +122,8 @@ def check_default(docs: list[dict[str, Any]], args: list[str]) -> None:
             "--leader-election-id=rs-rayscale", "--kube-api-qps=100", "--kube-api-burst=200",
             "--autoscaler-interval=5", "--max-node-provision-seconds=900"} <= set(args)  # fmt: skip
     assert "--allow-gcs-address-override" not in args  # the annotation is not followed by default
+    assert "--status-port=8082" in args  # the status API; the status page is off by default
+    assert not [a for a in args if a.startswith("--status-page")]
     deployment = of_kind(docs, "Deployment")[0]
     assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"  # a new pod waits as a standby
     container = deployment["spec"]["template"]["spec"]["containers"][0]
@@ -126,6 +132,7 @@ def check_default(docs: list[dict[str, Any]], args: list[str]) -> None:
     assert {(p["name"], p["containerPort"]) for p in container["ports"]} == {
         ("health", 8081),
         ("metrics", 8080),
+        ("status", 8082),
     }
     (service,) = of_kind(docs, "Service")
     assert service["spec"]["ports"] == [
@@ -237,6 +244,16 @@ def check_service_monitor(docs: list[dict[str, Any]], args: list[str]) -> None:
     ]
 
 
+def check_status_page(docs: list[dict[str, Any]], args: list[str]) -> None:
+    assert {"--status-page", "--status-page-port=9093", "--status-port=0"} <= set(args)
+    container = of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+    assert {(p["name"], p["containerPort"]) for p in container["ports"]} == {
+        ("health", 8081),
+        ("metrics", 8080),
+        ("status-page", 9093),
+    }
+
+
 CHECKS = {
     "default": check_default,
     "single-namespace": check_single_namespace,
@@ -247,4 +264,5 @@ CHECKS = {
     "three-replicas-tuned": check_three_replicas_tuned,
     "auth-token-secrets": check_auth_token_secrets,
     "service-monitor": check_service_monitor,
+    "status-page": check_status_page,
 }

@@ -192,6 +192,47 @@ async def test_a_leader_that_loses_the_lease_exits_at_once_and_a_standby_stops_c
     assert await holder(api, namespace) == "someone-else"  # it did not write the Lease back
 
 
+async def status(port: int) -> tuple[int, dict[str, Any]] | None:
+    """The status API's answer to GET /api/v1/clusters: (status, JSON); None while nothing answers."""
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{port}/api/v1/clusters") as resp,
+        ):
+            return resp.status, dict(await resp.json())
+    except aiohttp.ClientError:
+        return None
+
+
+async def test_the_status_api_answers_on_the_leader_and_names_it_on_a_standby(
+    api: client.ApiClient, namespace: str, start: Callable[..., Operator]
+) -> None:
+    ports = free_port(), free_port()
+
+    def status_on(port: int) -> list[str]:
+        return ["--mode", "all", "--status-address", "127.0.0.1", "--status-port", str(port)]
+
+    first = start(more=status_on(ports[0]))
+    first_id = await eventually(lambda: leader_identity(first), timeout=60, message="the first one leads")
+    second = start(more=status_on(ports[1]))
+    await eventually(lambda: waits_for(second, first_id), timeout=60, message="the second one waits")
+
+    async def answer(port: int, code: int) -> dict[str, Any] | None:
+        found = await status(port)
+        return found[1] if found is not None and found[0] == code else None
+
+    body = await eventually(lambda: answer(ports[0], 200), timeout=60, message="the leader's status API")
+    assert (body["clusters"], body["leader"]) == ([], True)
+    body = await eventually(lambda: answer(ports[1], 503), timeout=30, message="the standby's status API")
+    assert body == {"error": "not the leader", "leader": first_id}
+
+    assert first.proc is not None
+    os.killpg(first.proc.pid, signal.SIGTERM)  # releases the Lease: the standby leads and answers
+    await eventually(lambda: leader_identity(second), timeout=90, message="the second leads")
+    body = await eventually(lambda: answer(ports[1], 200), timeout=60, message="the new leader's status API")
+    assert body["leader"] is True
+
+
 def worker_pods_created(kube: Kube, cluster: str) -> AbstractAsyncContextManager[list[str]]:
     """The names of the worker pods of `cluster` the API server reports as ADDED from now on."""
 

@@ -197,3 +197,15 @@ def test_a_held_round_keeps_what_the_scheduler_saw() -> None:
     parsed = parse_scenario(doc)
     assert all(n.idle_seconds == 0 and n.pending_seconds == 0 for n in parsed.nodes)
     assert schedule(parsed).to_dict() == schedule(scheduled).to_dict()
+
+
+def test_rounds_that_change_nothing_repeat_whether_or_not_they_wrote() -> None:
+    """A round that launched and removed nothing but wrote a patch (tidying workersToDelete once
+    the pods went) is no new decision: it repeats the last one that changed nothing."""
+    history = DecisionHistory()
+    quiet = Snapshot(groups=(GPU,))
+    assert history.add(record(quiet, trigger="pod", written=True))
+    assert not history.add(record(quiet, T0 + timedelta(seconds=1), trigger="RayCluster", written=False))
+    assert not history.add(record(quiet, T0 + timedelta(seconds=2), written=True))
+    assert len(history) == 1
+    assert record_dict(history.newest_first()[0])["repeats"] == 2

@@ -51,8 +51,8 @@ class Operator:
     def start(self) -> None:
         env = {**self.cluster.env, "PYTHONPATH": str(ROOT / "operator")}
         cmd = [sys.executable, "-m", "rayscale", "run", "--namespace", self.namespace,
-               "--liveness", self.liveness, "--metrics-port", "0", "--resync-seconds", "5",
-               *self.extra]  # fmt: skip
+               "--liveness", self.liveness, "--metrics-port", "0", "--status-port", "0",
+               "--resync-seconds", "5", *self.extra]  # fmt: skip
         with self.log.open("ab") as out:
             # Dies with the test process, however that dies (PR_SET_PDEATHSIG).
             self.proc = subprocess.Popen(
