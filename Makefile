@@ -23,20 +23,32 @@ $(VENV)/.installed: pyproject.toml
 .PHONY: install
 install: $(VENV)/.installed ## create .venv with rayscale and its dev tools
 
+# the Python that ruff checks and formats (tools/: its Python files only)
+PY_SOURCES := operator tests e2e bench tools
+
 .PHONY: lint
-lint: install ## ruff and mypy --strict
-	$(VENV)/bin/ruff check operator tests e2e
-	$(VENV)/bin/ruff format --check operator tests e2e
+lint: install ## ruff, mypy --strict (operator, tests, e2e, bench) and vulture (dead code)
+	$(VENV)/bin/ruff check $(PY_SOURCES)
+	$(VENV)/bin/ruff format --check $(PY_SOURCES)
 	$(VENV)/bin/mypy
+	$(VENV)/bin/vulture
 
 .PHONY: fmt
 fmt: install ## format the code
-	$(VENV)/bin/ruff format operator tests e2e
-	$(VENV)/bin/ruff check --fix operator tests e2e
+	$(VENV)/bin/ruff format $(PY_SOURCES)
+	$(VENV)/bin/ruff check --fix $(PY_SOURCES)
+
+.PHONY: check
+check: lint ## the fast check before a commit: lint, then the unit tests (no Go build, no Ray head, no control plane)
+	$(PY) -m pytest tests/unit -q
 
 .PHONY: unit
 unit: install ## unit tests (no cluster), then the scheduler against Ray's on a few hundred generated cases
 	$(PY) -m pytest tests/unit -q
+	$(PY) -m pytest tests/differential -q
+
+.PHONY: differential
+differential: install ## the scheduler against Ray 2.60's on a few hundred generated cases (part of make unit and make test)
 	$(PY) -m pytest tests/differential -q
 
 .PHONY: kuberay-diff
@@ -105,7 +117,7 @@ e2e-smoke: install cluster-build browser ## the end-to-end scenarios `make test`
 	$(PY) -m pytest e2e -q -m e2e_smoke
 
 .PHONY: test
-test: lint unit kuberay-diff integration ## everything CI runs
+test: check differential kuberay-diff integration ## everything CI runs
 
 .PHONY: cluster-build
 cluster-build: ## build (or reuse) the control-plane binaries in ~/.cache/rayscale

@@ -51,7 +51,7 @@ from bench.docs import add_output_options, finish, paragraphs, replace_section
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "e2e" / "localk8s"))
-import testcluster  # noqa: E402
+import testcluster as testcluster  # noqa: E402 (also for the other benchmarks, which import it from here)
 
 GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
 IMAGE = "rayproject/ray:2.60.0"

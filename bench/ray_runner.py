@@ -11,22 +11,27 @@ import json
 import logging
 import sys
 import time
+from typing import Any
 
 from ray.autoscaler.v2.instance_manager.config import NodeTypeConfig
 from ray.autoscaler.v2.scheduler import ResourceDemandScheduler, SchedulingRequest
 from ray.autoscaler.v2.schema import AutoscalerInstance
-from ray.core.generated.autoscaler_pb2 import (
+
+# Ray's generated protobuf modules ship without type stubs: mypy sees none of their names.
+from ray.core.generated.autoscaler_pb2 import (  # type: ignore[attr-defined]
     NodeState,
     NodeStatus,
     ResourceRequest,
     ResourceRequestByCount,
 )
-from ray.core.generated.instance_manager_pb2 import Instance, NodeKind
+from ray.core.generated.instance_manager_pb2 import Instance, NodeKind  # type: ignore[attr-defined]
 
 HEAD_TYPE = "headgroup"
 
 
-def instance(index, name, node_type, kind, total, available):
+def instance(
+    index: int, name: str, node_type: str, kind: int, total: dict[str, float], available: dict[str, float]
+) -> AutoscalerInstance:
     node_id = index.to_bytes(28, "big")
     return AutoscalerInstance(
         cloud_instance_id=name,
@@ -50,11 +55,11 @@ def instance(index, name, node_type, kind, total, available):
     )
 
 
-def build(scenario):
+def build(scenario: dict[str, Any]) -> SchedulingRequest:
     configs = {
         HEAD_TYPE: NodeTypeConfig(name=HEAD_TYPE, min_worker_nodes=0, max_worker_nodes=1, resources={}),
     }
-    totals = {}
+    totals: dict[str, dict[str, float]] = {}
     for g in scenario["groups"]:
         totals[g["name"]] = {k: float(v) for k, v in g["resources"].items()}
         configs[g["name"]] = NodeTypeConfig(
@@ -85,7 +90,7 @@ def build(scenario):
     )
 
 
-def main():
+def main() -> None:
     logging.disable(logging.CRITICAL)
     request = build(json.load(sys.stdin))
     times = []
@@ -97,7 +102,7 @@ def main():
         if times[0] > 1.0 or len(times) == 3:
             break
     seconds = sorted(times)[len(times) // 2]
-    launch = {}
+    launch: dict[str, int] = {}
     for item in reply.to_launch:
         launch[item.instance_type] = launch.get(item.instance_type, 0) + item.count
     out = {"seconds": seconds, "launch": launch, "infeasible": len(reply.infeasible_resource_requests)}

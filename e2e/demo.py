@@ -261,7 +261,7 @@ class Watch:
 
     def __init__(self, demo: Demo, api: client.ApiClient, outcome: Outcome) -> None:
         self.demo = demo
-        self.core = client.CoreV1Api(api)
+        self.core: Any = client.CoreV1Api(api)  # untyped: responses are read raw (_preload_content=False)
         self.objects = client.CustomObjectsApi(api)
         self.gcs: GcsClient | None = None  # Ray's view, once set
         self.outcome = outcome

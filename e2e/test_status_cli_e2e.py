@@ -216,6 +216,7 @@ async def golden_point(rayscale: Cli, namespace: str, point: str) -> None:
 
 def _group(doc: dict[str, Any]) -> dict[str, Any]:
     view = doc["view"] or {}
+    found: dict[str, Any]
     [found] = [g for g in view.get("groups") or [] if g["name"] == "small-group"] or [{}]
     return found
 

@@ -298,7 +298,7 @@ def resource_request(cluster: str, count: int) -> dict[str, Any]:
 @contextlib.asynccontextmanager
 async def following(run: Run) -> AsyncIterator[None]:
     """Feed every worker pod event of the run's namespace to the ledger, from now on."""
-    core = client.CoreV1Api(run.api)
+    core: Any = client.CoreV1Api(run.api)  # untyped: responses are read raw (_preload_content=False)
     events = watch.Watch()
 
     async def follow() -> None:
@@ -384,7 +384,8 @@ async def one_run(
 ) -> Outcome:
     fault = FAULTS[key]
     namespace = f"chaos-{key}-{uuid.uuid4().hex[:5]}"
-    core, objects = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    core: Any = client.CoreV1Api(api)  # untyped: bodies are plain dicts
+    objects = client.CustomObjectsApi(api)
     await core.create_namespace({"metadata": {"name": namespace}})
     run = Run(
         cluster, proxy, api, namespace, random.Random(seed), mode=fault.mode, leader_elect=fault.leader_elect,

@@ -22,6 +22,7 @@ import argparse
 import base64
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import shutil
@@ -349,7 +350,7 @@ class Cluster:
             new = self.start(name, self.args[name])
             if name == "kube-apiserver":
                 api = Api(f"https://127.0.0.1:{self.ports['apiserver']}", self.pki)
-                poll(name, lambda api=api: api.ok("/readyz"), 60, new, self.logs / f"{name}.log")
+                poll(name, functools.partial(api.ok, "/readyz"), 60, new, self.logs / f"{name}.log")
             log(f"{name} restarted (pid {new.pid})")
             self.save_state()
             return

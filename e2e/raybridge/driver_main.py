@@ -171,7 +171,7 @@ class Commands:
             return {"state": "failed", "error": f"{type(exc).__name__}: {exc}"}
 
     def burst(self, name: str, count: int, seconds: float, num_cpus: float = 1) -> Any:
-        task = sleep_for.options(num_cpus=num_cpus)  # type: ignore[attr-defined]
+        task = sleep_for.options(num_cpus=num_cpus)
         self.batches[name] = [task.remote(seconds) for _ in range(count)]
         return name
 
@@ -188,7 +188,7 @@ class Commands:
                 "resources": n.get("Resources", {}),
                 "labels": n.get("Labels", {}),
             }
-            for n in ray.nodes()
+            for n in ray.nodes()  # type: ignore[no-untyped-call]  # Ray leaves ray.nodes() unannotated
         ]
 
 
@@ -200,7 +200,11 @@ def main() -> None:
     if submission_id:  # a driver that the GCS records like a job submission's (the dashboard is off)
         job_config = ray.job_config.JobConfig(metadata={"job_submission_id": submission_id})
     ray.init(
-        address=address, _node_ip_address=node_ip, log_to_driver=False, namespace="e2e", job_config=job_config
+        address=address,
+        _node_ip_address=node_ip,
+        log_to_driver=False,
+        namespace="e2e",
+        job_config=job_config,  # type: ignore[arg-type]  # Ray annotates it JobConfig, None its default
     )
     commands = Commands()
     write_frame(out, {"id": 0, "ready": True})

@@ -1,21 +1,7 @@
-"""Kubernetes quantities and the Ray resources of one worker-group host.
+"""Kubernetes quantities and Ray resource maps: parsing, bounded to what Kubernetes accepts.
 
-The scheduler, the simulator and the controller all need to know what one pod of a group
-brings to Ray: its logical ``CPU``, ``GPU``, ``memory``, ``TPU`` and custom resources. KubeRay
-derives them from the group's ``resources`` map, its ``rayStartParams`` and the limits of the
-Ray container (the first container of the pod template); this module does the same, in the
-same order of precedence:
-
-1. the group ``resources`` map (``cpu``, ``memory``, GPU-like keys, anything else custom);
-2. ``rayStartParams``: ``num-cpus``, ``num-gpus``, ``memory`` and the ``resources`` JSON;
-3. the Ray container: CPU from limits (else requests) rounded up, memory from limits (else
-   requests), GPU from the first GPU-like key, ``google.com/tpu`` as ``TPU`` and
-   ``aws.amazon.com/neuroncore`` as ``neuron_cores``.
-
-TPU groups scheduled with the GKE node selectors also get ``TPU-<type>-head: 1``, the resource
-Ray uses to place one task per slice.
-
-Group specs are plain mappings with the camelCase keys of the RayCluster YAML.
+A host's Ray resources (from the group ``resources`` map, ``rayStartParams`` and the Ray
+container) are `rayscale.cluster.host`'s; this module only reads the amounts.
 """
 
 from __future__ import annotations
@@ -24,43 +10,21 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from decimal import ROUND_CEILING, Decimal
+from decimal import Decimal
 from typing import Any
 
 __all__ = [
-    "GKE_TPU_ACCELERATOR_LABEL",
-    "GKE_TPU_TOPOLOGY_LABEL",
+    "MAX_QUANTITY",
     "QuantityError",
-    "host_labels",
-    "host_resources",
-    "is_gpu_key",
     "parse_quantity",
     "parse_resource_map",
     "parse_resources_param",
     "quantity_to_float",
-    "tpu_accelerator_type",
 ]
-
-GKE_TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
-GKE_TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "K": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-
-# GKE accelerator node-selector value -> TPU generation (Ray's table).
-_TPU_GENERATIONS = {
-    "tpu-v4-podslice": "v4",
-    "tpu-v5-lite-device": "v5e",
-    "tpu-v5-lite-podslice": "v5e",
-    "tpu-v5p-slice": "v5p",
-    "tpu-v6e-slice": "v6e",
-}
-# Generations whose pod type counts TensorCores (two per chip) rather than chips.
-_TWO_CORES_PER_CHIP = {"v4", "v5p"}
-
-# Container resource names that become Ray custom resources, in the order KubeRay checks them.
-_ACCELERATOR_KEYS = {"aws.amazon.com/neuroncore": "neuron_cores", "google.com/tpu": "TPU"}
 
 
 class QuantityError(ValueError):
@@ -147,20 +111,6 @@ def quantity_to_float(value: str | int | float | Decimal) -> float:
     return float(parse_quantity(value))
 
 
-def _ceil(value: str | int | float | Decimal) -> int:
-    return int(parse_quantity(value).to_integral_value(rounding=ROUND_CEILING))
-
-
-_MIG = re.compile(r"nvidia\.com/mig-\d+g\.\d+gb$")
-
-
-def is_gpu_key(name: str) -> bool:
-    """Resource names KubeRay treats as GPUs: ``nvidia.com/gpu``, ``amd.com/gpu``, ``GPU`` ...
-    and NVIDIA MIG slices (``nvidia.com/mig-1g.5gb``). The one predicate for ``ray start``'s
-    ``--num-gpus``, a host's Ray resources and the GPU column of the status."""
-    return name.lower().endswith("gpu") or bool(_MIG.search(name.lower()))
-
-
 def parse_resources_param(text: str, *, field: str = "rayStartParams.resources") -> dict[str, float]:
     """Parse the ``resources`` rayStartParam: a JSON object, possibly quoted and escaped.
 
@@ -192,126 +142,3 @@ def parse_resource_map(resources: Mapping[str, Any], *, field: str = "resources"
         except QuantityError as exc:
             raise QuantityError(f"{field}.{key}: {exc}") from exc
     return out
-
-
-def tpu_accelerator_type(topology: str, accelerator: str) -> str | None:
-    """The Ray TPU pod type ("v6e-16", "v4-8") from the GKE TPU node selectors, or None."""
-    generation = _TPU_GENERATIONS.get(accelerator)
-    if generation is None or not topology:
-        return None
-    try:
-        chips = math.prod(int(part) for part in topology.lower().split("x"))
-    except ValueError:
-        return None
-    cores = chips * (2 if generation in _TWO_CORES_PER_CHIP else 1)
-    return f"{generation}-{cores}"
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _first_container_resources(group_spec: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
-    pod_spec = _mapping(_mapping(group_spec.get("template")).get("spec"))
-    containers = pod_spec.get("containers") or []
-    first = _mapping(containers[0]) if isinstance(containers, list) and containers else {}
-    res = _mapping(first.get("resources"))
-    return _mapping(res.get("limits")), _mapping(res.get("requests"))
-
-
-def _nonzero(value: Any) -> bool:
-    return value is not None and parse_quantity(value) > 0
-
-
-def _container_resources(group_spec: Mapping[str, Any]) -> dict[str, float]:
-    limits, requests = _first_container_resources(group_spec)
-    for kind, source in (("limits", limits), ("requests", requests)):
-        for key, value in source.items():  # each named in the error, before any is used
-            try:
-                parse_quantity(value)
-            except QuantityError as exc:
-                raise QuantityError(f"template.spec.containers[0].resources.{kind}.{key}: {exc}") from None
-    out: dict[str, float] = {}
-    for source in (limits, requests):
-        if "CPU" not in out and _nonzero(source.get("cpu")):
-            out["CPU"] = float(_ceil(source["cpu"]))
-        if "memory" not in out and _nonzero(source.get("memory")):
-            out["memory"] = float(_ceil(source["memory"]))
-        for key in sorted(source):
-            if "GPU" not in out and is_gpu_key(key) and _nonzero(source[key]):
-                out["GPU"] = float(_ceil(source[key]))
-    for key, ray_name in sorted(_ACCELERATOR_KEYS.items()):
-        for source in (limits, requests):
-            if ray_name not in out and _nonzero(source.get(key)):
-                out[ray_name] = float(_ceil(source[key]))
-    return out
-
-
-def _start_param_resources(params: Mapping[str, Any]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    if "resources" in params:
-        out.update(parse_resources_param(str(params["resources"])))
-    for param, ray_name in (("num-cpus", "CPU"), ("num-gpus", "GPU"), ("memory", "memory")):
-        if param in params:
-            try:
-                out[ray_name] = quantity_to_float(str(params[param]))
-            except QuantityError as exc:
-                raise QuantityError(f"rayStartParams.{param}: {exc}") from exc
-    return out
-
-
-def _group_map_resources(resources: Mapping[str, Any]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for key, amount in parse_resource_map(resources).items():
-        lower = key.lower()
-        if lower == "cpu":
-            out["CPU"] = float(math.ceil(amount))  # ray start takes whole CPUs; KubeRay rounds up
-        elif lower == "memory":
-            out["memory"] = float(math.ceil(amount))
-        elif is_gpu_key(lower):
-            out["GPU"] = float(math.ceil(amount))
-        else:
-            out[key] = amount
-    return out
-
-
-def host_resources(group_spec: Mapping[str, Any], *, is_head: bool = False) -> dict[str, float]:
-    """The Ray resources of ONE host (pod) of a head or worker group spec.
-
-    ``group_spec`` is a ``headGroupSpec`` or one ``workerGroupSpecs`` entry as a plain mapping.
-    Keys with a zero amount are dropped. Raises QuantityError for malformed values.
-    ``is_head`` is accepted for symmetry with KubeRay; head and worker hosts derive the same way.
-    """
-    del is_head  # the derivation is the same; the flag documents the caller's intent
-    params = _mapping(group_spec.get("rayStartParams"))
-    resources = _container_resources(group_spec)
-    from_params = _start_param_resources(params)
-    if "TPU" in from_params or "neuron_cores" in from_params:
-        # KubeRay adds a container accelerator only when the params name none.
-        resources.pop("TPU", None)
-        resources.pop("neuron_cores", None)
-    resources.update(from_params)
-    resources.update(_group_map_resources(_mapping(group_spec.get("resources"))))
-
-    if resources.get("TPU", 0) > 0:
-        selector = _mapping(_mapping(_mapping(group_spec.get("template")).get("spec")).get("nodeSelector"))
-        pod_type = tpu_accelerator_type(
-            str(selector.get(GKE_TPU_TOPOLOGY_LABEL, "")), str(selector.get(GKE_TPU_ACCELERATOR_LABEL, ""))
-        )
-        if pod_type is not None:
-            resources.setdefault(f"TPU-{pod_type}-head", 1.0)
-    return {key: amount for key, amount in sorted(resources.items()) if amount != 0}
-
-
-def host_labels(group_spec: Mapping[str, Any]) -> dict[str, str]:
-    """The Ray node labels of a group's hosts: ``rayStartParams.labels`` then the ``labels`` map."""
-    labels: dict[str, str] = {}
-    raw = _mapping(group_spec.get("rayStartParams")).get("labels")
-    if isinstance(raw, str):
-        for item in raw.split(","):
-            key, sep, value = item.partition("=")
-            if sep and key.strip():
-                labels[key.strip()] = value.strip()
-    for key, value in _mapping(group_spec.get("labels")).items():
-        labels[str(key)] = str(value)
-    return labels

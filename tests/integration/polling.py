@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Literal, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -15,13 +15,34 @@ class Timeout(AssertionError):
     pass
 
 
+# `check` returns what it waits for, or something falsy (None, False) until then.
+@overload
 async def eventually(
-    check: Callable[[], T | Awaitable[T]],
+    check: Callable[[], Awaitable[T | Literal[False] | None]],
+    *,
+    timeout: float = ...,  # noqa: ASYNC109
+    interval: float = ...,
+    message: str = ...,
+) -> T: ...
+
+
+@overload
+async def eventually(
+    check: Callable[[], T | Literal[False] | None],
+    *,
+    timeout: float = ...,  # noqa: ASYNC109
+    interval: float = ...,
+    message: str = ...,
+) -> T: ...
+
+
+async def eventually(
+    check: Callable[[], object],
     *,
     timeout: float = 30,  # noqa: ASYNC109 (a deadline per call is the point)
     interval: float = 0.2,
     message: str = "",
-) -> T:
+) -> object:
     """Call `check` until it returns something truthy (and does not raise AssertionError).
 
     Returns that value. On timeout, raises with `message` and the last value or error,
@@ -35,7 +56,7 @@ async def eventually(
             if inspect.isawaitable(value):
                 value = await value
             if value:
-                return value  # type: ignore[return-value]
+                return value
             last = value
         except AssertionError as exc:
             last = exc

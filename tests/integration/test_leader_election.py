@@ -73,7 +73,8 @@ def waits_for(op: Operator, identity: str) -> bool:
 
 
 async def lease(api: client.ApiClient, namespace: str) -> dict[str, Any]:
-    raw = await client.CoordinationV1Api(api).read_namespaced_lease(LEASE, namespace, _preload_content=False)
+    leases: Any = client.CoordinationV1Api(api)  # untyped: the response is read raw (_preload_content=False)
+    raw = await leases.read_namespaced_lease(LEASE, namespace, _preload_content=False)
     body: dict[str, Any] = await raw.json()
     return body
 
@@ -185,7 +186,8 @@ async def test_a_leader_that_loses_the_lease_exits_at_once_and_a_standby_stops_c
     body = await lease(api, namespace)
     assert body["spec"]["holderIdentity"] == identity
     body["spec"]["holderIdentity"] = "someone-else"  # as if another replica had taken it over
-    await client.CoordinationV1Api(api).replace_namespaced_lease(LEASE, namespace, body)
+    leases: Any = client.CoordinationV1Api(api)  # untyped: the body is a plain dict
+    await leases.replace_namespaced_lease(LEASE, namespace, body)
     await eventually(lambda: exited(op) is not None, timeout=60, message="the old leader exits")
     assert exited(op) == 1
     assert f"Lease {namespace}/{LEASE} is held by someone-else" in op.output()
@@ -270,10 +272,12 @@ async def test_a_frozen_leader_that_resumes_after_a_takeover_writes_nothing(
             frozen_with = len(created)
             assert frozen_with < replicas  # frozen mid-scale
             await eventually(lambda: leader_identity(second), timeout=90, message="the standby takes over")
+
+            async def the_rest() -> list[Any]:
+                return await kube.workers("raycluster-basic", live=True) if len(created) >= replicas else []
+
             live = await eventually(
-                lambda: kube.workers("raycluster-basic", live=True) if len(created) >= replicas else [],
-                timeout=90,
-                message=f"the new leader creates the rest of the {replicas}",
+                the_rest, timeout=90, message=f"the new leader creates the rest of the {replicas}"
             )
             assert len(live) == replicas
         finally:

@@ -160,7 +160,9 @@ async def _observed(kube: Kube, *, rayscale: bool) -> bool:
     body = await kube.get(NAME)
     status = body.get("status") or {}
     generation = body["metadata"]["generation"]
-    head = next((c for c in status.get("conditions") or [] if c["type"] == "HeadPodReady"), {})
+    head: dict[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c["type"] == "HeadPodReady"), {}
+    )
     return status.get("observedGeneration") == generation and head.get("observedGeneration") == (
         generation if rayscale else None
     )

@@ -29,6 +29,7 @@ from rayscale.ray.client import GcsCallError, GcsClient, GcsUnavailable
 from rayscale.ray.model import (
     ActorInfo,
     ClusterState,
+    GangRequest,
     JobInfo,
     NodeInfo,
     NodeState,
@@ -261,7 +262,7 @@ async def test_pending_placement_group(gcs: GcsClient, ray_head: rayproc.RayNode
     async with driver(ray_head, body, tmp_path=tmp_path) as d:
         [pg_id] = d.preamble
 
-        async def gang() -> object:
+        async def gang() -> GangRequest | None:
             return next((g for g in (await _state(gcs)).pending_gangs if g.placement_group_id == pg_id), None)
 
         found = await eventually(gang, timeout=RAY_WAIT, message=f"placement group {pg_id} pending")

@@ -25,6 +25,7 @@ from typing import Any
 
 from rayscale.api.crd import object_schema
 from rayscale.api.registry import RAYCLUSTER
+from rayscale.cluster.naming import AUTH_TOKEN_KEY
 from rayscale.controller import tokenauth
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import Plan
@@ -126,7 +127,7 @@ def _apply(plan: Plan, meta: ClusterMeta, objects: dict[str, list[Obj]],
     for manifest in plan.secrets:
         if all(s["metadata"]["name"] != manifest["metadata"]["name"] for s in secrets):
             secret = copy.deepcopy(manifest)
-            secret["stringData"] = {tokenauth.TOKEN_KEY: tokenauth.new_token()}
+            secret["stringData"] = {AUTH_TOKEN_KEY: tokenauth.new_token()}
             secrets.append(secret)
     for manifest in plan.rbac:
         if all((o["kind"], o["metadata"]["name"]) != (manifest["kind"], manifest["metadata"]["name"])

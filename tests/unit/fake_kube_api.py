@@ -144,7 +144,7 @@ class FakeKube:
             )
 
     async def _start(self) -> None:
-        self._runners = []
+        self._runners: list[web.AppRunner] = []
         for pod, app in self.operators.items():
             self._ports[pod] = await self._serve(app)
         self.url = f"http://127.0.0.1:{await self._serve(self.app())}"

@@ -116,7 +116,7 @@ async def test_a_replica_goes_only_when_every_host_accepted() -> None:
     ask = Asked()
     outcome = await drain_units([unit("r", "r-0", "r-1")], ask)
     assert ask.calls == ["r-0", "r-1"]
-    assert (outcome.accepted, outcome.refused) == ({"r-0", "r-1"}, frozenset())
+    assert (outcome.accepted, outcome.refused) == (frozenset({"r-0", "r-1"}), frozenset())
 
 
 async def test_units_drain_side_by_side_hosts_one_after_the_other() -> None:
@@ -136,7 +136,7 @@ async def test_a_host_that_cannot_be_named_keeps_its_replica_and_nobody_is_asked
     ask = Asked()
     outcome = await drain_units([DrainUnit("r", (("r-0", "id-r-0"), ("r-1", None)))], ask)
     assert ask.calls == []
-    assert (outcome.accepted, outcome.refused) == (frozenset(), {"r-0", "r-1"})
+    assert (outcome.accepted, outcome.refused) == (frozenset(), frozenset({"r-0", "r-1"}))
 
 
 def test_refused_node_stays_and_its_replica_is_counted_back() -> None:

@@ -334,7 +334,12 @@ def _unknown_keys(value: Any, schema: Mapping[str, Any], path: str = "") -> list
         return out
     if isinstance(value, list):
         return [p for i, v in enumerate(value) for p in _unknown_keys(v, schema["items"], f"{path}[{i}]")]
-    kinds = {"string": str, "integer": int, "boolean": bool, "number": (int, float)}
+    kinds: dict[str, type | tuple[type, ...]] = {
+        "string": str,
+        "integer": int,
+        "boolean": bool,
+        "number": (int, float),
+    }
     return [] if isinstance(value, kinds[schema["type"]]) else [f"{path}: {type(value).__name__}"]
 
 

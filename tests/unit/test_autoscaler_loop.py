@@ -632,7 +632,7 @@ async def test_a_failed_launch_is_reported_to_ray_until_it_is_old(monkeypatch: p
     assert len(FakeGcs.reports[-1].failed_instance_requests) == 1
     clock.advance(2)
     await scaler.step(KEY)
-    assert FakeGcs.reports[-1].failed_instance_requests == ()
+    assert len(FakeGcs.reports[-1].failed_instance_requests) == 0
 
 
 def compat(api: Api) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import pytest
 from raycluster_factory import cluster, group
 
 from rayscale.api.raycluster import RayClusterSpec
+from rayscale.cluster import ft
 from rayscale.controller import ingress, pods, services, tokenauth
 from rayscale.controller import labels as L
 from rayscale.controller.snapshot import ClusterMeta
@@ -133,7 +134,7 @@ def test_a_custom_head_service_name_is_what_workers_dial() -> None:
     meta, spec = _setup(body)
     assert services.head_service(meta, spec)["metadata"]["name"] == "my-head"
     fqdn = "my-head.ns.svc.cluster.local"
-    assert pods.head_address(meta, spec) == f"{fqdn}:6379"
+    assert pods.head_endpoint(meta, spec).address == f"{fqdn}:6379"
     pod = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]
     ray = pod["containers"][0]
     assert f"--address={fqdn}:6379" in ray["args"][0]
@@ -158,7 +159,7 @@ def test_head_pod_autoscaling_has_no_monitor_and_no_sidecar() -> None:
     assert pod["spec"]["restartPolicy"] == "Never"
     assert "initContainers" not in pod["spec"]
     assert pod["metadata"]["labels"][L.GROUP] == "headgroup"
-    assert pod["metadata"]["annotations"][L.FT_ENABLED_ANNOTATION] == "false"
+    assert pod["metadata"]["annotations"][ft.FT_ENABLED_ANNOTATION] == "false"
 
 
 def test_probes_injected_unless_set() -> None:

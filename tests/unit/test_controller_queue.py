@@ -138,7 +138,8 @@ async def test_a_failing_key_waits_out_its_backoff_while_other_keys_run() -> Non
         version["bad"] = 4
         queue.mark("bad")
         await until(lambda: len(observer.delays) == 6)
-        assert (observer.delays[-1], observer.backing_off[-1], backoff.failures("bad")) == (None, 0, 0)
+        assert observer.delays[-1] is None
+        assert (observer.backing_off[-1], backoff.failures("bad")) == (0, 0)
         queue.mark("bad")  # no backoff left: runs at once
         await until(lambda: runs.count("bad") == 5)
 

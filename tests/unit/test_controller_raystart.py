@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from rayscale.cluster import naming
 from rayscale.controller import raystart
 
 
@@ -116,5 +117,5 @@ def test_head_defaults_with_autoscaling() -> None:
 
 
 def test_head_port() -> None:
-    assert raystart.head_port(None) == 6379
-    assert raystart.head_port({"port": "6380"}) == 6380
+    assert naming.gcs_port(None) == 6379
+    assert naming.gcs_port({"port": "6380"}) == 6380

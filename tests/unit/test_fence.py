@@ -6,6 +6,7 @@ The client tests run a real HTTP server on 127.0.0.1 and count what reaches it.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -72,7 +73,7 @@ async def test_a_closed_fence_sends_reads_but_no_write(server: tuple[Server, str
     srv, host = server
     fence = WriteFence()
     api = api_client(host, fence)
-    core = client.CoreV1Api(api)
+    core: Any = client.CoreV1Api(api)  # untyped: bodies are plain dicts, responses raw
     try:
         await core.create_namespaced_pod("ns", {}, _preload_content=False)
         fence.close()
@@ -96,9 +97,10 @@ async def test_a_write_is_checked_again_once_it_has_its_connection(server: tuple
     fence = WriteFence(clock=lambda: float(next(ticks)))
     fence.open_until(1.5)  # the first check (t=1) passes, the second (t=2) does not
     api = api_client(host, fence)
+    core: Any = client.CoreV1Api(api)  # untyped: the body is a plain dict, the response raw
     try:
         with pytest.raises(Fenced):
-            await client.CoreV1Api(api).create_namespaced_pod("ns", {}, _preload_content=False)
+            await core.create_namespaced_pod("ns", {}, _preload_content=False)
     finally:
         await api.close()
     assert srv.seen == []

@@ -89,7 +89,7 @@ async def test_every_request_of_the_api_client_takes_a_token(monkeypatch: pytest
     cfg = client.Configuration(host="https://example.invalid")
     api = RayscaleApiClient(cfg, bucket=bucket(2, 1, vt))
     try:
-        core = client.CoreV1Api(api)
+        core: Any = client.CoreV1Api(api)  # untyped: the body is a plain dict, responses raw
         await asyncio.gather(
             core.list_namespaced_pod("a", _preload_content=False),
             core.delete_namespaced_pod("p", "a", _preload_content=False),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
-from rayscale.kube import watchhealth
+from rayscale.kube import ops
 from rayscale.kube.watchhealth import WatchHealth
 
 
@@ -26,7 +27,7 @@ class FakeList:
 @pytest.fixture
 def listed(monkeypatch: pytest.MonkeyPatch) -> FakeList:
     fake = FakeList()
-    monkeypatch.setattr(watchhealth.ops, "list_rayclusters", fake)
+    monkeypatch.setattr(ops, "list_rayclusters", fake)
     return fake
 
 
@@ -75,5 +76,5 @@ async def test_missing_object_in_the_watch_cache_counts_as_behind(listed: FakeLi
 def test_checks_that_stop_running_fail_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     health = WatchHealth(None, None, lambda: {}, interval=10)  # type: ignore[arg-type]
     now = health.last_check
-    monkeypatch.setattr(watchhealth.time, "monotonic", lambda: now + 31)
+    monkeypatch.setattr(time, "monotonic", lambda: now + 31)
     assert health.verdict() == "watch health checks stopped running"

@@ -6,16 +6,14 @@ from typing import Any
 
 import pytest
 
+from rayscale.cluster.naming import dialled_head_endpoint
 from rayscale.ray.address import (
     GCS_ADDRESS_ANNOTATION,
     AddressError,
     GcsTarget,
     SecretKeyRef,
     auth_token_secret,
-    gcs_port,
     gcs_target,
-    head_gcs_address,
-    head_service_name,
     parse_address,
 )
 
@@ -24,6 +22,10 @@ HEAD = "demo-head-svc.team-a.svc.cluster.local:6379"
 
 def gcs_address(cluster: dict[str, Any], *, allow_override: bool = True) -> str:
     return gcs_target(cluster, allow_override=allow_override).address
+
+
+def gcs_port(cluster: dict[str, Any]) -> int:
+    return dialled_head_endpoint(cluster).port
 
 
 def _cluster(
@@ -51,7 +53,7 @@ def _default_domain(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("allow", [False, True])
 def test_default_address(allow: bool) -> None:
     assert gcs_target(_cluster(), allow_override=allow) == GcsTarget(HEAD)
-    assert head_gcs_address(_cluster()) == HEAD
+    assert dialled_head_endpoint(_cluster()).address == HEAD
 
 
 def test_port_from_ray_start_params() -> None:
@@ -78,7 +80,7 @@ def test_bad_port(port: str) -> None:
 
 def test_head_service_name_override() -> None:
     cluster = _cluster(head={"rayStartParams": {}, "headService": {"metadata": {"name": "my-head"}}})
-    assert head_service_name(cluster) == "my-head"
+    assert dialled_head_endpoint(cluster).service == "my-head"
     assert gcs_address(cluster) == "my-head.team-a.svc.cluster.local:6379"
 
 
@@ -168,3 +170,13 @@ def test_parse_address() -> None:
 )
 def test_auth_token_secret(auth: dict[str, Any] | None, expected: SecretKeyRef | None) -> None:
     assert auth_token_secret(_cluster(auth=auth)) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [("1demo", "rdemo"), ("-demo", "rdemo"), ("a" * 53, "a" * 50), ("x" + "b" * 52, "b" * 50)],
+)
+def test_auth_token_secret_is_the_one_the_controller_creates(name: str, secret: str) -> None:
+    """KubeRay names the Secret by its CheckName of the cluster's name (a leading digit becomes 'r',
+    longer names lose their front): the token is read from that Secret, not one of the raw name."""
+    assert auth_token_secret(_cluster(name, auth={"mode": "token"})) == SecretKeyRef("team-a", secret)

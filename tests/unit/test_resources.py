@@ -8,15 +8,9 @@ from typing import Any
 
 import pytest
 
-from rayscale.resources import (
-    QuantityError,
-    host_labels,
-    host_resources,
-    parse_quantity,
-    parse_resource_map,
-    parse_resources_param,
-    tpu_accelerator_type,
-)
+from rayscale.cluster.accelerators import tpu_accelerator_type
+from rayscale.cluster.host import host_labels, host_resources
+from rayscale.resources import QuantityError, parse_quantity, parse_resource_map, parse_resources_param
 
 GI = 1024**3
 

@@ -6,6 +6,7 @@ how the operator is found (the Lease's holder, the chart's pods, a standby namin
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import re
@@ -19,7 +20,6 @@ import yaml
 from fake_kube_api import FakeKube, running
 
 from rayscale import cli
-from rayscale.status import command
 from rayscale.status.args import UsageError, parse_target
 from rayscale.status.reach import cluster_path, fleet_path, holder_pod, proxy_path, scenario_path
 from rayscale.web.api import Served
@@ -406,7 +406,7 @@ def test_watch_redraws_until_ctrl_c(rayscale: Cli, monkeypatch: pytest.MonkeyPat
         if len(slept) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(command.asyncio, "sleep", sleep)
+    monkeypatch.setattr(asyncio, "sleep", sleep)
     code, out, _ = rayscale("status", "team-a/demo", "--watch", "--interval", "0.5")
     assert code == 0
     assert slept == [0.5, 0.5]

@@ -31,7 +31,7 @@ def parse(doc: dict[str, Any]) -> VirtualScenario | None:
 
 
 def test_virtual_clusters_members_and_finished_jobs_are_read() -> None:
-    doc = {
+    doc: dict[str, Any] = {
         "groups": GROUPS,
         "virtualClusters": [
             {"name": "team-a", "groups": [{"groupName": "cpu", "nodes": 1, "maxNodes": 3}]},
@@ -67,7 +67,7 @@ def test_a_scenario_without_virtual_clusters_has_none() -> None:
     assert parse({"virtualClusters": []}) == VirtualScenario((), {}, frozenset())
 
 
-def vc(name: str = "a", **fields: Any) -> dict[str, Any]:
+def vc(name: str | None = "a", **fields: Any) -> dict[str, Any]:  # None: a VC without a name
     return {"name": name, "groups": [{"groupName": "cpu", "nodes": 1}], **fields}
 
 

@@ -232,9 +232,9 @@ async def test_the_cost_of_a_view_of_10000_replicas(client: Client) -> None:
         started = time.perf_counter()
         response = await server.get(path, headers={"Accept-Encoding": accept}, auto_decompress=False)
         raw = await response.read()
-        took = time.perf_counter() - started
+        elapsed = time.perf_counter() - started
         assert response.status == 200
-        print(f"GET {path} ({accept}): {took * 1000:.0f} ms, {len(raw) / 1e6:.2f} MB sent")
+        print(f"GET {path} ({accept}): {elapsed * 1000:.0f} ms, {len(raw) / 1e6:.2f} MB sent")
         if path == f"{API}/team-a/big" and accept == "identity":
             assert raw == body.encode()
             view = json.loads(raw)

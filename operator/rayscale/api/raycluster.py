@@ -6,7 +6,7 @@ Pod templates and other core/v1 objects are kept as preserved, unvalidated objec
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -282,8 +282,3 @@ class RayClusterStatus(KubeModel):
     )
     observed_generation: int | None = Field(default=None, json_schema_extra={"format": "int64"})
     autoscaler: AutoscalerStatus | None = None
-
-
-def parse_spec(spec: dict[str, Any]) -> RayClusterSpec:
-    """Parse a RayCluster spec as read from the API server."""
-    return RayClusterSpec.model_validate(spec)

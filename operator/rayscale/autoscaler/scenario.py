@@ -30,7 +30,8 @@ from rayscale.autoscaler.scheduling.model import (
     Strategy,
     UpscalingMode,
 )
-from rayscale.resources import QuantityError, host_labels, host_resources, quantity_to_float
+from rayscale.cluster.host import host_labels, host_resources
+from rayscale.resources import QuantityError, quantity_to_float
 
 T = TypeVar("T")
 

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio import client
 
+from rayscale.cluster.naming import AUTH_TOKEN_KEY
 from rayscale.controller import tokenauth
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import CreatePod, DeletePod, Manifest, Step
@@ -92,7 +93,7 @@ class PlanApplier:
                 continue
             if kind == "Secret":
                 manifest = copy.deepcopy(manifest)
-                manifest["stringData"] = {tokenauth.TOKEN_KEY: tokenauth.new_token()}
+                manifest["stringData"] = {AUTH_TOKEN_KEY: tokenauth.new_token()}
             if error := await self._create(body, kind, create, manifest):
                 return error
             self._created.add(key)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any, Literal
 
 from rayscale.controller.snapshot import deletion_time
@@ -93,7 +93,3 @@ class ScaleExpectations:
     def forget_cluster(self, namespace: str, cluster: str) -> None:
         for key in [k for k in self._items if k[0] == namespace and k[1] == cluster]:
             del self._items[key]
-
-
-def now_utc(clock: Clock) -> datetime:
-    return datetime.fromtimestamp(clock(), UTC)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rayscale.cluster import host
 from rayscale.resources import QuantityError, parse_quantity, parse_resources_param
 
 __all__ = [
@@ -29,7 +30,7 @@ __all__ = [
 ]
 
 #: rayStartParams that are amounts (`ray start` takes them as numbers; rayscale reads them).
-NUMBER_PARAMS = ("num-cpus", "num-gpus", "memory", "object-store-memory")
+NUMBER_PARAMS = (*host.AMOUNT_PARAMS.values(), "object-store-memory")
 #: Kubernetes' Service types.
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
 MAX_PORT = 65535
@@ -80,7 +81,7 @@ def _port_problem(path: str, value: Any, *, lowest: int) -> str | None:
 def _param_problem(where: str, key: str, value: str) -> str | None:
     if key in NUMBER_PARAMS:
         return quantity_problem(where, value)
-    if key == "resources":
+    if key == host.RESOURCES_PARAM:
         try:
             amounts = parse_resources_param(value, field=where)
         except QuantityError as exc:

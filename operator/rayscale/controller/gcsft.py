@@ -1,12 +1,12 @@
 """GCS fault tolerance with an external Redis, wired into the pods as KubeRay wires it.
 
 On when ``spec.gcsFaultToleranceOptions`` is set or the older annotation ``ray.io/ft-enabled``
-is ``true``. The head pod is annotated ``ray.io/ft-enabled`` either way and, with fault
-tolerance, ``ray.io/external-storage-namespace``: the key prefix the GCS uses in Redis (the
-RayCluster's uid unless the annotation of that name or ``externalStorageNamespace`` says
-otherwise). The head's Ray container gets ``RAY_external_storage_namespace``,
-``RAY_REDIS_ADDRESS`` and the credentials as ``REDIS_USERNAME`` / ``REDIS_PASSWORD`` (which
-``ray start`` reads through ``--redis-username=$REDIS_USERNAME`` and
+is ``true`` (the switches are `rayscale.cluster.ft`'s). The head pod is annotated
+``ray.io/ft-enabled`` either way and, with fault tolerance, ``ray.io/external-storage-namespace``:
+the key prefix the GCS uses in Redis (the RayCluster's uid unless the annotation of that name or
+``externalStorageNamespace`` says otherwise). The head's Ray container gets
+``RAY_external_storage_namespace``, ``RAY_REDIS_ADDRESS`` and the credentials as ``REDIS_USERNAME``
+/ ``REDIS_PASSWORD`` (which ``ray start`` reads through ``--redis-username=$REDIS_USERNAME`` and
 ``--redis-password=$REDIS_PASSWORD``); workers get ``RAY_gcs_rpc_server_reconnect_timeout_s=600``
 so that their raylets wait for a restarted head instead of exiting after 60 s.
 """
@@ -17,26 +17,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayscale.api.raycluster import RayClusterSpec, RedisCredential
-from rayscale.controller import labels as L
+from rayscale.cluster import ft
 from rayscale.controller.snapshot import ClusterMeta
 
-__all__ = ["configure", "enabled", "start_params"]
+__all__ = ["configure", "start_params"]
 
-STORAGE_NS_ANNOTATION = "ray.io/external-storage-namespace"
 WORKER_RECONNECT_TIMEOUT_S = "600"
-
-
-def enabled(spec: RayClusterSpec, annotations: Mapping[str, str]) -> bool:
-    return (
-        spec.gcs_fault_tolerance_options is not None
-        or annotations.get(L.FT_ENABLED_ANNOTATION, "").lower() == "true"
-    )
 
 
 def start_params(spec: RayClusterSpec, annotations: Mapping[str, str], params: dict[str, str]) -> None:
     """The head's ``redis-username`` / ``redis-password`` read the variables ``configure`` sets."""
     options = spec.gcs_fault_tolerance_options
-    if options is None or not enabled(spec, annotations):
+    if options is None or not ft.enabled(spec, annotations):
         return
     if options.redis_username is not None:
         params["redis-username"] = "$REDIS_USERNAME"
@@ -67,9 +59,9 @@ def configure(
     params: Mapping[str, str],
 ) -> None:
     """Annotations and variables of the Ray container (``params``: the pod's rayStartParams)."""
-    on = enabled(spec, meta.annotations)
+    on = ft.enabled(spec, meta.annotations)
     if head:
-        pod_annotations[L.FT_ENABLED_ANNOTATION] = "true" if on else "false"
+        pod_annotations[ft.FT_ENABLED_ANNOTATION] = "true" if on else "false"
     if not on:
         return
     env: list[dict[str, Any]] = container.setdefault("env", [])
@@ -80,10 +72,8 @@ def configure(
             )
         return
     options = spec.gcs_fault_tolerance_options
-    storage_ns = meta.annotations.get(STORAGE_NS_ANNOTATION, meta.uid)
-    if options is not None and options.external_storage_namespace:
-        storage_ns = options.external_storage_namespace
-    pod_annotations[STORAGE_NS_ANNOTATION] = storage_ns
+    storage_ns = ft.storage_namespace(spec, meta.annotations, meta.uid)
+    pod_annotations[ft.STORAGE_NS_ANNOTATION] = storage_ns
     if not _has(env, "RAY_external_storage_namespace"):
         env.append({"name": "RAY_external_storage_namespace", "value": storage_ns})
     if options is not None:

@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from rayscale.api.raycluster import RayClusterSpec
+from rayscale.cluster import naming
 from rayscale.controller import labels as L
-from rayscale.controller import names, services
+from rayscale.controller import services
 from rayscale.controller.snapshot import ClusterMeta
 
 __all__ = ["manifest", "wanted"]
 
 CLASS_ANNOTATION = "kubernetes.io/ingress.class"
-DEFAULT_DASHBOARD_PORT = 8265
 
 
 def wanted(spec: RayClusterSpec) -> bool:
@@ -25,8 +25,8 @@ def wanted(spec: RayClusterSpec) -> bool:
 
 
 def manifest(meta: ClusterMeta, spec: RayClusterSpec) -> dict[str, Any]:
-    head_service = names.head_service_name(meta.name, spec.head_group_spec.head_service)
-    port = services.port_map(spec).get("dashboard", DEFAULT_DASHBOARD_PORT)
+    head_service = naming.head_service_name(meta.name, spec.head_group_spec.head_service)
+    port = services.port_map(spec).get("dashboard", naming.DASHBOARD_PORT)
     path = {
         "path": f"/{meta.name}/(.*)",
         "pathType": "Exact",
@@ -36,11 +36,11 @@ def manifest(meta: ClusterMeta, spec: RayClusterSpec) -> dict[str, Any]:
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
         "metadata": {
-            "name": names.head_ingress_name(meta.name),
+            "name": naming.head_ingress_name(meta.name),
             "namespace": meta.namespace,
             "labels": {
                 L.RAY_CLUSTER: meta.name,
-                L.IDENTIFIER: names.head_identifier(meta.name),
+                L.IDENTIFIER: naming.head_identifier(meta.name),
                 L.APP_NAME: L.APP_NAME_VALUE,
                 L.CREATED_BY: L.CREATED_BY_VALUE,
             },

@@ -23,17 +23,8 @@ HEAD = "head"
 WORKER = "worker"
 HEAD_GROUP = "headgroup"
 
-FT_ENABLED_ANNOTATION = "ray.io/ft-enabled"
 OVERWRITE_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
 KUBERAY_VERSION_ANNOTATION = "ray.io/kuberay-version"
 DISABLE_HEAD_RESTART_ANNOTATION = "ray.io/disable-provisioned-head-restart"
 
 PROTECTED = (RAY_CLUSTER, NODE_TYPE, GROUP)
-
-
-def head_selector(cluster: str) -> dict[str, str]:
-    return {RAY_CLUSTER: cluster, NODE_TYPE: HEAD}
-
-
-def group_selector(cluster: str, group: str) -> dict[str, str]:
-    return {RAY_CLUSTER: cluster, GROUP: group}

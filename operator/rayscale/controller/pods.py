@@ -8,7 +8,8 @@ from typing import Any
 
 from rayscale import __version__
 from rayscale.api.raycluster import HeadGroupSpec, RayClusterSpec, WorkerGroupSpec
-from rayscale.controller import gcsft, names, probes, raystart, sidecar, switches, tokenauth, upgrade
+from rayscale.cluster import naming
+from rayscale.controller import gcsft, probes, raystart, sidecar, switches, tokenauth, upgrade
 from rayscale.controller import labels as L
 from rayscale.controller.snapshot import ClusterMeta
 
@@ -37,10 +38,10 @@ FAQ = (
 )
 
 
-def head_address(meta: ClusterMeta, spec: RayClusterSpec) -> str:
-    port = raystart.head_port(spec.head_group_spec.ray_start_params)
-    service = names.head_service_name(meta.name, spec.head_group_spec.head_service)
-    return f"{names.fqdn(service, meta.namespace)}:{port}"
+def head_endpoint(meta: ClusterMeta, spec: RayClusterSpec) -> naming.HeadEndpoint:
+    """The head Service and GCS port every pod of the cluster is given."""
+    head = spec.head_group_spec
+    return naming.head_endpoint(meta.name, meta.namespace, head.head_service, head.ray_start_params)
 
 
 def _field_env(name: str, path: str) -> dict[str, Any]:
@@ -59,7 +60,7 @@ def _base_labels(meta: ClusterMeta, *, head: bool, group: str) -> dict[str, str]
         L.RAY_CLUSTER: meta.name,
         L.NODE_TYPE: L.HEAD if head else L.WORKER,
         L.GROUP: group,
-        L.IDENTIFIER: names.head_identifier(meta.name) if head else names.worker_identifier(meta.name),
+        L.IDENTIFIER: naming.head_identifier(meta.name) if head else naming.worker_identifier(meta.name),
         L.APP_NAME: L.APP_NAME_VALUE,
         L.CREATED_BY: L.CREATED_BY_VALUE,
     }
@@ -122,21 +123,20 @@ def _ray_env(
     *,
     head: bool,
     start_cmd: str,
-    port: int,
-    fqdn: str,
-    service: str,
+    endpoint: naming.HeadEndpoint,
 ) -> None:
     env: list[dict[str, Any]] = container.setdefault("env", [])
+    port = endpoint.port
     if not head:
-        _add_env(env, {"name": "FQ_RAY_IP", "value": fqdn}, if_absent=False)
-        _add_env(env, {"name": "RAY_IP", "value": service}, if_absent=False)
+        _add_env(env, {"name": "FQ_RAY_IP", "value": endpoint.fqdn}, if_absent=False)
+        _add_env(env, {"name": "RAY_IP", "value": endpoint.service}, if_absent=False)
     _add_env(env, _field_env("RAY_CLUSTER_NAME", f"metadata.labels['{L.RAY_CLUSTER}']"), if_absent=False)
     _add_env(env, _field_env("RAY_CLUSTER_NAMESPACE", "metadata.namespace"), if_absent=False)
     _add_env(env, _field_env("RAY_CLOUD_INSTANCE_ID", "metadata.name"), if_absent=False)
     _add_env(env, _field_env("RAY_NODE_TYPE_NAME", f"metadata.labels['{L.GROUP}']"), if_absent=False)
     _add_env(env, {"name": "KUBERAY_GEN_RAY_START_CMD", "value": start_cmd}, if_absent=False)
     _add_env(env, {"name": "RAY_PORT", "value": str(port)})
-    _add_env(env, {"name": "RAY_ADDRESS", "value": f"127.0.0.1:{port}" if head else f"{fqdn}:{port}"})
+    _add_env(env, {"name": "RAY_ADDRESS", "value": f"127.0.0.1:{port}" if head else endpoint.address})
     _add_env(env, {"name": "RAY_USAGE_STATS_KUBERAY_IN_USE", "value": "1"})
     if head:
         tags = f"kuberay_version=rayscale-{__version__};kuberay_crd=RayCluster"
@@ -159,7 +159,7 @@ def _autoscaler_env(container: dict[str, Any], version: str | None, autoscaling:
 def _add_metrics_port(container: dict[str, Any]) -> None:
     ports = container.setdefault("ports", [])
     if not any(p.get("name") == "metrics" for p in ports):
-        ports.append({"name": "metrics", "containerPort": raystart.METRICS_PORT, "protocol": "TCP"})
+        ports.append({"name": "metrics", "containerPort": naming.METRICS_PORT, "protocol": "TCP"})
 
 
 def _wait_gcs_ready(container: Mapping[str, Any], address: str) -> dict[str, Any]:
@@ -216,16 +216,14 @@ def _build(
         raise ValueError("pod template has no containers")
     ray = containers[0]
     template_ray = copy.deepcopy(ray)  # what wait-gcs-ready copies: the template's Ray container
-    port = raystart.head_port(spec.head_group_spec.ray_start_params)
-    service = names.head_service_name(meta.name, spec.head_group_spec.head_service)
-    fqdn = names.fqdn(service, meta.namespace)
+    endpoint = head_endpoint(meta, spec)
     params = raystart.start_params(
         user_params=group.ray_start_params,
         group_resources=group.resources,
         group_labels=group.labels,
         container=ray,
         is_head=head,
-        head_address=f"{fqdn}:{port}",
+        head_address=endpoint.address,
         autoscaling=spec.autoscaling,
     )
     if head:
@@ -236,11 +234,11 @@ def _build(
     # In KubeRay's order: the init container (a copy of the template's Ray container), the
     # autoscaler's switch, GCS fault tolerance, token auth; then the variables every pod gets.
     if not head and switches.init_container_injection():
-        pod_spec.setdefault("initContainers", []).append(_wait_gcs_ready(template_ray, f"{fqdn}:{port}"))
+        pod_spec.setdefault("initContainers", []).append(_wait_gcs_ready(template_ray, endpoint.address))
     with_sidecar = head and sidecar_autoscaler and spec.autoscaling
     if with_sidecar:
         # Ray's own autoscaler beside Ray, as KubeRay runs it (rayscale --mode controller).
-        pod_spec["serviceAccountName"] = names.check_name(sidecar.service_account_name(meta, spec))
+        pod_spec["serviceAccountName"] = naming.check_name(sidecar.service_account_name(meta, spec))
         containers.append(sidecar.container(meta, spec, ray.get("image")))
         if sidecar.v2(spec):
             _add_env(ray.setdefault("env", []), {"name": "RAY_enable_autoscaler_v2", "value": "true"})
@@ -248,7 +246,7 @@ def _build(
         _autoscaler_env(ray, version, spec.autoscaling)
     gcsft.configure(ray, annotations, head=head, meta=meta, spec=spec, params=params)
     tokenauth.configure(pod_spec, meta.name, spec.auth_options)
-    _ray_env(ray, head=head, start_cmd=start_cmd, port=port, fqdn=fqdn, service=service)
+    _ray_env(ray, head=head, start_cmd=start_cmd, endpoint=endpoint)
     _rewrite_command(ray, start_cmd, meta.annotations)
     _add_metrics_port(ray)
     _add_shared_memory(pod_spec, ray, params)
@@ -260,8 +258,8 @@ def _build(
         pod_spec["restartPolicy"] = "Never"
     for init in pod_spec.get("initContainers", []):
         env = init.setdefault("env", [])
-        _add_env(env, {"name": "FQ_RAY_IP", "value": fqdn})
-        _add_env(env, {"name": "RAY_IP", "value": service})
+        _add_env(env, {"name": "FQ_RAY_IP", "value": endpoint.fqdn})
+        _add_env(env, {"name": "RAY_IP", "value": endpoint.service})
 
     labels = _merge_labels(
         _base_labels(meta, head=head, group=group_name), tmeta.get("labels"), group.labels, extra_labels
@@ -271,9 +269,9 @@ def _build(
     if head:
         annotations[L.KUBERAY_VERSION_ANNOTATION] = upgrade.OPERATOR_VERSION
         annotations[upgrade.HASH_ANNOTATION] = upgrade.spec_hash(spec)
-        generate_name = names.head_pod_generate_name(meta.name)
+        generate_name = naming.head_pod_generate_name(meta.name)
     else:
-        generate_name = names.worker_pod_generate_name(meta.name, group_name)
+        generate_name = naming.worker_pod_generate_name(meta.name, group_name)
     # Like KubeRay, keep the template's metadata (finalizers included) but not its name.
     pod_meta = {k: v for k, v in tmeta.items() if k not in ("name", "generateName", "namespace")}
     if head and switches.deterministic_head_pod_name():

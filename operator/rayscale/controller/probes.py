@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from rayscale.controller import raystart
+from rayscale.cluster.naming import DASHBOARD_AGENT_PORT, DASHBOARD_PORT
 
 HTTP_PROBES_SINCE = (2, 53, 0)
 
@@ -20,12 +20,12 @@ def version_at_least(version: str | None, minimum: tuple[int, int, int]) -> bool
 
 
 def _handler(*, head: bool, ray_version: str | None, params: Mapping[str, str]) -> dict[str, Any]:
-    agent = params.get("dashboard-agent-listen-port", str(raystart.DASHBOARD_AGENT_PORT))
+    agent = params.get("dashboard-agent-listen-port", str(DASHBOARD_AGENT_PORT))
     if version_at_least(ray_version, HTTP_PROBES_SINCE):
         return {"httpGet": {"path": "/api/healthz", "port": int(agent)}}
     cmd = f"wget --tries 1 -T 2 -q -O- http://localhost:{agent}/api/local_raylet_healthz | grep success"
     if head:
-        dashboard = params.get("dashboard-port", "8265")
+        dashboard = params.get("dashboard-port", str(DASHBOARD_PORT))
         cmd += f" && wget --tries 1 -T 10 -q -O- http://localhost:{dashboard}/api/gcs_healthz | grep success"
     return {"exec": {"command": ["bash", "-c", cmd]}}
 

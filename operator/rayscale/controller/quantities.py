@@ -6,16 +6,12 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from rayscale.resources import QuantityError, is_gpu_key, parse_quantity
+from rayscale.resources import QuantityError, parse_quantity
 
 _BINARY = [("Ei", 6), ("Pi", 5), ("Ti", 4), ("Gi", 3), ("Mi", 2), ("Ki", 1)]
 _DECIMAL = [
     ("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3), ("", 0), ("m", -3), ("u", -6), ("n", -9)
 ]  # fmt: skip
-
-
-def is_gpu_resource(name: str) -> bool:
-    return is_gpu_key(name)
 
 
 def container_resources(container: Mapping[str, Any]) -> dict[str, Decimal]:

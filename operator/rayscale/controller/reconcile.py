@@ -15,7 +15,8 @@ import logging
 from collections.abc import Callable, Sequence
 
 from rayscale.api.raycluster import KUBERAY_MANAGER, RayClusterSpec
-from rayscale.controller import ingress, names, redis_cleanup, services, sidecar, tokenauth, upgrade
+from rayscale.cluster import ft, naming
+from rayscale.controller import ingress, redis_cleanup, services, sidecar, tokenauth, upgrade
 from rayscale.controller import labels as L
 from rayscale.controller import pods as podspec
 from rayscale.controller.expectations import ScaleExpectations
@@ -107,7 +108,7 @@ def _plan_cluster(
     if isinstance(parsed, Invalid):
         return _invalid_plan(snapshot, parsed), parsed
     spec = parsed
-    if redis_cleanup.enabled(spec, meta.annotations) and redis_cleanup.FINALIZER not in meta.finalizers:
+    if ft.redis_cleanup_enabled(spec, meta.annotations) and redis_cleanup.FINALIZER not in meta.finalizers:
         # As KubeRay: nothing is created before the finalizer that cleans Redis up is in place.
         plan.add_finalizer = redis_cleanup.FINALIZER
         plan.requeue(ERROR_REQUEUE)
@@ -130,7 +131,7 @@ def _plan_cluster(
             plan.requeue(ERROR_REQUEUE)
         elif serve["metadata"]["name"] not in existing:
             plan.services.append(serve)
-    headless = names.headless_worker_service_name(meta.name)
+    headless = naming.headless_worker_service_name(meta.name)
     if services.needs_headless_service(spec) and headless not in existing:
         plan.services.append(services.headless_worker_service(meta))
 

@@ -15,22 +15,20 @@ Pure: the controller's runner does the calls.
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from rayscale.api.raycluster import RayClusterSpec
-from rayscale.controller import gcsft, names, switches
+from rayscale.cluster import ft, naming
 from rayscale.controller import labels as L
 from rayscale.controller import pods as podspec
+from rayscale.controller import switches
 from rayscale.controller.snapshot import ClusterMeta
 
-__all__ = ["FINALIZER", "deletion_timed_out", "enabled", "job_finished", "job_manifest", "job_name"]
+__all__ = ["FINALIZER", "deletion_timed_out", "job_finished", "job_manifest", "job_name"]
 
 FINALIZER = "ray.io/gcs-ft-redis-cleanup-finalizer"
-TIMEOUT_ANNOTATION = "ray.io/gcs-ft-deletion-timeout"
-DEFAULT_TIMEOUT_SECONDS = 300
 NODE_TYPE = "redis-cleanup"
 Manifest = dict[str, Any]
 
@@ -51,13 +49,8 @@ _SCRIPT = (
 )
 
 
-def enabled(spec: RayClusterSpec, annotations: Mapping[str, str]) -> bool:
-    off = os.environ.get("ENABLE_GCS_FT_REDIS_CLEANUP", "").lower() == "false"
-    return not off and gcsft.enabled(spec, annotations)
-
-
 def job_name(cluster: str) -> str:
-    return names.trim_front(f"{cluster}-redis-cleanup")
+    return naming.trim_front(f"{cluster}-redis-cleanup")
 
 
 def job_manifest(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest:
@@ -117,6 +110,4 @@ def job_finished(job: Mapping[str, Any]) -> str | None:
 
 
 def deletion_timed_out(meta: ClusterMeta, deleted_at: datetime, now: datetime) -> bool:
-    raw = meta.annotations.get(TIMEOUT_ANNOTATION, "")
-    timeout = int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_TIMEOUT_SECONDS
-    return (now - deleted_at).total_seconds() >= timeout
+    return (now - deleted_at).total_seconds() >= ft.deletion_timeout_seconds(meta.annotations)

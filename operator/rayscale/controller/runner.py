@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import functools
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -82,7 +81,6 @@ class RayClusterController:
             sidecar_autoscaler=config.sidecar_autoscaler,
             max_pods=config.max_pods,
         )
-        self.last_resync = time.monotonic()
 
     def mark(self, key: ClusterKey) -> None:
         self.queue.mark(key)
@@ -95,7 +93,6 @@ class RayClusterController:
             await asyncio.sleep(self.config.resync_seconds)
             for key in self.source.cluster_keys():
                 self.queue.mark(key)
-            self.last_resync = time.monotonic()
 
     async def reconcile(self, key: ClusterKey) -> float | Failed | None:
         """One reconcile; a failed API call makes it `Failed`, and the queue backs the cluster off."""

@@ -6,13 +6,13 @@ import copy
 from typing import Any
 
 from rayscale.api.raycluster import RayClusterSpec
+from rayscale.cluster import naming
 from rayscale.controller import labels as L
-from rayscale.controller import names, raystart, switches
+from rayscale.controller import switches
 from rayscale.controller.snapshot import ClusterMeta
 
 Manifest = dict[str, Any]
 SERVE_ANNOTATION = "ray.io/enable-serve-service"
-DEFAULT_PORTS = {"client": 10001, "gcs-server": 6379, "dashboard": 8265, "metrics": 8080, "serve": 8000}
 
 
 def head_service_labels(meta: ClusterMeta, spec: RayClusterSpec) -> dict[str, str]:
@@ -20,7 +20,7 @@ def head_service_labels(meta: ClusterMeta, spec: RayClusterSpec) -> dict[str, st
     return {
         L.RAY_CLUSTER: meta.name,
         L.NODE_TYPE: L.HEAD,
-        L.IDENTIFIER: names.head_identifier(meta.name),
+        L.IDENTIFIER: naming.head_identifier(meta.name),
         L.APP_NAME: template_labels.get(L.APP_NAME, L.APP_NAME_VALUE),
         L.CREATED_BY: L.CREATED_BY_VALUE,
     }
@@ -37,7 +37,7 @@ def head_service(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest:
     base: dict[str, Any] = copy.deepcopy(head.head_service) if head.head_service else {}
     smeta = base.setdefault("metadata", {})
     sspec = base.setdefault("spec", {})
-    smeta["name"] = names.head_service_name(meta.name, head.head_service)
+    smeta["name"] = naming.head_service_name(meta.name, head.head_service)
     smeta["namespace"] = meta.namespace
     smeta["labels"] = {**(smeta.get("labels") or {}), **labels}
     annotations = {**(smeta.get("annotations") or {}), **(spec.head_service_annotations or {})}
@@ -61,11 +61,11 @@ def port_map(spec: RayClusterSpec) -> dict[str, int]:
     declared = containers[0].get("ports") or []
     ports: dict[str, int] = {}
     if not declared:
-        ports = dict(DEFAULT_PORTS)
+        ports = dict(naming.DEFAULT_HEAD_SERVICE_PORTS)
     for p in declared:
         port = int(p.get("containerPort", 0))
         ports[p.get("name") or f"{port}-port"] = port
-    ports.setdefault("metrics", raystart.METRICS_PORT)
+    ports.setdefault("metrics", naming.METRICS_PORT)
     return ports
 
 
@@ -91,7 +91,7 @@ def serve_service(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest | str:
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": names.serve_service_name(meta.name),
+            "name": naming.serve_service_name(meta.name),
             "namespace": meta.namespace,
             "labels": {
                 L.ORIGINATED_FROM_CR_NAME: meta.name,
@@ -115,7 +115,7 @@ def headless_worker_service(meta: ClusterMeta) -> Manifest:
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": names.headless_worker_service_name(meta.name),
+            "name": naming.headless_worker_service_name(meta.name),
             "namespace": meta.namespace,
             "labels": {L.HEADLESS_WORKER_SVC: meta.name, L.RAY_CLUSTER: meta.name},
             "ownerReferences": [meta.owner_reference()],

@@ -14,8 +14,9 @@ import copy
 from typing import Any
 
 from rayscale.api.raycluster import RayClusterSpec
+from rayscale.cluster import naming
 from rayscale.controller import labels as L
-from rayscale.controller import names, switches, tokenauth
+from rayscale.controller import switches, tokenauth
 from rayscale.controller.snapshot import ClusterMeta
 
 __all__ = ["CONTAINER", "LOG_MOUNT", "LOG_VOLUME", "container", "rbac", "service_account_name", "v2"]
@@ -87,7 +88,7 @@ def rbac(meta: ClusterMeta, spec: RayClusterSpec) -> list[Manifest]:
     labels = {L.RAY_CLUSTER: meta.name, L.APP_NAME: L.APP_NAME_VALUE, L.CREATED_BY: L.CREATED_BY_VALUE}
 
     def obj(api: str, kind: str, name: str, **rest: Any) -> Manifest:
-        metadata = {"name": names.check_name(name), "namespace": meta.namespace, "labels": dict(labels)}
+        metadata = {"name": naming.check_name(name), "namespace": meta.namespace, "labels": dict(labels)}
         return {
             "apiVersion": api,
             "kind": kind,
@@ -105,8 +106,8 @@ def rbac(meta: ClusterMeta, spec: RayClusterSpec) -> list[Manifest]:
         {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "patch"]},
     ]
     out.append(obj("rbac.authorization.k8s.io/v1", "Role", meta.name, rules=rules))
-    subject = {"kind": "ServiceAccount", "name": names.check_name(account), "namespace": meta.namespace}
-    role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": names.check_name(meta.name)}
+    subject = {"kind": "ServiceAccount", "name": naming.check_name(account), "namespace": meta.namespace}
+    role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": naming.check_name(meta.name)}
     out.append(
         obj("rbac.authorization.k8s.io/v1", "RoleBinding", meta.name, subjects=[subject], roleRef=role_ref)
     )

@@ -9,14 +9,10 @@ from decimal import Decimal
 from typing import Any
 
 from rayscale.api.raycluster import MAX_INT32, RayClusterSpec
+from rayscale.cluster import naming
+from rayscale.cluster.accelerators import TPU_RESOURCE, is_gpu_key
 from rayscale.controller import labels as L
-from rayscale.controller import names
-from rayscale.controller.quantities import (
-    format_quantity,
-    is_gpu_resource,
-    template_resources,
-    uses_binary_suffix,
-)
+from rayscale.controller.quantities import format_quantity, template_resources, uses_binary_suffix
 from rayscale.controller.snapshot import (
     ClusterMeta,
     Obj,
@@ -100,12 +96,12 @@ def desired_resources(spec: RayClusterSpec) -> dict[str, str]:
             total[key] = total.get(key, Decimal(0)) + value * count
     # Like Go's Quantity.Add, the sum keeps the format of the first template declaring memory.
     binary = next((uses_binary_suffix(t, "memory") for t, _ in weighted if _has(t, "memory")), False)
-    gpu = sum((v for k, v in total.items() if is_gpu_resource(k)), Decimal(0))
+    gpu = sum((v for k, v in total.items() if is_gpu_key(k)), Decimal(0))
     return {
         "desiredCPU": format_quantity(total.get("cpu", Decimal(0))),
         "desiredMemory": format_quantity(total.get("memory", Decimal(0)), binary=binary),
         "desiredGPU": format_quantity(gpu),
-        "desiredTPU": format_quantity(total.get("google.com/tpu", Decimal(0))),
+        "desiredTPU": format_quantity(total.get(TPU_RESOURCE, Decimal(0))),
     }
 
 
@@ -128,7 +124,7 @@ def _head_service(meta: ClusterMeta, services: Sequence[Obj]) -> Obj | None:
         if (
             labels.get(L.RAY_CLUSTER) == meta.name
             and labels.get(L.NODE_TYPE) == L.HEAD
-            and labels.get(L.IDENTIFIER) == names.head_identifier(meta.name)
+            and labels.get(L.IDENTIFIER) == naming.head_identifier(meta.name)
         ):
             return svc
     return None

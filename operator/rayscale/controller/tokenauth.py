@@ -7,7 +7,8 @@ account token mounted read-only. Variables and mounts the template already has a
 
 The Secret is ``authOptions.secretName`` when set (the user's), else one named after the
 cluster that the controller creates once with a random token, owned by the RayCluster so it
-goes with it. With Kubernetes token auth there is no Secret.
+goes with it (`rayscale.cluster.naming.auth_token_secret_name`, which the autoscaler reads the
+token from too). With Kubernetes token auth there is no Secret.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayscale.api.raycluster import AuthOptions
+from rayscale.cluster import naming
 from rayscale.controller import labels as L
-from rayscale.controller import names
 from rayscale.controller.snapshot import ClusterMeta
 
 __all__ = [
@@ -29,11 +30,9 @@ __all__ = [
     "needs_secret",
     "new_token",
     "secret_manifest",
-    "secret_name",
 ]
 
 Manifest = dict[str, Any]
-TOKEN_KEY = "auth_token"
 TOKEN_VOLUME = "ray-token"
 TOKEN_MOUNT_PATH = "/var/run/secrets/ray.io/serviceaccount"
 WAIT_GCS_READY = "wait-gcs-ready"
@@ -47,11 +46,8 @@ def _k8s(auth: AuthOptions | None) -> bool:
     return auth is not None and bool(auth.enable_k8s_token_auth)
 
 
-def secret_name(cluster: str, auth: AuthOptions | None) -> str:
-    """The Secret holding the token: ``authOptions.secretName``, else the cluster's own."""
-    if auth is not None and auth.secret_name:
-        return auth.secret_name
-    return names.check_name(cluster)
+def _secret_name(cluster: str, auth: AuthOptions | None) -> str:
+    return naming.auth_token_secret_name(cluster, auth.secret_name if auth is not None else None)
 
 
 def _has_env(container: Mapping[str, Any], name: str) -> bool:
@@ -70,7 +66,7 @@ def configure_container(container: dict[str, Any], cluster: str, auth: AuthOptio
         if not any(m.get("name") == TOKEN_VOLUME for m in mounts):
             mounts.append({"name": TOKEN_VOLUME, "mountPath": TOKEN_MOUNT_PATH, "readOnly": True})
     elif not _has_env(container, "RAY_AUTH_TOKEN"):
-        ref = {"name": secret_name(cluster, auth), "key": TOKEN_KEY}
+        ref = {"name": _secret_name(cluster, auth), "key": naming.AUTH_TOKEN_KEY}
         env.append({"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": ref}})
 
 
@@ -101,12 +97,12 @@ def secret_manifest(meta: ClusterMeta, auth: AuthOptions | None, token: str = ""
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
-            "name": secret_name(meta.name, auth),
+            "name": _secret_name(meta.name, auth),
             "namespace": meta.namespace,
             "labels": {L.RAY_CLUSTER: meta.name},
             "ownerReferences": [meta.owner_reference()],
         },
-        "stringData": {TOKEN_KEY: token},
+        "stringData": {naming.AUTH_TOKEN_KEY: token},
     }
 
 

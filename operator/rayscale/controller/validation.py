@@ -14,15 +14,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
-from rayscale.controller import fields, gcsft
+from rayscale.cluster import ft, host
+from rayscale.cluster.naming import is_dns1035_label
+from rayscale.controller import fields
 from rayscale.controller import labels as L
 from rayscale.controller.limits import DEFAULT_MAX_PODS, pods_problem
-from rayscale.controller.names import is_dns1035_label
 from rayscale.controller.probes import version_at_least
 from rayscale.controller.snapshot import ClusterMeta
 
 MAX_CLUSTER_NAME = 53
-RESOURCE_PARAMS = ("num-cpus", "num-gpus", "memory", "resources")
+#: rayStartParams a group's ``resources`` map replaces (`rayscale.cluster.host`).
+RESOURCE_PARAMS = (*host.AMOUNT_PARAMS.values(), host.RESOURCES_PARAM)
 _QUALIFIED = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
@@ -65,7 +67,7 @@ def _group_checks(
         for key in RESOURCE_PARAMS:
             if key in (params or {}):
                 return f"{path}.rayStartParams.{key}: not allowed with {path}.resources (use only one)"
-    if "labels" in (params or {}):
+    if host.LABELS_PARAM in (params or {}):
         return f"{path}.rayStartParams.labels: not allowed (use {path}.labels)"
     for key, value in (labels or {}).items():
         if len(key.rsplit("/", 1)[-1]) > 63 or not _QUALIFIED.match(key):
@@ -141,10 +143,10 @@ def _unimplemented(spec: RayClusterSpec) -> str | None:
         ("spec.historyServerOptions", spec.history_server_options),
         ("spec.headGroupSpec.ingressOptions", spec.head_group_spec.ingress_options),
     ]
-    ft = spec.gcs_fault_tolerance_options
-    if ft is not None:
-        fields.append(("spec.gcsFaultToleranceOptions.storage", ft.storage))
-        if ft.backend == "rocksdb":
+    options = spec.gcs_fault_tolerance_options
+    if options is not None:
+        fields.append(("spec.gcsFaultToleranceOptions.storage", options.storage))
+        if options.backend == "rocksdb":
             return "spec.gcsFaultToleranceOptions.backend: rocksdb is not implemented (use redis)"
     for path, value in fields:
         if value is not None:
@@ -188,11 +190,9 @@ def validate_spec(meta: ClusterMeta, spec: RayClusterSpec, *, max_pods: int = DE
             return f"{path}.priority: requires autoscaler v2 and rayVersion >= 2.56.0"
     if problem := pods_problem(spec.workers, max_pods):
         return problem
-    ft_annotation = "ray.io/ft-enabled" in meta.annotations
-    if ft_annotation and spec.gcs_fault_tolerance_options is not None:
+    if ft.FT_ENABLED_ANNOTATION in meta.annotations and spec.gcs_fault_tolerance_options is not None:
         return "spec.gcsFaultToleranceOptions: not allowed together with annotation ray.io/ft-enabled"
-    ft = gcsft.enabled(spec, meta.annotations)
-    if not ft and _env(head.template, "RAY_REDIS_ADDRESS") is not None:
+    if not ft.enabled(spec, meta.annotations) and _env(head.template, "RAY_REDIS_ADDRESS") is not None:
         return "spec.headGroupSpec.template: env RAY_REDIS_ADDRESS requires GCS fault tolerance"
     if spec.gcs_fault_tolerance_options is not None:
         if "redis-password" in (head.ray_start_params or {}):
@@ -202,9 +202,9 @@ def validate_spec(meta: ClusterMeta, spec: RayClusterSpec, *, max_pods: int = DE
         for env in ("REDIS_PASSWORD", "RAY_REDIS_ADDRESS"):
             if _env(head.template, env) is not None:
                 return f"spec.headGroupSpec.template: env {env} not allowed with gcsFaultToleranceOptions"
-        if meta.annotations.get(gcsft.STORAGE_NS_ANNOTATION):
+        if meta.annotations.get(ft.STORAGE_NS_ANNOTATION):
             return (
-                f"metadata.annotations.{gcsft.STORAGE_NS_ANNOTATION}: not allowed with"
+                f"metadata.annotations.{ft.STORAGE_NS_ANNOTATION}: not allowed with"
                 " gcsFaultToleranceOptions (use gcsFaultToleranceOptions.externalStorageNamespace)"
             )
     if "redis-username" in (head.ray_start_params or {}) or _env(head.template, "REDIS_USERNAME") is not None:

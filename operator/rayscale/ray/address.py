@@ -1,11 +1,10 @@
-"""Where a RayCluster's GCS listens, and where its auth token lives.
+"""Where rayscale dials a RayCluster's GCS, and where its auth token lives.
 
 Input is the RayCluster as a plain mapping (the object kopf or the API hands over, camelCase
-keys). The GCS is on the head's ``gcs-server`` port behind the head Service:
-``<head-svc>.<namespace>.svc.<cluster domain>:<port>``, where the Service is
-``<cluster>-head-svc`` unless ``headGroupSpec.headService.metadata.name`` names it, the port is
-the head's ``rayStartParams.port`` (default 6379) and the domain is ``$CLUSTER_DOMAIN`` (default
-``cluster.local``).
+keys). The GCS is the one behind the cluster's own head Service, at the address its workers are
+given (`rayscale.cluster.naming.dialled_head_endpoint`:
+``<head-svc>.<namespace>.svc.<cluster domain>:<port>``); the token is in the Secret the
+controller creates or mounts (`rayscale.cluster.naming.auth_token_secret_name`).
 
 The annotation ``rayscale.io/gcs-address`` (``host:port``) names another address, for an operator
 running outside the cluster and for tests. rayscale sends the cluster's Ray auth token to whatever
@@ -17,38 +16,34 @@ Otherwise rayscale dials the head Service anyway and says the annotation was ign
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rayscale.cluster.naming import (
+    AUTH_TOKEN_KEY,
+    AddressError,
+    auth_token_secret_name,
+    dialled_head_endpoint,
+    raycluster_name,
+)
+
 __all__ = [
-    "DEFAULT_GCS_PORT",
     "GCS_ADDRESS_ANNOTATION",
     "OVERRIDE_FLAG",
-    "TOKEN_SECRET_KEY",
     "AddressError",
     "GcsTarget",
     "SecretKeyRef",
     "auth_token_secret",
-    "gcs_port",
     "gcs_target",
-    "head_gcs_address",
-    "head_service_name",
     "parse_address",
 ]
 
 GCS_ADDRESS_ANNOTATION = "rayscale.io/gcs-address"
 OVERRIDE_FLAG = "--allow-gcs-address-override"  # the `rayscale run` flag that lets the annotation count
-DEFAULT_GCS_PORT = 6379
-TOKEN_SECRET_KEY = "auth_token"  # the key KubeRay stores the token under
 
 _HOST = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)$")
-
-
-class AddressError(ValueError):
-    """A GCS address (annotation or port) that cannot be used."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,19 +52,11 @@ class SecretKeyRef:
 
     namespace: str
     name: str
-    key: str = TOKEN_SECRET_KEY
+    key: str = AUTH_TOKEN_KEY
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def _meta(raycluster: Mapping[str, Any]) -> tuple[str, str]:
-    meta = _mapping(raycluster.get("metadata"))
-    name, namespace = meta.get("name"), meta.get("namespace")
-    if not name or not namespace:
-        raise AddressError("the RayCluster has no metadata.name or metadata.namespace")
-    return str(name), str(namespace)
 
 
 def parse_address(value: str) -> tuple[str, int]:
@@ -78,32 +65,6 @@ def parse_address(value: str) -> tuple[str, int]:
     if not sep or not _HOST.match(host) or not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise AddressError(f"not a host:port address: {value!r}")
     return host, int(port_text)
-
-
-def head_service_name(raycluster: Mapping[str, Any]) -> str:
-    name, _ = _meta(raycluster)
-    head = _mapping(_mapping(raycluster.get("spec")).get("headGroupSpec"))
-    override = _mapping(_mapping(head.get("headService")).get("metadata")).get("name")
-    return str(override) if override else f"{name}-head-svc"
-
-
-def gcs_port(raycluster: Mapping[str, Any]) -> int:
-    """The head's ``rayStartParams.port`` (a string in the CRD), else 6379."""
-    head = _mapping(_mapping(raycluster.get("spec")).get("headGroupSpec"))
-    port = _mapping(head.get("rayStartParams")).get("port")
-    if port is None or port == "":
-        return DEFAULT_GCS_PORT
-    text = str(port).strip()
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise AddressError(f"headGroupSpec.rayStartParams.port is not a port: {port!r}")
-    return int(text)
-
-
-def head_gcs_address(raycluster: Mapping[str, Any]) -> str:
-    """``<head-svc>.<namespace>.svc.<domain>:<port>``: the GCS behind the cluster's own head Service."""
-    _, namespace = _meta(raycluster)
-    domain = os.environ.get("CLUSTER_DOMAIN", "cluster.local")
-    return f"{head_service_name(raycluster)}.{namespace}.svc.{domain}:{gcs_port(raycluster)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,14 +98,14 @@ def gcs_target(raycluster: Mapping[str, Any], *, allow_override: bool) -> GcsTar
         host, port = parse_address(value)
         address = f"{host}:{port}"
         return GcsTarget(address, _other(raycluster, address, value), override_allowed=True)
-    head = head_gcs_address(raycluster)
+    head = dialled_head_endpoint(raycluster).address
     return GcsTarget(head, _other(raycluster, value, value) if value else None)
 
 
 def _other(raycluster: Mapping[str, Any], address: str, value: str) -> str | None:
     """`value` when `address` is not the head Service's GCS address (compared case-insensitively)."""
     try:
-        head = head_gcs_address(raycluster)
+        head = dialled_head_endpoint(raycluster).address
     except AddressError:
         return value
     return None if address.lower() == head.lower() else value
@@ -153,11 +114,13 @@ def _other(raycluster: Mapping[str, Any], address: str, value: str) -> str | Non
 def auth_token_secret(raycluster: Mapping[str, Any]) -> SecretKeyRef | None:
     """Where the token is when ``spec.authOptions.mode`` is ``token``; None when auth is off.
 
-    KubeRay keeps it in the Secret ``authOptions.secretName``, else one named after the cluster,
-    under the key ``auth_token``; Ray's clients send it as ``authorization: Bearer <token>``.
+    KubeRay keeps it in the Secret ``authOptions.secretName``, else one named after the cluster
+    (the one rayscale's controller creates), under the key ``auth_token``; Ray's clients send it as
+    ``authorization: Bearer <token>``.
     """
     auth = _mapping(_mapping(raycluster.get("spec")).get("authOptions"))
     if auth.get("mode") != "token":
         return None
-    name, namespace = _meta(raycluster)
-    return SecretKeyRef(namespace=namespace, name=str(auth.get("secretName") or name))
+    name, namespace = raycluster_name(raycluster)
+    secret = auth.get("secretName")
+    return SecretKeyRef(namespace, auth_token_secret_name(name, str(secret) if secret else None))

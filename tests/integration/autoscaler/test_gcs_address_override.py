@@ -38,7 +38,7 @@ NAME = "raycluster-basic"
 HEAD_GCS = "{name}-head-svc.{namespace}.svc.cluster.local:6379"
 
 
-class Listener(grpc.GenericRpcHandler):
+class Listener(grpc.GenericRpcHandler):  # type: ignore[misc]  # grpc has no type stubs: its classes are Any
     """A gRPC server that records (method, authorization metadata) of every call it receives; it
     answers GetClusterResourceState as a GCS with a running head would."""
 

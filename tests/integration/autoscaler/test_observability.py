@@ -162,7 +162,7 @@ async def _status_and_events(kube: Kube, observed: Observed) -> None:
     )  # fmt: skip
 
     async def unmet() -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = ((await kube.get(NAME)).get("status") or {}).get("autoscaler", {})
+        found: dict[str, Any] = ((await kube.get(NAME)).get("status") or {}).get("autoscaler", {})
         return list(found.get("unmetDemand") or [])
 
     (entry,) = await eventually(unmet, timeout=60, message="unmet demand in status.autoscaler")

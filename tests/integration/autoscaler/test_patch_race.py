@@ -30,6 +30,8 @@ from kubernetes_asyncio import client
 
 from rayscale.autoscaler import loop
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
+from rayscale.autoscaler.patch import build_patch
+from rayscale.controller.retry import Failed
 from rayscale.kube import ops
 from tests.integration.autoscaler.test_resource_requests import NAME, RRR, cpu_and_gpu_cluster, request
 from tests.integration.controller.conftest import Operator
@@ -208,7 +210,7 @@ def cpu_request(count: int) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Round:
     stale_version: str  # the resourceVersion the autoscaler planned on first
-    after: float | None  # what the round returned (seconds to the next one)
+    after: float | Failed | None  # what the round returned (seconds to the next one)
     groups: Groups  # as the API server has them after the round
 
 
@@ -261,7 +263,7 @@ async def test_without_the_test_op_the_edit_is_lost(
     api: client.ApiClient, namespace: str, crds: None, race: Race, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The control: the same round with the resourceVersion test stripped from the patch."""
-    build = loop.build_patch
+    build = build_patch  # the loop's, which the test replaces
 
     def untested(*args: Any) -> list[dict[str, Any]] | None:
         patch = build(*args)

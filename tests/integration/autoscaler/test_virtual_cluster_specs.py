@@ -73,6 +73,7 @@ async def test_valid_and_invalid_virtual_clusters(kube: Kube, autoscaling_operat
         found = await _get(kube, name)
         status: dict[str, Any] = (found or {}).get("status") or {}
         assert status.get("phase") == "Invalid", status
+        cond: dict[str, Any]
         [cond] = [c for c in status["conditions"] if c["type"] == "SpecValid"]
         assert (cond["status"], cond["reason"]) == ("False", "InvalidSpec")
         assert cond["message"].startswith(field), cond
@@ -101,7 +102,11 @@ async def test_valid_and_invalid_virtual_clusters(kube: Kube, autoscaling_operat
     # Deleting a VC that holds no node is not held up, valid or not.
     for name in ("no-group", "team"):
         await kube.objects.delete_namespaced_custom_object(*RVC[:2], kube.ns, RVC[2], name)
-        await eventually(lambda n=name: _gone(kube, n), timeout=60, message=f"{name} deleted")
+
+        async def gone(name: str = name) -> bool:
+            return await _gone(kube, name)
+
+        await eventually(gone, timeout=60, message=f"{name} deleted")
 
 
 async def _gone(kube: Kube, name: str) -> bool:

@@ -84,7 +84,7 @@ async def test_controller_converges_to_exactly_its_workers_after_api_faults(
     await kube.set_group(NAME, 0, "maxReplicas", 99)
 
     async def reconciled() -> bool:
-        return (await kube.get(NAME)).get("status", {}).get("maxWorkerReplicas") == 99
+        return bool((await kube.get(NAME)).get("status", {}).get("maxWorkerReplicas") == 99)
 
     await eventually(reconciled, timeout=CONVERGE, message="maxWorkerReplicas 99 in the status")
     await exactly_workers(kube)
@@ -126,9 +126,10 @@ async def test_sigterm_stops_the_operator_after_an_event_post_saw_the_server_dis
     body["spec"]["workerGroupSpecs"][0]["replicas"] = 1
     await kube.create(body)
     await eventually(lambda: proxy.counts().get("event") == 1, timeout=60, message="an event post cut")
-    assert operator.proc is not None
-    os.killpg(operator.proc.pid, signal.SIGTERM)
-    await eventually(lambda: operator.proc.poll() is not None, timeout=20, message="exited after SIGTERM")
+    proc = operator.proc
+    assert proc is not None
+    os.killpg(proc.pid, signal.SIGTERM)
+    await eventually(lambda: proc.poll() is not None, timeout=20, message="exited after SIGTERM")
 
 
 async def test_events_are_still_posted_after_event_posts_saw_the_server_disconnect(

@@ -168,11 +168,12 @@ async def create(kube: Kube, kind: str, body: dict[str, Any]) -> dict[str, Any]:
 
 def pods_asked(spec: dict[str, Any]) -> int:
     """The pods a valid, not suspended RayCluster spec asks for: the head and every worker."""
-    return 1 + sum(
+    workers: int = sum(
         min(max(g.get("replicas", 0), g.get("minReplicas", 0)), g.get("maxReplicas", 2**31 - 1))
         * g.get("numOfHosts", 1)
         for g in spec.get("workerGroupSpecs") or []
     )
+    return 1 + workers
 
 
 async def owned(kube: Kube) -> dict[str, set[str]]:
@@ -233,7 +234,7 @@ async def apply_batch(kube: Kube, prefix: str, batch: Sequence[FuzzObject], tall
                     tally.refusals.append(f"{obj.describe()} -> {exc.status} {str(exc.body)[:300]}")
                     return None
                 raise AssertionError(
-                    f"{obj.describe()}: the API server answered {exc.status}: {exc.body}"
+                    f"{obj.describe()}: the API server answered {exc.status}: {exc.body!s}"
                 ) from exc
             except ValueError:  # not even JSON (NaN): the client refuses it, as the server would
                 tally.refused[obj.kind] += 1

@@ -171,7 +171,8 @@ def resource_request(name: str, cluster: str, bundles: list[dict[str, Any]]) -> 
     }
 
 
-BAD_REQUESTS = {
+# name -> (bundles, the reason it is refused with)
+BAD_REQUESTS: dict[str, tuple[list[dict[str, Any]], str]] = {
     "huge-memory": ([{"resources": {"memory": "1e999999"}}],
                     f"spec.bundles[0].resources.memory: '1e999999' {OUT_OF_RANGE}"),
     "over-the-cap": ([{"resources": {"CPU": 1}}, {"resources": {"CPU": "1e19"}}],
@@ -207,9 +208,11 @@ async def test_bad_resource_requests_are_refused_and_the_cluster_keeps_scaling(
             return (got.get("phase"), got.get("reason"), got.get("message")) == expected
 
         await eventually(refused, timeout=30, message=f"{name} Unsatisfiable (InvalidBundles)")
-        (event,) = await eventually(
-            lambda name=name: warnings(kube, "InvalidBundles", name, kind="RayResourceRequest"), timeout=30
-        )
+
+        async def refused_event(name: str = name) -> list[Any]:
+            return await warnings(kube, "InvalidBundles", name, kind="RayResourceRequest")
+
+        (event,) = await eventually(refused_event, timeout=30)
         assert event.message == expected[2]
     await eventually(lambda: kube.running_workers("auto", 2), timeout=PROMPTLY, message="2 workers for good")
 

@@ -196,7 +196,7 @@ async def test_scaling_down_with_finalizers_deletes_exactly_one(kube: Kube, oper
         await kube.set_group("raycluster-basic", 0, "maxReplicas", 6)
 
         async def reconciled() -> bool:
-            return (await kube.get("raycluster-basic")).get("status", {}).get("maxWorkerReplicas") == 6
+            return bool((await kube.get("raycluster-basic")).get("status", {}).get("maxWorkerReplicas") == 6)
 
         await eventually(reconciled, timeout=30, message="status after maxReplicas 6")
         pods = await kube.workers("raycluster-basic")
@@ -330,7 +330,7 @@ async def test_restart_during_scale_up_creates_no_extra_pods(kube: Kube, operato
     await kube.set_group("raycluster-basic", 0, "maxReplicas", 99)
 
     async def reconciled() -> bool:
-        return (await kube.get("raycluster-basic")).get("status", {}).get("maxWorkerReplicas") == 99
+        return bool((await kube.get("raycluster-basic")).get("status", {}).get("maxWorkerReplicas") == 99)
 
     await eventually(reconciled, timeout=30)
     assert len(await kube.workers("raycluster-basic")) == 40

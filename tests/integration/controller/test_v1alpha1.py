@@ -80,6 +80,6 @@ async def test_v1alpha1_requires_ray_start_params_as_in_kuberay(
     with pytest.raises(client.ApiException) as refused:
         await objects.create_namespaced_custom_object(GROUP, "v1alpha1", namespace, PLURAL, body)
     assert refused.value.status == 422
-    assert "spec.headGroupSpec.rayStartParams: Required value" in refused.value.body
+    assert "spec.headGroupSpec.rayStartParams: Required value" in str(refused.value.body)
     body["apiVersion"] = "ray.io/v1"  # optional in v1
     await objects.create_namespaced_custom_object(GROUP, "v1", namespace, PLURAL, body)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from rayscale.autoscaler.scheduling.model import Group, LabelConstraint, Selector
 from rayscale.autoscaler.scheduling.space import Space, Vec, fits, nonzero
+from rayscale.cluster.accelerators import is_tpu_slice_head_resource
 
-HEAD_SUFFIX = "-head"
 HEAD_GROUP = -1  # the group index pools use for the head node
 GROUP_LABELS = -1  # label set id: the host carries its group's labels
 
@@ -55,9 +55,7 @@ def host_capacities(space: Space, group: Group) -> tuple[Vec, ...]:
     first = space.capacity(group.resources)
     if group.num_of_hosts <= 1:
         return (first,)
-    rest = space.capacity(
-        {k: v for k, v in group.resources.items() if not (k.startswith("TPU-") and k.endswith(HEAD_SUFFIX))}
-    )
+    rest = space.capacity({k: v for k, v in group.resources.items() if not is_tpu_slice_head_resource(k)})
     return (first,) + (rest,) * (group.num_of_hosts - 1)
 
 

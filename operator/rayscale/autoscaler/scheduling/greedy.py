@@ -35,9 +35,9 @@ from rayscale.autoscaler.scheduling.catalog import GROUP_LABELS, Catalog, Shape
 from rayscale.autoscaler.scheduling.fleet import NEW, Fleet
 from rayscale.autoscaler.scheduling.model import UnmetReason
 from rayscale.autoscaler.scheduling.space import Vec, fit_count, sub
+from rayscale.cluster.accelerators import GPU
 
 DEMAND, CONSTRAINT = 0, 1  # what a host's free resources are counted against
-GPU = "GPU"
 
 Score = tuple[int, bool, int, float, float]
 Fill = list[tuple[int, int]]  # (run index, units) one host takes
