@@ -8,7 +8,8 @@ PY := $(VENV)/bin/python
 CLUSTER_DIR ?= e2e/.cluster
 # node pool sizes for cluster-up, e.g. SCALE="gpu=4 tpu=8"
 SCALE ?=
-LOCALK8S := $(PY) e2e/localk8s/localk8s.py
+# the local control plane's launcher (hack/localk8s/; standard library only)
+LOCALK8S := hack.localk8s
 
 .PHONY: help
 help: ## list the targets
@@ -24,14 +25,15 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed ## create .venv with rayscale and its dev tools
 
 # the Python that ruff checks and formats (tools/: its Python files only)
-PY_SOURCES := operator tests e2e bench tools
+PY_SOURCES := operator tests e2e bench hack tools
 
 .PHONY: lint
-lint: install ## ruff, mypy --strict (operator, tests, e2e, bench) and vulture (dead code)
+lint: install ## ruff, mypy --strict (operator, tests, e2e, bench, hack), vulture (dead code) and lint-imports (the layers)
 	$(VENV)/bin/ruff check $(PY_SOURCES)
 	$(VENV)/bin/ruff format --check $(PY_SOURCES)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/vulture
+	$(VENV)/bin/lint-imports
 
 .PHONY: fmt
 fmt: install ## format the code
@@ -99,7 +101,7 @@ chaos: install cluster-build ## the fault suite: control-plane and Ray faults wh
 		apt-get install -y -q redis-server >/dev/null; } || \
 		echo "chaos: no redis-server (apt-get install redis-server): the GCS fault tolerance test is skipped"
 	status=0; \
-	PYTHONPATH=.:e2e/localk8s:operator $(PY) -m e2e.chaos.controlplane || status=1; \
+	$(PY) -m e2e.chaos.controlplane || status=1; \
 	$(PY) -m pytest e2e/chaos -q -m chaos || status=1; \
 	$(PY) -m e2e.chaos.results --write-docs || status=1; \
 	exit $$status
@@ -110,7 +112,7 @@ SOAK_CLUSTERS ?= 20
 
 .PHONY: soak
 soak: install cluster-build ## a bounded long run off CI (SOAK_MINUTES=30, SOAK_CLUSTERS=20): edits, suspends, deletes and control-plane faults at random, invariants, RSS and fds checked; figures into docs/reliability.md
-	PYTHONPATH=.:e2e/localk8s:operator $(PY) -m e2e.chaos.soak --minutes $(SOAK_MINUTES) --clusters $(SOAK_CLUSTERS) --write-docs
+	$(PY) -m e2e.chaos.soak --minutes $(SOAK_MINUTES) --clusters $(SOAK_CLUSTERS) --write-docs
 
 .PHONY: e2e-smoke
 e2e-smoke: install cluster-build browser ## the end-to-end scenarios `make test` runs
@@ -121,15 +123,15 @@ test: check differential kuberay-diff integration ## everything CI runs
 
 .PHONY: cluster-build
 cluster-build: ## build (or reuse) the control-plane binaries in ~/.cache/rayscale
-	@e2e/localk8s/build.sh >/dev/null
+	@hack/localk8s/build.sh >/dev/null
 
 .PHONY: cluster-up
 cluster-up: install cluster-build ## start the local control plane (etcd, apiserver, scheduler, controller-manager, kwok)
-	@$(LOCALK8S) up --dir $(CLUSTER_DIR) $(foreach s,$(SCALE),--scale $(s))
+	@$(PY) -m $(LOCALK8S) up --dir $(CLUSTER_DIR) $(foreach s,$(SCALE),--scale $(s))
 
 .PHONY: cluster-down
 cluster-down: ## stop the local control plane and remove its state
-	@$(PYTHON) e2e/localk8s/localk8s.py down --dir $(CLUSTER_DIR)
+	@$(PYTHON) -m $(LOCALK8S) down --dir $(CLUSTER_DIR)
 
 .PHONY: demo
 demo: install cluster-build ## local cluster (unless $KUBECONFIG answers), rayscale, a real Ray program: a RayCluster growing and shrinking (about 1 min)

@@ -35,6 +35,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from hack.localk8s import testcluster
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import ApiException
 
@@ -48,7 +49,6 @@ from bench.operator_scale import (
     kube_apis,
     measure,
     raycluster,
-    testcluster,
 )
 
 RRR_GROUP, RRR_VERSION, RRR_PLURAL = "rayscale.io", "v1alpha1", "rayresourcerequests"
@@ -342,10 +342,10 @@ def render(results: dict[str, Any]) -> str:
         " `rayscale run --namespace NS` (default settings: controller and autoscaler; a round on every"
         " RayCluster, pod and RayResourceRequest event and at least every 5 s) on the local control"
         f" plane (Kubernetes {results['kubernetes']}, kube-scheduler and kwok fake nodes of"
-        " `e2e/nodes.yaml`). Each repetition uses a new autoscaling RayCluster (a head and one group of"
-        " 1-CPU Ray workers, 0 replicas) whose head is Running before the clock starts; it is deleted"
-        f" afterwards. Ray's GCS: *reachable* is a fake in the benchmark process that reports a Ray node"
-        " for each Running worker pod (as if Ray started the moment kwok runs the pod); *unreachable* is"
+        " `hack/localk8s/nodes.yaml`). Each repetition uses a new autoscaling RayCluster (a head and one"
+        " group of 1-CPU Ray workers, 0 replicas) whose head is Running before the clock starts; it is"
+        " deleted afterwards. Ray's GCS: *reachable* is a fake in the benchmark process that reports a Ray"
+        " node for each Running worker pod (as if Ray started the moment kwok runs the pod); *unreachable* is"
         " a closed port, so each round first spends a failed call and one retry (about 0.15 s), as in"
         " the integration tests."
         " Pods are Running when kwok says so (no containers run). Times are the"

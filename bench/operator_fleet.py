@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hack.localk8s import testcluster
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from bench.docs import add_output_options, finish, paragraphs, replace_section
@@ -44,7 +45,6 @@ from bench.operator_scale import (
     measure,
     operator,
     raycluster,
-    testcluster,
     warm_up,
 )
 

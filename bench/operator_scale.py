@@ -11,7 +11,7 @@ Two cases, each in a fresh namespace with its own `rayscale run --namespace NS` 
    every create call returned, until all 550 pods exist, and until all are Running.
 
 Every pod's Ray container asks for 100m CPU and 128Mi (200m CPU with its injected init container),
-so all fit the fake nodes of e2e/nodes.yaml. Pods are
+so all fit the fake nodes of hack/localk8s/nodes.yaml. Pods are
 followed by one watch per namespace (raw JSON events, resumed on expiry, re-listed on 410);
 each milestone is the first moment the watch shows it. Nothing sleeps a fixed time: every
 wait has a deadline. The operator is started before the clock runs and is known to be
@@ -20,7 +20,7 @@ Namespaces are deleted (while the operator still runs, so its finalizers are rem
 waited for; the operator gets SIGTERM, then SIGKILL, and also dies with this process.
 
 The cluster is $KUBECONFIG's, else `make cluster-up`'s, else a fresh local control plane that
-is stopped at the end (e2e/localk8s/testcluster.py). --write-docs rewrites the "Operator on
+is stopped at the end (hack/localk8s/testcluster.py). --write-docs rewrites the "Operator on
 the local control plane" section of docs/benchmarks.md, keeping every other section.
 """
 
@@ -44,14 +44,13 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from bench.docs import add_output_options, finish, paragraphs, replace_section
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "e2e" / "localk8s"))
-import testcluster as testcluster  # noqa: E402 (also for the other benchmarks, which import it from here)
 
 GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
 IMAGE = "rayproject/ray:2.60.0"
@@ -415,9 +414,9 @@ def render(r: dict[str, Any]) -> str:
     note = f" {r['note'].strip().rstrip('.')}." if r.get("note") else ""
     about = (
         "rayscale's controller (`rayscale run --namespace NS`, default settings: 16 clusters reconciled"
-        " in parallel) on the local control plane (`e2e/localk8s`: etcd, kube-apiserver, kube-scheduler,"
+        " in parallel) on the local control plane (`hack/localk8s`: etcd, kube-apiserver, kube-scheduler,"
         f" kube-controller-manager and kwok, Kubernetes {r['kubernetes']}) with the fake nodes of"
-        " `e2e/nodes.yaml` (four 16-CPU, two 32-CPU and four 240-CPU nodes)."
+        " `hack/localk8s/nodes.yaml` (four 16-CPU, two 32-CPU and four 240-CPU nodes)."
         " Every pod's Ray container asks for 100m CPU and 128Mi (the kube-scheduler counts 200m CPU:"
         " the injected wait-gcs-ready init container asks for that)."
         " Each case runs in a fresh namespace with its own operator, which is known to be watching"

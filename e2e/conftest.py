@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import testcluster
 from e2e.harness import NAME, PodClock, Scenario
 from e2e.raybridge.bridge import RayBridge
 from e2e.raybridge.driver import RayDriver
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 from tests.integration.autoscaler.conftest import autoscaling_operator
 from tests.integration.conftest import api, cluster, namespace

@@ -40,6 +40,7 @@ import yaml
 from e2e.raybridge import rayproc
 from e2e.raybridge.bridge import GCS_ANNOTATION, RayBridge, head_params
 from e2e.raybridge.driver import RayDriver
+from hack.localk8s import launcher
 from kubernetes_asyncio import client, config
 
 from rayscale.ray.client import GcsClient, GcsError
@@ -629,8 +630,6 @@ def next_steps(demo: Demo, *, local_dir: Path | None) -> None:
 def cluster_kubeconfig(bindir: Path, state_dir: Path) -> tuple[str, Path | None]:
     """$KUBECONFIG if its cluster answers, else the local control plane in `state_dir` (started if
     needed; it keeps running). Returns the kubeconfig and the local control plane's directory."""
-    from e2e.localk8s import localk8s
-
     kubeconfig = os.environ.get("KUBECONFIG", "")
     if kubeconfig and subprocess.run(
         [str(bindir / "kubectl"), "--request-timeout=5s", "get", "--raw", "/readyz"],
@@ -641,15 +640,13 @@ def cluster_kubeconfig(bindir: Path, state_dir: Path) -> tuple[str, Path | None]
     say("Bringing up the local control plane (etcd, kube-apiserver, scheduler, controller-manager, kwok)")
     note(f"in {state_dir}; it keeps running after the demo")
     with contextlib.redirect_stdout(sys.stderr):
-        code = localk8s.main(["up", "--dir", str(state_dir), "--bindir", str(bindir)])
+        code = launcher.main(["up", "--dir", str(state_dir), "--bindir", str(bindir)])
     if code != 0:
         raise DemoError("the local control plane did not start")
     return str(state_dir / "kubeconfig"), state_dir
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from e2e.localk8s import localk8s
-
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -665,7 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
     say("Building (first run only) or reusing the control-plane binaries and Helm")
-    bindir = Path(localk8s.build())
+    bindir = Path(launcher.build())
     helm = subprocess.run([str(ROOT / "e2e/tools/helm.sh")], check=True, stdout=subprocess.PIPE,
                           text=True).stdout.strip().splitlines()[-1]  # fmt: skip
     try:

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import testcluster
 from e2e.harness import NAME, RESULTS, Scenario, group, run_process
 from e2e.raybridge.rayproc import free_port
+from hack.localk8s import testcluster
 from tests.integration.autoscaler.conftest import AUTOSCALING_EXTRA
 from tests.integration.controller.conftest import ROOT, Operator, running
 from tests.integration.polling import eventually

@@ -24,8 +24,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-import testcluster
 from e2e.harness import NAME, Scenario, group, run_process
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 from tests.integration.autoscaler.conftest import AUTOSCALING_EXTRA
 from tests.integration.conftest import fresh_namespace

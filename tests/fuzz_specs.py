@@ -31,10 +31,10 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from rayscale.autoscaler.requests import bundle_problem
+from rayscale.cluster.validation import Invalid
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.reconcile import UNPLANNABLE, plan_cluster
 from rayscale.controller.snapshot import ClusterSnapshot
-from rayscale.controller.validation import Invalid
 from tests.invalid_specs import CASES, MAX_INT32
 
 Body = dict[str, Any]

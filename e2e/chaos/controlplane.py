@@ -44,10 +44,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
-import testcluster
 from e2e.chaos.faultproxy import FaultProxy, Rule
 from e2e.chaos.invariants import PodLedger, audit_events, leader_violations
 from e2e.chaos.results import Outcome
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client, config, watch
 from tests.integration.autoscaler.conftest import AUTOSCALING_EXTRA
 from tests.integration.controller.conftest import Operator

@@ -1,6 +1,6 @@
 """The soak part of the fault suite: a bounded long run, off CI (`make soak`).
 
-    PYTHONPATH=.:e2e/localk8s:operator .venv/bin/python -m e2e.chaos.soak --minutes 30 --clusters 20
+    .venv/bin/python -m e2e.chaos.soak --minutes 30 --clusters 20
     ... -m e2e.chaos.soak --minutes 4 --clusters 8 --faults 3          # a short run
     ... -m e2e.chaos.soak --write-docs                                  # and the figures into docs
 
@@ -62,7 +62,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import testcluster
 from e2e.chaos.controlplane import (
     BECAME,
     CONVERGE_SECONDS,
@@ -76,6 +75,7 @@ from e2e.chaos.controlplane import (
 )
 from e2e.chaos.faultproxy import FaultProxy
 from e2e.chaos.invariants import PID, ClusterLedger, PodLedger, audit_events, leader_violations
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client, config, watch
 from tests.integration.controller.conftest import Operator
 from tests.integration.controller.helpers import GROUP, PLURAL, VERSION

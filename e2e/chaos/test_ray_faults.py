@@ -47,13 +47,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import testcluster
 from e2e.chaos.rayledger import BusyTracker, RayLedger, feeding
 from e2e.chaos.results import Outcome
 from e2e.harness import NAME, RAY_JOIN, SCALE_UP, Scenario, group
 from e2e.raybridge import rayproc
 from e2e.raybridge.bridge import RayBridge
 from e2e.raybridge.driver import RayDriver
+from hack.localk8s import testcluster
 from tests.integration.polling import Timeout, eventually
 
 from rayscale.ray.model import ClusterState, NodeStatus

@@ -5,8 +5,8 @@
 #   e2e/kind/run-tests.sh --delete   delete the kind cluster afterwards
 #   other arguments go to pytest, e.g. -k smoke
 #
-# The fake CPU/GPU/TPU node pools of e2e/nodes.yaml are added as kwok nodes next to kind's
-# real node. kwok runs out of cluster (the binary built by e2e/localk8s/build.sh), so no
+# The fake CPU/GPU/TPU node pools of hack/localk8s/nodes.yaml are added as kwok nodes next to kind's
+# real node. kwok runs out of cluster (the binary built by hack/localk8s/build.sh), so no
 # extra image is pulled; it manages only nodes annotated kwok.x-k8s.io/node=fake.
 set -euo pipefail
 delete=false
@@ -25,7 +25,7 @@ docker info >/dev/null 2>&1 || { echo "no Docker engine: use the local control p
 if ! kind get clusters | grep -qx "$name"; then
   kind create cluster --config e2e/kind/kind-config.yaml --kubeconfig "$KUBECONFIG" --wait 120s
 fi
-bindir="$(e2e/localk8s/build.sh)"
+bindir="$(hack/localk8s/build.sh)"
 
 "$bindir/kwok" --kubeconfig "$KUBECONFIG" \
   --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
@@ -36,7 +36,7 @@ kwok_pid=$!
 trap 'kill "$kwok_pid" 2>/dev/null || true' EXIT
 
 make install >/dev/null
-.venv/bin/python e2e/localk8s/localk8s.py nodes | "$bindir/kubectl" apply -f -
+.venv/bin/python -m hack.localk8s nodes | "$bindir/kubectl" apply -f -
 "$bindir/kubectl" wait --for=condition=Ready node -l rayscale.io/node-pool --timeout=120s
 
 status=0

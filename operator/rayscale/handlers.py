@@ -1,5 +1,5 @@
-"""kopf wiring: indexes of RayClusters, their pods/services and RayResourceRequests, dirty marks,
-settings, probes.
+"""kopf wiring: indexes of RayClusters, their pods/services (slim copies: rayscale.common.pods) and
+RayResourceRequests, dirty marks, settings, probes.
 
 No decisions are made here: every event only marks its RayCluster dirty; the controller's
 work queue runs one level-based reconcile per cluster at a time (rayscale.controller.runner), and
@@ -19,8 +19,8 @@ from typing import Any
 import kopf
 
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
-from rayscale.controller import labels as L
-from rayscale.controller import upgrade
+from rayscale.common import labels as L
+from rayscale.common import pods
 from rayscale.controller.runner import ClusterKey, ControllerConfig, RayClusterController
 from rayscale.fence import WRITE_FENCE, Fenced
 from rayscale.kube.client import make_api_client
@@ -109,56 +109,6 @@ class IndexSource:
         return out
 
 
-def _slim(body: Mapping[str, Any], spec_keys: tuple[str, ...]) -> dict[str, Any]:
-    meta = body.get("metadata") or {}
-    spec = body.get("spec") or {}
-    return {
-        "metadata": {k: meta[k] for k in (
-            "name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp", "resourceVersion"
-        ) if k in meta},
-        "spec": {k: spec[k] for k in spec_keys if k in spec},
-        "status": dict(body.get("status") or {}),
-    }  # fmt: skip
-
-
-# The pod annotations rayscale reads: what the head was built from (upgradeStrategy Recreate).
-POD_ANNOTATIONS = (upgrade.HASH_ANNOTATION, L.KUBERAY_VERSION_ANNOTATION)
-
-# The pod conditions rayscale reads, and their keys: Ready (the head's status), PodScheduled (the
-# autoscaler's provisioning and boot clocks, and what a pending pod waits for in Ray's report).
-_POD_CONDITIONS = {
-    "Ready": ("type", "status", "reason", "message"),
-    "PodScheduled": ("type", "status", "reason", "lastTransitionTime"),
-}
-
-
-def slim_pod_status(status: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod status fields rayscale reads: phase, IP, the Ready and PodScheduled conditions, the
-    containers' states.
-
-    A kwok or kubelet pod status was two thirds of an indexed pod's memory (6.6 of 10 KB); this
-    keeps about a fifth of it.
-    """
-    out: dict[str, Any] = {k: status[k] for k in ("phase", "podIP", "reason", "message") if status.get(k)}
-    out["conditions"] = [
-        {k: c[k] for k in _POD_CONDITIONS[c["type"]] if k in c}
-        for c in status.get("conditions") or []
-        if c.get("type") in _POD_CONDITIONS
-    ]
-    out["containerStatuses"] = [
-        {
-            "name": cs.get("name"),
-            "state": {
-                kind: {k: v[k] for k in ("reason", "exitCode") if k in v}
-                for kind, v in (cs.get("state") or {}).items()
-                if isinstance(v, Mapping)
-            },
-        }
-        for cs in status.get("containerStatuses") or []
-    ]
-    return out
-
-
 @kopf.on.startup(registry=registry)
 async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     runtime: Runtime = memo.runtime
@@ -239,13 +189,7 @@ async def rayclusters_by_name(namespace: str | None, name: str, body: kopf.Body,
 async def ray_pods_by_group(
     namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
 ) -> dict[Any, Any]:
-    pod = _slim(body, ("restartPolicy", "containers"))
-    kept = {k: v for k, v in (body.metadata.annotations or {}).items() if k in POD_ANNOTATIONS}
-    if kept:
-        pod["metadata"]["annotations"] = kept
-    # Container names only: the first is Ray's; an "autoscaler" one is Ray's autoscaler sidecar.
-    pod["spec"]["containers"] = [{"name": c.get("name")} for c in pod["spec"].get("containers", [])]
-    pod["status"] = slim_pod_status(pod["status"])
+    pod = pods.slim_pod(body)
     cluster, ns = labels[L.RAY_CLUSTER], namespace or ""
     return {(ns, cluster, labels.get(L.GROUP, "")): pod, (ns, cluster, ALL): pod}
 
@@ -254,7 +198,7 @@ async def ray_pods_by_group(
 async def ray_services_by_cluster(
     namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
 ) -> dict[Any, Any]:
-    return {(namespace or "", labels[L.RAY_CLUSTER]): _slim(body, ("clusterIP", "ports", "type"))}
+    return {(namespace or "", labels[L.RAY_CLUSTER]): pods.slim(body, ("clusterIP", "ports", "type"))}
 
 
 @kopf.index(*RAYRESOURCEREQUESTS, registry=registry)

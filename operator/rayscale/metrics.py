@@ -31,10 +31,9 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
 
-from rayscale.api.raycluster import KUBERAY_MANAGER
-from rayscale.controller.labels import ORIGINATED_FROM_CRD
-from rayscale.controller.snapshot import parse_time
-from rayscale.controller.status import PROVISIONED
+from rayscale.api.raycluster import KUBERAY_MANAGER, PROVISIONED
+from rayscale.common.labels import ORIGINATED_FROM_CRD
+from rayscale.common.timefmt import parse_time
 
 __all__ = ["RESULTS", "Metrics", "QueueMetrics", "process_registry", "serve"]
 

@@ -2,7 +2,7 @@
 
 `cluster` is $KUBECONFIG's cluster when it answers, else the local control plane of
 `make cluster-up`, else a fresh one started here and stopped at the end (also when
-tests fail or the run is interrupted). See e2e/localk8s/testcluster.py.
+tests fail or the run is interrupted). See hack/localk8s/testcluster.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-import testcluster
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client, config
 
 from tests.integration.polling import eventually

@@ -22,7 +22,7 @@ import copy
 from typing import Any
 
 import pytest
-import testcluster
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
 from tests.integration.autoscaler.conftest import AUTOSCALING_EXTRA

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hack.localk8s import launcher
+from hack.localk8s.testcluster import ClusterHandle
 from kubernetes_asyncio import client
-from testcluster import ClusterHandle
 
-import localk8s
 from tests.integration.controller.helpers import Kube, example, names
 from tests.integration.polling import eventually
 
@@ -174,7 +174,7 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
              "--metrics-port", "0", "--status-port", "0", "--resync-seconds", "5", "--leader-elect",
              "--leader-election-namespace", release.namespace, "--leader-election-id", release.lease],
             env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=localk8s.set_parent_death_signal,
+            preexec_fn=launcher.set_parent_death_signal,
         )  # fmt: skip
     kube = Kube(api, namespace)
     try:

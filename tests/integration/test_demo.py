@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from e2e import demo
-from testcluster import ClusterHandle
+from hack.localk8s.testcluster import ClusterHandle
 
 pytestmark = [
     pytest.mark.timeout(480),

@@ -11,8 +11,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-import testcluster
 from e2e.chaos.faultproxy import FaultProxy, Rule
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from testcluster import ClusterHandle
+from hack.localk8s.testcluster import ClusterHandle
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "rayscale"

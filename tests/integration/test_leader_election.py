@@ -18,8 +18,8 @@ from typing import Any
 
 import aiohttp
 import pytest
+from hack.localk8s.testcluster import ClusterHandle
 from kubernetes_asyncio import client
-from testcluster import ClusterHandle
 
 from tests.integration.autoscaler.watching import watched
 from tests.integration.controller.conftest import Operator, raycluster_crd  # noqa: F401 (fixture)

@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from testcluster import ClusterHandle
+from hack.localk8s import launcher
+from hack.localk8s.testcluster import ClusterHandle
 
-import localk8s
-
-LAUNCHER = Path(localk8s.__file__).resolve()
+LAUNCHER = Path(launcher.__file__).resolve()
 SMALL = ["--scale", "cpu=1", "--scale", "gpu=1", "--scale", "tpu=0"]
 
 
@@ -101,7 +100,7 @@ def test_up_reuses_a_running_cluster_and_down_stops_exactly_its_processes(
     assert first.stdout.strip() == f"export KUBECONFIG={state_dir / 'kubeconfig'}"
     state = json.loads((state_dir / "state.json").read_text())
     pids = [int(state["supervisor"]), *component_pids(state)]
-    assert all(localk8s.pid_alive(p) for p in pids)
+    assert all(launcher.pid_alive(p) for p in pids)
 
     second = subprocess.run(up, capture_output=True, text=True, timeout=60, check=False)
     assert second.returncode == 0, second.stderr
@@ -116,7 +115,7 @@ def test_up_reuses_a_running_cluster_and_down_stops_exactly_its_processes(
         check=False,
     )
     assert down.returncode == 0, down.stderr
-    wait_until(lambda: not any(localk8s.pid_alive(p) for p in pids), 30, "all processes gone")
+    wait_until(lambda: not any(launcher.pid_alive(p) for p in pids), 30, "all processes gone")
     assert not state_dir.exists()
 
 
@@ -146,10 +145,10 @@ def test_killing_the_test_process_stops_the_whole_control_plane(
         wait_until(lambda: (state_dir / "ready").exists(), 300, "control plane ready")
         state = json.loads((state_dir / "state.json").read_text())
         pids = [int(state["supervisor"]), *component_pids(state)]
-        assert all(localk8s.pid_alive(p) for p in pids)
+        assert all(launcher.pid_alive(p) for p in pids)
         parent.send_signal(signal.SIGKILL)
         parent.wait()
-        wait_until(lambda: not any(localk8s.pid_alive(p) for p in pids), 60, "all processes gone")
+        wait_until(lambda: not any(launcher.pid_alive(p) for p in pids), 60, "all processes gone")
         wait_until(lambda: not state_dir.exists(), 30, "state directory removed")
     finally:
         if parent.poll() is None:

@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import testcluster
 import yaml
+from hack.localk8s import launcher, testcluster
 from kubernetes_asyncio import client
 
-import localk8s
 from tests.integration.controller.conftest import Operator, raycluster_crd
 from tests.integration.controller.helpers import Kube
 from tests.integration.polling import eventually
@@ -91,7 +90,7 @@ class KubeRayOperator(Operator):
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=localk8s.set_parent_death_signal,
+                preexec_fn=launcher.set_parent_death_signal,
             )
 
 

@@ -29,7 +29,7 @@ from e2e.raybridge import rayproc
 from rayscale.autoscaler.ray_report import LaunchFailure, autoscaling_state, next_version
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.snapshot import build_snapshot
-from rayscale.controller import labels as L
+from rayscale.common import labels as L
 from rayscale.ray.client import GcsClient
 from rayscale.ray.model import AutoscalingState, ClusterState, ResourceRequest
 from tests.integration.polling import eventually

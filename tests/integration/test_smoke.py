@@ -7,9 +7,9 @@ plane, or kind with the same kwok node pools), so every later test can trust it.
 from __future__ import annotations
 
 import pytest
+from hack.localk8s.testcluster import ClusterHandle
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
-from testcluster import ClusterHandle
 
 from tests.integration.polling import eventually
 

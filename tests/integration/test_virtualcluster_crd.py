@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import testcluster
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 

@@ -25,12 +25,14 @@ from typing import Any
 
 from rayscale.api.crd import object_schema
 from rayscale.api.registry import RAYCLUSTER
+from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.naming import AUTH_TOKEN_KEY
+from rayscale.cluster.validation import Invalid
 from rayscale.controller import tokenauth
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import Plan
 from rayscale.controller.reconcile import PlannerOptions, plan_cluster
-from rayscale.controller.snapshot import ClusterMeta, ClusterSnapshot
+from rayscale.controller.snapshot import ClusterSnapshot
 from rayscale.controller.status import (
     ReconcileError,
     compute_status,
@@ -38,7 +40,6 @@ from rayscale.controller.status import (
     status_changed,
     status_patch,
 )
-from rayscale.controller.validation import Invalid
 
 MAX_ROUNDS = 8  # as the oracle
 # KubeRay's environment switches (the oracle clears them too); rayscale honours the ones it

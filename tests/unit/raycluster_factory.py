@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from rayscale.controller import labels as L
+from rayscale.common import labels as L
 
 
 def container(name: str = "ray", cpu: str = "1", memory: str = "2Gi", **limits: str) -> dict[str, Any]:

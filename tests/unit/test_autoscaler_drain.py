@@ -8,7 +8,8 @@ from typing import Any
 
 from raycluster_factory import cluster, group, pod
 
-from rayscale.autoscaler.drain import DrainUnit, drain_plan, drain_units, still_draining, without
+from rayscale.autoscaler.drain import DrainUnit, drain_plan, still_draining, without
+from rayscale.autoscaler.draining import drain_units
 from rayscale.autoscaler.scheduling.model import (
     Decision,
     Group,

@@ -16,7 +16,7 @@ from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.autoscaler.scenario import parse_scenario
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.trust import SETTLE_SECONDS
-from rayscale.controller.retry import Failed
+from rayscale.common.retry import Failed
 from rayscale.kube import ops
 from rayscale.ray import model as ray
 from rayscale.ray.client import GcsCallError, GcsUnavailable

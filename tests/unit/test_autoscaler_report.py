@@ -11,7 +11,7 @@ from raycluster_factory import group, pod
 from test_autoscaler_loop import KEY, Api, Events, FakeGcs, Source, autoscaler, gpu_group, rc, rrr
 
 from rayscale.autoscaler.loop import Autoscaler
-from rayscale.controller import labels as L
+from rayscale.common import labels as L
 from rayscale.controller.status import status_patch
 from rayscale.ray import model as ray
 

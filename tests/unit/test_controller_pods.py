@@ -9,9 +9,9 @@ from raycluster_factory import cluster, group
 
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster import ft
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.common import labels as L
 from rayscale.controller import ingress, pods, services, tokenauth
-from rayscale.controller import labels as L
-from rayscale.controller.snapshot import ClusterMeta
 
 FQDN = "rc-head-svc.ns.svc.cluster.local"
 

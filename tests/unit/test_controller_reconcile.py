@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from raycluster_factory import cluster, group, pod, with_status
 
+from rayscale.cluster.validation import Invalid
 from rayscale.controller import pods as podspec
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import Plan
 from rayscale.controller.reconcile import PlannerOptions, plan_cluster
 from rayscale.controller.snapshot import ClusterSnapshot
-from rayscale.controller.validation import Invalid
 
 
 def _plan(body: dict[str, Any], pods: list[dict[str, Any]], services: list[str] | None = None,
@@ -91,9 +91,9 @@ def test_stuck_terminating_pod_is_not_counted() -> None:
 
 def _head_built_from(body: dict[str, Any], **annotations: str) -> dict[str, Any]:
     """The head pod as rayscale built it from `body`, with its annotations (overridable)."""
+    from rayscale.cluster.meta import ClusterMeta
+    from rayscale.cluster.validation import parse_and_validate
     from rayscale.controller import pods as podspec
-    from rayscale.controller.snapshot import ClusterMeta
-    from rayscale.controller.validation import parse_and_validate
 
     spec = parse_and_validate(ClusterMeta.from_body(body), body["spec"])
     built = podspec.head_pod(ClusterMeta.from_body(body), spec)  # type: ignore[arg-type]

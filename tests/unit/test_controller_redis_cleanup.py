@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 from raycluster_factory import cluster, group
 
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.cluster.validation import parse_and_validate
 from rayscale.controller import redis_cleanup
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.reconcile import plan_cluster
-from rayscale.controller.snapshot import ClusterMeta, ClusterSnapshot
-from rayscale.controller.validation import parse_and_validate
+from rayscale.controller.snapshot import ClusterSnapshot
 
 OPTIONS = {"redisAddress": "redis:6379", "redisUsername": {"value": "ray"}}
 

@@ -17,11 +17,11 @@ import yaml
 from raycluster_factory import cluster, group
 
 from rayscale.autoscaler.snapshot import build_snapshot
+from rayscale.cluster.validation import Invalid
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.reconcile import UNPLANNABLE, plan_cluster
 from rayscale.controller.snapshot import ClusterSnapshot
 from rayscale.controller.status import compute_status
-from rayscale.controller.validation import Invalid
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -9,8 +9,8 @@ import pytest
 from raycluster_factory import cluster, container, group, pod
 
 from rayscale.api.raycluster import RayClusterSpec
+from rayscale.cluster.meta import ClusterMeta
 from rayscale.controller.quantities import format_quantity
-from rayscale.controller.snapshot import ClusterMeta
 from rayscale.controller.status import (
     ReconcileError,
     compute_status,

@@ -8,9 +8,10 @@ import pytest
 from raycluster_factory import cluster, group, pod
 
 from rayscale.api.raycluster import RayClusterSpec
-from rayscale.controller import labels as L
-from rayscale.controller.snapshot import ClusterMeta
-from rayscale.controller.workers import GroupPlan, expected_replicas, plan_group
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.cluster.replicas import expected_replicas
+from rayscale.common import labels as L
+from rayscale.controller.workers import GroupPlan, plan_group
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
 GONE = "2026-01-01T00:03:00Z"

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from prometheus_client import generate_latest
 
-from rayscale.controller.queue import WorkQueue
+from rayscale.common.workqueue import WorkQueue
 from rayscale.metrics import Metrics, serve
 
 KEY = ("ns", "rc")

@@ -11,8 +11,8 @@ from raycluster_factory import cluster, group, pod
 from rayscale.autoscaler import snapshot as autoscaler_snapshot
 from rayscale.autoscaler.ray_report import pending_details
 from rayscale.autoscaler.scheduling.model import NodeState
-from rayscale.controller import snapshot
-from rayscale.handlers import slim_pod_status
+from rayscale.common import labels as L
+from rayscale.common import pods
 
 KUBELET_STATUS: dict[str, Any] = {
     "phase": "Running",
@@ -47,7 +47,7 @@ KUBELET_STATUS: dict[str, Any] = {
 
 
 def test_keeps_what_is_read_and_drops_the_rest() -> None:
-    slim = slim_pod_status(KUBELET_STATUS)
+    slim = pods.slim_pod_status(KUBELET_STATUS)
     assert slim == {
         "phase": "Running",
         "podIP": "10.244.0.3",
@@ -63,20 +63,45 @@ def test_the_slim_pod_answers_like_the_full_one() -> None:
     full = pod("w", restart_policy="Never")
     full["status"] = copy.deepcopy(KUBELET_STATUS)
     slim = copy.deepcopy(full)
-    slim["status"] = slim_pod_status(full["status"])
-    for check in (snapshot.is_running_and_ready, snapshot.is_running_ready_if_present, snapshot.is_unhealthy):
+    slim["status"] = pods.slim_pod_status(full["status"])
+    for check in (pods.is_running_and_ready, pods.is_running_ready_if_present, pods.is_unhealthy):
         assert check(slim) == check(full)
-    assert snapshot.is_unhealthy(slim)  # a dead Ray container with restartPolicy Never
-    ready = snapshot.condition(slim, "Ready")
+    assert pods.is_unhealthy(slim)  # a dead Ray container with restartPolicy Never
+    ready = pods.condition(slim, "Ready")
     assert ready is not None
     assert (ready["reason"], ready["message"]) == ("ContainersNotReady", "not ready")  # the head's status
+
+
+def test_the_indexed_copy_of_a_pod_keeps_what_both_halves_read() -> None:
+    full = pod("w", restart_policy="Never", index=3, replica="small-abcde", deleting="2026-01-01T00:01:00Z")
+    full["metadata"]["annotations"] = {
+        L.HASH_ANNOTATION: "h",
+        L.KUBERAY_VERSION_ANNOTATION: "v",
+        "kubectl.kubernetes.io/last-applied-configuration": "{}",
+    }
+    full["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    full["spec"]["containers"] = [{"name": "ray", "image": "rayproject/ray"}, {"name": "autoscaler"}]
+    full["spec"]["nodeName"] = "node-1"
+    full["status"] = copy.deepcopy(KUBELET_STATUS)
+    slim = pods.slim_pod(full)
+    assert slim["metadata"]["annotations"] == {L.HASH_ANNOTATION: "h", L.KUBERAY_VERSION_ANNOTATION: "v"}
+    assert "managedFields" not in slim["metadata"]
+    assert slim["spec"] == {"restartPolicy": "Never", "containers": [{"name": "ray"}, {"name": "autoscaler"}]}
+    assert slim["status"] == pods.slim_pod_status(KUBELET_STATUS)
+    accessors = (
+        pods.pod_name, pods.pod_labels, pods.pod_group, pods.is_head, pods.is_worker, pods.phase,
+        pods.deletion_time, pods.is_terminating, pods.creation_time, pods.is_running_and_ready,
+        pods.is_running_ready_if_present, pods.replica_index, pods.ray_container_name, pods.is_unhealthy,
+    )  # fmt: skip
+    for read in accessors:
+        assert read(slim) == read(full), read.__name__
 
 
 def test_the_autoscaler_ages_a_slim_scheduled_pod_from_when_it_was_scheduled() -> None:
     full = pod("w", "small", phase="Pending", ready=False, created="2025-12-31T23:00:00Z")
     full["status"] = {**copy.deepcopy(KUBELET_STATUS), "phase": "Pending"}
     slim = copy.deepcopy(full)
-    slim["status"] = slim_pod_status(full["status"])
+    slim["status"] = pods.slim_pod_status(full["status"])
     body = cluster(group("small", replicas=1), autoscaling=True)
     now = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
     nodes = [
@@ -87,5 +112,5 @@ def test_the_autoscaler_ages_a_slim_scheduled_pod_from_when_it_was_scheduled() -
     (node, _) = nodes
     assert (node.state, node.booting, node.pending_seconds) == (NodeState.PENDING, True, 600.0)
     unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3"}
-    waiting = slim_pod_status({"phase": "Pending", "conditions": [unschedulable]})
+    waiting = pods.slim_pod_status({"phase": "Pending", "conditions": [unschedulable]})
     assert pending_details(node, {"status": waiting}) == "pod pending: unschedulable"

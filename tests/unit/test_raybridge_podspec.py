@@ -11,8 +11,8 @@ from e2e.raybridge.bridge import head_params
 from raycluster_factory import cluster, container, group
 
 from rayscale.api.raycluster import RayClusterSpec
+from rayscale.cluster.meta import ClusterMeta
 from rayscale.controller import pods
-from rayscale.controller.snapshot import ClusterMeta
 
 
 def _generated(body: dict[str, Any], index: int = 0, name: str = "rc-g-worker-abcde") -> dict[str, Any]:

@@ -168,6 +168,15 @@ class RayClusterSpec(KubeModel):
         return bool(self.enable_in_tree_autoscaling)
 
 
+# The condition types of a RayCluster's status, as KubeRay names them.
+HEAD_POD_READY = "HeadPodReady"
+PROVISIONED = "RayClusterProvisioned"
+REPLICA_FAILURE = "ReplicaFailure"
+SUSPENDING = "RayClusterSuspending"
+SUSPENDED = "RayClusterSuspended"
+SPEC_VALID = "SpecValid"
+
+
 class Condition(KubeModel):
     """A standard metav1.Condition."""
 

@@ -25,7 +25,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from rayscale.controller.status import rfc3339
+from rayscale.common.timefmt import rfc3339
 
 __all__ = [
     "CLUSTER_STATE",

@@ -12,26 +12,25 @@ and later rounds ask the remaining hosts again; it is deleted once every host ac
 Only removals the patch will write are drained (the caller first drops the others; see
 patch.py's `writable`). Hosts that are draining, dead or without Ray, and removals for other
 causes, are removed without a drain. A running host whose Ray node cannot be named (the GCS is
-unreachable) cannot be asked: its replica stays.
+unreachable) cannot be asked: its replica stays. Asking is draining.py's (the I/O); this module
+is pure.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections import Counter
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rayscale.autoscaler.scheduling.model import Decision, NodeState, Removal, RemovalCause, Snapshot
-from rayscale.controller.snapshot import pod_name
+from rayscale.common.pods import pod_name
 from rayscale.ray import model as ray
 
-__all__ = ["DrainOutcome", "DrainUnit", "drain_plan", "drain_units", "still_draining", "without"]
+__all__ = ["DrainUnit", "drain_plan", "still_draining", "without"]
 
 DRAINED_FIRST = (RemovalCause.IDLE, RemovalCause.DRAINED)
-Ask = Callable[[str, str], Awaitable[bool]]  # (pod, Ray node id) -> accepted
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +39,6 @@ class DrainUnit:
 
     unit: str  # the replica name, or the pod name of a single-host group
     hosts: tuple[tuple[str, str | None], ...]  # (pod, Ray node id or None when unknown), in order
-
-
-@dataclass(frozen=True, slots=True)
-class DrainOutcome:
-    accepted: frozenset[str]  # pods whose node accepted (remember them as draining)
-    refused: frozenset[str]  # pods of the units that stay (a host refused or could not be asked)
 
 
 def _unit(removal: Removal) -> str:
@@ -73,31 +66,6 @@ def drain_plan(
         if ask:
             out.append(DrainUnit(unit, tuple(ask)))
     return tuple(out)
-
-
-async def _drain_one(unit: DrainUnit, ask: Ask) -> tuple[list[str], bool]:
-    """Ask the unit's hosts in order; (the pods that accepted, whether every host accepted)."""
-    if any(node_id is None for _, node_id in unit.hosts):
-        return [], False
-    accepted: list[str] = []
-    for pod, node_id in unit.hosts:
-        assert node_id is not None
-        if not await ask(pod, node_id):
-            return accepted, False
-        accepted.append(pod)
-    return accepted, True
-
-
-async def drain_units(units: Sequence[DrainUnit], ask: Ask) -> DrainOutcome:
-    """Drain the units (one after the other within a unit, the units side by side)."""
-    results = await asyncio.gather(*(_drain_one(u, ask) for u in units))
-    accepted: set[str] = set()
-    refused: set[str] = set()
-    for unit, (ok_hosts, whole) in zip(units, results, strict=True):
-        accepted.update(ok_hosts)
-        if not whole:
-            refused.update(pod for pod, _ in unit.hosts)
-    return DrainOutcome(frozenset(accepted), frozenset(refused))
 
 
 def still_draining(

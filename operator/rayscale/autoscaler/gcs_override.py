@@ -22,7 +22,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from rayscale.controller.status import rfc3339
+from rayscale.common.timefmt import rfc3339
 from rayscale.ray.address import GCS_ADDRESS_ANNOTATION, OVERRIDE_FLAG, GcsTarget
 
 __all__ = [

@@ -37,7 +37,7 @@ from rayscale.autoscaler.scheduling.model import (
     UnmetReason,
 )
 from rayscale.autoscaler.status import WHAT, WHY, shape_text
-from rayscale.controller.status import rfc3339
+from rayscale.common.timefmt import rfc3339
 
 __all__ = [
     "HISTORY_LIMIT",

@@ -50,8 +50,8 @@ from typing import Any
 from rayscale.autoscaler.ray_report import failure_reason
 from rayscale.autoscaler.scheduling.model import Node, NodeState, RemovalCause, Snapshot
 from rayscale.autoscaler.snapshot import is_unborn
-from rayscale.controller.snapshot import creation_time, is_unhealthy, parse_time, phase, pod_name
-from rayscale.controller.status import rfc3339
+from rayscale.common.pods import creation_time, is_unhealthy, phase, pod_name
+from rayscale.common.timefmt import parse_time, rfc3339
 from rayscale.ray import model as ray
 
 __all__ = [

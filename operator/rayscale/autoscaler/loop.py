@@ -59,7 +59,8 @@ from rayscale.autoscaler.compat import (
     compat_event,
     find_condition,
 )
-from rayscale.autoscaler.drain import DrainUnit, drain_plan, drain_units, still_draining, without
+from rayscale.autoscaler.drain import DrainUnit, drain_plan, still_draining, without
+from rayscale.autoscaler.draining import drain_units
 from rayscale.autoscaler.eligibility import OPT_IN_ANNOTATION, eligibility
 from rayscale.autoscaler.gcs_override import find_override, override_condition, override_event
 from rayscale.autoscaler.history import PERIODIC, DecisionHistory, decision_record
@@ -107,13 +108,14 @@ from rayscale.autoscaler.trust import (
 from rayscale.autoscaler.view import Observed, cluster_view, fleet_entry
 from rayscale.autoscaler.virtual.apply import VirtualClusters
 from rayscale.autoscaler.virtual.plan import plan as plan_with_vcs
-from rayscale.controller.apply import EventSink
-from rayscale.controller.limits import DEFAULT_MAX_PODS
-from rayscale.controller.queue import WorkQueue
-from rayscale.controller.retry import Failed, spec_version
-from rayscale.controller.snapshot import ClusterMeta, is_head, is_terminating, phase, pod_name
-from rayscale.controller.validation import Invalid, parse_and_validate
+from rayscale.cluster.limits import DEFAULT_MAX_PODS
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.cluster.validation import Invalid, parse_and_validate
+from rayscale.common.pods import is_head, is_terminating, phase, pod_name
+from rayscale.common.retry import Failed, spec_version
+from rayscale.common.workqueue import WorkQueue
 from rayscale.kube import ops
+from rayscale.kube.events import EventSink
 from rayscale.metrics import Metrics
 from rayscale.ray.address import AddressError, GcsTarget, auth_token_secret, gcs_target
 from rayscale.ray.client import GcsClient, GcsError
@@ -278,7 +280,7 @@ class Autoscaler:
 
     async def step(self, key: ClusterKey) -> float | Failed | None:
         """One round; a failed API call (the patch above all) makes it `Failed`, and the queue backs
-        the cluster off (retry.py) while other clusters keep their rounds."""
+        the cluster off (rayscale.common.retry) while other clusters keep their rounds."""
         try:
             return await self._step(key)
         except ops.KubeError as exc:

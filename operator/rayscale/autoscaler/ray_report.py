@@ -41,6 +41,7 @@ from rayscale.autoscaler.scheduling.model import (
     UnmetReason,
 )
 from rayscale.autoscaler.snapshot import is_unborn
+from rayscale.common.pods import condition
 from rayscale.ray import model as ray
 
 __all__ = [
@@ -159,14 +160,6 @@ def _seconds(when: datetime) -> int:
     return int(when.timestamp())
 
 
-def _condition(pod: Obj, kind: str) -> Obj | None:
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            found: Obj = cond
-            return found
-    return None
-
-
 def _waiting_reason(pod: Obj) -> str:
     """The first reason a container of `pod` gives for waiting (ContainerCreating, ImagePullBackOff...)."""
     status = pod.get("status") or {}
@@ -184,7 +177,7 @@ def pending_details(node: Node, pod: Obj | None) -> str:
     phase = str((pod.get("status") or {}).get("phase") or "Pending")
     if phase == "Running":
         return "pod running: waiting for its Ray node"
-    scheduled = _condition(pod, "PodScheduled")
+    scheduled = condition(pod, "PodScheduled")
     if scheduled is not None and scheduled.get("status") == "False":
         return f"pod {phase.lower()}: {str(scheduled.get('reason') or 'not scheduled').lower()}"
     waiting = _waiting_reason(pod)

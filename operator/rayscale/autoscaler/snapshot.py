@@ -44,21 +44,21 @@ from rayscale.autoscaler.scheduling.model import (
     NodeState,
     Snapshot,
 )
-from rayscale.controller import labels as L
-from rayscale.controller.limits import pods_problem
-from rayscale.controller.snapshot import (
+from rayscale.cluster.limits import pods_problem
+from rayscale.cluster.replicas import expected_replicas
+from rayscale.common import labels as L
+from rayscale.common.pods import (
     condition,
     creation_time,
     is_terminating,
     is_unhealthy,
     is_worker,
-    parse_time,
     phase,
     pod_group,
     pod_labels,
     pod_name,
 )
-from rayscale.controller.workers import expected_replicas
+from rayscale.common.timefmt import parse_time
 from rayscale.ray import model as ray
 
 __all__ = [

@@ -28,8 +28,7 @@ from rayscale.autoscaler.scheduling.model import (
     Unmet,
     UnmetReason,
 )
-from rayscale.controller.snapshot import parse_time
-from rayscale.controller.status import rfc3339
+from rayscale.common.timefmt import parse_time, rfc3339
 
 __all__ = [
     "REFRESH_SECONDS",

@@ -98,7 +98,7 @@ from rayscale.autoscaler.lifecycle import Lives, ReplicaLife, ReplicaState, stat
 from rayscale.autoscaler.scenario_write import amounts
 from rayscale.autoscaler.scheduling.model import Decision, Snapshot
 from rayscale.autoscaler.status import GcsHealth, unmet_by_reason
-from rayscale.controller.status import rfc3339
+from rayscale.common.timefmt import rfc3339
 from rayscale.ray import model as ray
 
 __all__ = ["MAX_PENDING", "Observed", "cluster_view", "fleet_entry"]

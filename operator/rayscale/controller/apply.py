@@ -6,28 +6,23 @@ import asyncio
 import copy
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from kubernetes_asyncio import client
 
+from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.naming import AUTH_TOKEN_KEY
 from rayscale.controller import tokenauth
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import CreatePod, DeletePod, Manifest, Step
-from rayscale.controller.snapshot import ClusterMeta
 from rayscale.controller.status import ReconcileError
 from rayscale.kube import ops
+from rayscale.kube.events import EventSink
 
 log = logging.getLogger(__name__)
 Creator = Callable[[client.ApiClient, str, Manifest], Awaitable[bool]]
 MAX_PARALLEL_CALLS = 16
 ALL_PODS = ("suspend", "upgrade")  # deletes of every pod: no scale expectations, as KubeRay
-
-
-class EventSink(Protocol):
-    def post(
-        self, obj: Mapping[str, Any], type_: str, reason: str, message: str, action: str = "Reconcile"
-    ) -> None: ...
 
 
 def _pod_word(kind: str) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC
 from typing import Any, Literal
 
-from rayscale.controller.snapshot import deletion_time
+from rayscale.common.pods import deletion_time
 
 GroupKey = tuple[str, str, str]  # (namespace, cluster, group); the head group is ""
 Action = Literal["create", "delete"]

@@ -10,12 +10,14 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from rayscale.cluster.validation import Invalid, parse_and_validate
+from rayscale.common.pods import is_head, is_terminating, pod_group, pod_name
 from rayscale.controller import redis_cleanup
-from rayscale.controller.apply import EventSink, PlanApplier
+from rayscale.controller.apply import PlanApplier
 from rayscale.controller.plan import DeletePod, Step
-from rayscale.controller.snapshot import ClusterSnapshot, is_head, is_terminating, pod_group, pod_name
-from rayscale.controller.validation import Invalid, parse_and_validate
+from rayscale.controller.snapshot import ClusterSnapshot
 from rayscale.kube import ops
+from rayscale.kube.events import EventSink
 
 log = logging.getLogger(__name__)
 POLL = 2.0  # seconds between looks at the cleanup Job

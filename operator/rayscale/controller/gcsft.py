@@ -18,7 +18,7 @@ from typing import Any
 
 from rayscale.api.raycluster import RayClusterSpec, RedisCredential
 from rayscale.cluster import ft
-from rayscale.controller.snapshot import ClusterMeta
+from rayscale.cluster.meta import ClusterMeta
 
 __all__ = ["configure", "start_params"]
 

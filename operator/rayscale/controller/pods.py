@@ -9,9 +9,9 @@ from typing import Any
 from rayscale import __version__
 from rayscale.api.raycluster import HeadGroupSpec, RayClusterSpec, WorkerGroupSpec
 from rayscale.cluster import naming
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.common import labels as L
 from rayscale.controller import gcsft, probes, raystart, sidecar, switches, tokenauth, upgrade
-from rayscale.controller import labels as L
-from rayscale.controller.snapshot import ClusterMeta
 
 Manifest = dict[str, Any]
 ULIMIT = "ulimit -n 65536"
@@ -268,7 +268,7 @@ def _build(
         annotations[L.OVERWRITE_CMD_ANNOTATION] = meta.annotations[L.OVERWRITE_CMD_ANNOTATION]
     if head:
         annotations[L.KUBERAY_VERSION_ANNOTATION] = upgrade.OPERATOR_VERSION
-        annotations[upgrade.HASH_ANNOTATION] = upgrade.spec_hash(spec)
+        annotations[L.HASH_ANNOTATION] = upgrade.spec_hash(spec)
         generate_name = naming.head_pod_generate_name(meta.name)
     else:
         generate_name = naming.worker_pod_generate_name(meta.name, group_name)

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from rayscale.cluster.naming import DASHBOARD_AGENT_PORT, DASHBOARD_PORT
+from rayscale.cluster.rayversion import version_at_least
 
 HTTP_PROBES_SINCE = (2, 53, 0)
-
-
-def version_at_least(version: str | None, minimum: tuple[int, int, int]) -> bool:
-    if not version:
-        return False
-    parts = [int(p) for p in re.findall(r"\d+", version)[:3]]
-    return tuple(parts + [0] * (3 - len(parts))) >= minimum
 
 
 def _handler(*, head: bool, ray_version: str | None, params: Mapping[str, str]) -> dict[str, Any]:

@@ -14,31 +14,34 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
-from rayscale.api.raycluster import KUBERAY_MANAGER, RayClusterSpec
+from rayscale.api.raycluster import (
+    KUBERAY_MANAGER,
+    PROVISIONED,
+    SPEC_VALID,
+    SUSPENDED,
+    SUSPENDING,
+    RayClusterSpec,
+)
 from rayscale.cluster import ft, naming
+from rayscale.cluster.limits import DEFAULT_MAX_PODS
+from rayscale.cluster.validation import Invalid, parse_and_validate
+from rayscale.common import labels as L
+from rayscale.common.pods import Obj, is_head, is_terminating, is_unhealthy, pod_group, pod_name
 from rayscale.controller import ingress, redis_cleanup, services, sidecar, tokenauth, upgrade
-from rayscale.controller import labels as L
 from rayscale.controller import pods as podspec
 from rayscale.controller.expectations import ScaleExpectations
-from rayscale.controller.limits import CREATES_PER_RECONCILE, DEFAULT_MAX_PODS
 from rayscale.controller.plan import CreatePod, DeletePod, EventSpec, Plan, Step
-from rayscale.controller.snapshot import (
-    ClusterSnapshot,
-    Obj,
-    is_head,
-    is_terminating,
-    is_unhealthy,
-    pod_group,
-    pod_name,
-)
-from rayscale.controller.status import PROVISIONED, SPEC_VALID, SUSPENDED, SUSPENDING
-from rayscale.controller.validation import Invalid, parse_and_validate
+from rayscale.controller.snapshot import ClusterSnapshot
 from rayscale.controller.workers import plan_group, random_suffix
 
 log = logging.getLogger(__name__)
 ERROR_REQUEUE = 2.0
 UNPLANNABLE = "spec: cannot be reconciled"  # how an unforeseen planning error is reported
 MAX_MESSAGE = 1000
+#: Worker pods one reconcile creates at most (Kubernetes' ReplicaSet controller's burst); the rest
+#: follow in the next reconciles, once the pods created are seen, so a cluster scaling by
+#: thousands never holds the operator for long.
+CREATES_PER_RECONCILE = 500
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,10 +21,10 @@ from typing import Any
 
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster import ft, naming
-from rayscale.controller import labels as L
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.common import labels as L
 from rayscale.controller import pods as podspec
 from rayscale.controller import switches
-from rayscale.controller.snapshot import ClusterMeta
 
 __all__ = ["FINALIZER", "deletion_timed_out", "job_finished", "job_manifest", "job_name"]
 

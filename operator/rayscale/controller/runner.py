@@ -12,14 +12,16 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio import client
 
+from rayscale.cluster.limits import DEFAULT_MAX_PODS
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.cluster.validation import Invalid
+from rayscale.common.retry import Failed, spec_version
+from rayscale.common.workqueue import QueueObserver, WorkQueue
 from rayscale.controller import finalize, redis_cleanup
-from rayscale.controller.apply import EventSink, PlanApplier
+from rayscale.controller.apply import PlanApplier
 from rayscale.controller.expectations import STUCK_TERMINATING_AFTER, ScaleExpectations
-from rayscale.controller.limits import DEFAULT_MAX_PODS
-from rayscale.controller.queue import QueueObserver, WorkQueue
 from rayscale.controller.reconcile import PlannerOptions, plan_cluster
-from rayscale.controller.retry import Failed, spec_version
-from rayscale.controller.snapshot import ClusterMeta, ClusterSnapshot
+from rayscale.controller.snapshot import ClusterSnapshot
 from rayscale.controller.status import (
     ReconcileError,
     compute_status,
@@ -27,8 +29,8 @@ from rayscale.controller.status import (
     status_changed,
     status_patch,
 )
-from rayscale.controller.validation import Invalid
 from rayscale.kube import ops
+from rayscale.kube.events import EventSink
 
 log = logging.getLogger(__name__)
 ClusterKey = tuple[str, str]  # (namespace, name)

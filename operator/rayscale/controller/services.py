@@ -7,9 +7,9 @@ from typing import Any
 
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster import naming
-from rayscale.controller import labels as L
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.common import labels as L
 from rayscale.controller import switches
-from rayscale.controller.snapshot import ClusterMeta
 
 Manifest = dict[str, Any]
 SERVE_ANNOTATION = "ray.io/enable-serve-service"

@@ -15,9 +15,9 @@ from typing import Any
 
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster import naming
-from rayscale.controller import labels as L
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.common import labels as L
 from rayscale.controller import switches, tokenauth
-from rayscale.controller.snapshot import ClusterMeta
 
 __all__ = ["CONTAINER", "LOG_MOUNT", "LOG_VOLUME", "container", "rbac", "service_account_name", "v2"]
 

@@ -8,13 +8,22 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from rayscale.api.raycluster import MAX_INT32, RayClusterSpec
+from rayscale.api.raycluster import (
+    HEAD_POD_READY,
+    MAX_INT32,
+    PROVISIONED,
+    REPLICA_FAILURE,
+    SPEC_VALID,
+    SUSPENDED,
+    SUSPENDING,
+    RayClusterSpec,
+)
 from rayscale.cluster import naming
 from rayscale.cluster.accelerators import TPU_RESOURCE, is_gpu_key
-from rayscale.controller import labels as L
-from rayscale.controller.quantities import format_quantity, template_resources, uses_binary_suffix
-from rayscale.controller.snapshot import (
-    ClusterMeta,
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.cluster.replicas import expected_replicas, num_hosts
+from rayscale.common import labels as L
+from rayscale.common.pods import (
     Obj,
     condition,
     is_head,
@@ -24,15 +33,10 @@ from rayscale.controller.snapshot import (
     phase,
     pod_name,
 )
-from rayscale.controller.workers import expected_replicas, num_hosts
+from rayscale.common.timefmt import rfc3339
+from rayscale.controller.quantities import format_quantity, template_resources, uses_binary_suffix
 
-HEAD_POD_READY = "HeadPodReady"
-PROVISIONED = "RayClusterProvisioned"
-REPLICA_FAILURE = "ReplicaFailure"
-SUSPENDING = "RayClusterSuspending"
-SUSPENDED = "RayClusterSuspended"
-PROVISIONING = "RayClusterPodsProvisioning"
-SPEC_VALID = "SpecValid"
+PROVISIONING = "RayClusterPodsProvisioning"  # the reason of RayClusterProvisioned=False
 
 #: status keys another writer owns (rayscale's autoscaler): the controller never writes them
 FOREIGN = ("autoscaler",)
@@ -48,10 +52,6 @@ class ReconcileError:
     message: str
     reason: str | None = None
     retry_after: float | None = None
-
-
-def rfc3339(when: datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _conditions(status: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -20,8 +20,8 @@ from typing import Any
 
 from rayscale.api.raycluster import AuthOptions
 from rayscale.cluster import naming
-from rayscale.controller import labels as L
-from rayscale.controller.snapshot import ClusterMeta
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.common import labels as L
 
 __all__ = [
     "configure",

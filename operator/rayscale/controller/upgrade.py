@@ -19,11 +19,10 @@ from typing import Any
 
 from rayscale import __version__
 from rayscale.api.raycluster import RayClusterSpec
-from rayscale.controller import labels as L
+from rayscale.common import labels as L
 
-__all__ = ["HASH_ANNOTATION", "OPERATOR_VERSION", "must_recreate", "spec_hash"]
+__all__ = ["OPERATOR_VERSION", "must_recreate", "spec_hash"]
 
-HASH_ANNOTATION = "ray.io/upgrade-strategy-recreate-hash"
 OPERATOR_VERSION = f"rayscale-{__version__}"
 
 
@@ -56,5 +55,5 @@ def must_recreate(spec: RayClusterSpec, head: Mapping[str, Any] | None) -> bool:
     version = annotations.get(L.KUBERAY_VERSION_ANNOTATION, "")
     if version and version != OPERATOR_VERSION:
         return False
-    actual = annotations.get(HASH_ANNOTATION, "")
+    actual = annotations.get(L.HASH_ANNOTATION, "")
     return bool(actual) and actual != spec_hash(spec)

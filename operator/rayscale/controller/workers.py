@@ -14,11 +14,10 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
-from rayscale.controller import labels as L
-from rayscale.controller import pods as podspec
-from rayscale.controller.plan import CreatePod, DeletePod
-from rayscale.controller.snapshot import (
-    ClusterMeta,
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.cluster.replicas import expected_replicas, num_hosts
+from rayscale.common import labels as L
+from rayscale.common.pods import (
     Obj,
     condition,
     creation_time,
@@ -29,24 +28,14 @@ from rayscale.controller.snapshot import (
     pod_name,
     replica_index,
 )
+from rayscale.controller import pods as podspec
+from rayscale.controller.plan import CreatePod, DeletePod
 
 _ALPHABET = string.ascii_lowercase + string.digits
 
 
 def random_suffix() -> str:
     return "".join(secrets.choice(_ALPHABET) for _ in range(5))
-
-
-def expected_replicas(group: WorkerGroupSpec) -> int:
-    """clamp(replicas, min, max); nil replicas -> min; suspended group -> 0 (in replicas, not hosts)."""
-    if group.suspend:
-        return 0
-    replicas = group.min_replicas if group.replicas is None else group.replicas
-    return max(group.min_replicas, min(replicas, group.max_replicas))
-
-
-def num_hosts(group: WorkerGroupSpec) -> int:
-    return group.num_of_hosts if group.num_of_hosts > 0 else 1
 
 
 @dataclasses.dataclass

@@ -32,6 +32,14 @@ PER_OBJECT = 32  # Events waiting to be sent, per object
 SEND_TIMEOUT = 10.0  # seconds for one create or patch
 
 
+class EventSink(Protocol):
+    """Where the controller and the autoscaler post Events (an `EventRecorder` in the operator)."""
+
+    def post(
+        self, obj: Mapping[str, Any], type_: str, reason: str, message: str, action: str = "Reconcile"
+    ) -> None: ...
+
+
 class EventWriter(Protocol):
     """Where Events go (the API server in production). Both raise ops.KubeError when refused."""
 

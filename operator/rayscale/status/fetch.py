@@ -31,8 +31,8 @@ from typing import Any
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config.config_exception import ConfigException
 
-from rayscale.controller import labels as L
-from rayscale.controller.status import rfc3339
+from rayscale.common import labels as L
+from rayscale.common.timefmt import rfc3339
 from rayscale.kube.ops import GROUP, PLURAL, VERSION, KubeError, send
 from rayscale.status import summary
 from rayscale.status.reach import (

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from rayscale.autoscaler.status import shape_text
-from rayscale.controller.snapshot import parse_time
+from rayscale.common.timefmt import parse_time
 
 __all__ = ["WIDTH", "age", "amount", "render_cluster", "render_fleet"]
 

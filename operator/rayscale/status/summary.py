@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rayscale.controller import labels as L
+from rayscale.common import labels as L
 
 __all__ = ["MAX_EVENTS", "cluster", "events", "pod", "request", "worker_counts"]
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from rayscale.controller.status import rfc3339
+from rayscale.common.timefmt import rfc3339
 
 __all__ = [
     "API",

@@ -19,8 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from rayscale.controller.snapshot import parse_time
-from rayscale.controller.status import rfc3339
+from rayscale.common.timefmt import parse_time, rfc3339
 from rayscale.web.api import API, NO_AUTOSCALER, SERVED, autoscaler_of, view_of
 
 __all__ = ["MAX_ROWS", "cluster_html", "error_page", "fleet_html", "routes"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-import testcluster
+from hack.localk8s import testcluster
 
 from rayscale.ray.address import OVERRIDE_FLAG
 from tests.integration.controller.conftest import (  # noqa: F401 (fixture and hook re-used here)

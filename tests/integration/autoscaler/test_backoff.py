@@ -26,7 +26,7 @@ from tests.integration.polling import eventually
 
 pytestmark = pytest.mark.integration
 BAD, GOOD = "gpu-bad", "gpu-good"
-NOWHERE = {"rayscale.io/test-pool": "no-such-pool"}  # no node of e2e/nodes.yaml has this label
+NOWHERE = {"rayscale.io/test-pool": "no-such-pool"}  # no node of hack/localk8s/nodes.yaml has this label
 
 
 def gpu_group(

@@ -21,7 +21,7 @@ from typing import Any
 
 import grpc
 import pytest
-import testcluster
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
 from rayscale.ray.address import OVERRIDE_FLAG

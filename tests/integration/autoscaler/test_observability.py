@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-import testcluster
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 from prometheus_client.parser import text_string_to_metric_families
 

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import testcluster
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
 from rayscale.autoscaler import loop
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.autoscaler.patch import build_patch
-from rayscale.controller.retry import Failed
+from rayscale.common.retry import Failed
 from rayscale.kube import ops
 from tests.integration.autoscaler.test_resource_requests import NAME, RRR, cpu_and_gpu_cluster, request
 from tests.integration.controller.conftest import Operator

@@ -11,9 +11,7 @@ from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
-import testcluster
-
-import localk8s
+from hack.localk8s import launcher, testcluster
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -61,7 +59,7 @@ class Operator:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=localk8s.set_parent_death_signal,
+                preexec_fn=launcher.set_parent_death_signal,
             )
 
     def kill(self) -> None:

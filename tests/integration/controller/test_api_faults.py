@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import testcluster
 from e2e.chaos.faultproxy import FaultProxy, Rule
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
 from tests.integration.controller.conftest import Operator, running

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-import testcluster
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client, watch
 
 from tests.integration.controller.conftest import Operator, running

@@ -7,7 +7,7 @@ import socket
 import urllib.error
 import urllib.request
 
-import testcluster
+from hack.localk8s import testcluster
 
 from tests.integration.controller.conftest import Operator
 from tests.integration.polling import eventually

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-import testcluster
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
 from tests.integration.controller.conftest import Operator, running
@@ -49,7 +49,7 @@ def both(
 def failed_attempts(log: str, namespace: str, name: str) -> list[tuple[datetime, int, float]]:
     """(when, failures in a row, the wait announced) of each failed reconcile of the cluster."""
     line = re.compile(
-        r"^(\S+ \S+) WARNING rayscale\.controller\.queue: reconcile of RayCluster "
+        r"^(\S+ \S+) WARNING rayscale\.common\.workqueue: reconcile of RayCluster "
         + re.escape(f"{namespace}/{name}")
         + r" failed \((\d+) in a row\): .*; retrying in ([\d.]+)s$",
         re.MULTILINE,

@@ -20,8 +20,8 @@ from rayscale.autoscaler.virtual.model import Member, VcPlan
 from rayscale.autoscaler.virtual.raysync import VC_AMOUNT, resizes, wanted
 from rayscale.autoscaler.virtual.read import Reading, members_of, read
 from rayscale.autoscaler.virtual.report import Busy, status_of, status_patch
-from rayscale.controller.apply import EventSink
 from rayscale.kube import ops
+from rayscale.kube.events import EventSink
 from rayscale.ray import model as ray
 from rayscale.ray.client import GcsClient, GcsError
 from rayscale.ray.raylet import RayletClient

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from rayscale.api.rayvirtualcluster import RayVirtualClusterSpec
 from rayscale.api.virtualcluster_names import JOB_LABEL, VC_LABEL, spec_errors
 from rayscale.autoscaler.virtual.model import Member, VcGroup, VirtualCluster
-from rayscale.controller.snapshot import is_worker, pod_labels, pod_name
+from rayscale.common.pods import is_worker, pod_labels, pod_name
 
 __all__ = ["Reading", "members_of", "read"]
 

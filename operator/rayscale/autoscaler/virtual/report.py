@@ -16,7 +16,7 @@ from rayscale.api.virtualcluster_names import job_resource, vc_resource
 from rayscale.autoscaler.scheduling.model import Node, NodeState, Unmet
 from rayscale.autoscaler.status import WHY
 from rayscale.autoscaler.virtual.model import Member, VcPlan, VirtualCluster
-from rayscale.controller.status import rfc3339
+from rayscale.common.timefmt import rfc3339
 
 __all__ = ["Busy", "node_state", "status_of", "status_patch"]
 

@@ -1,6 +1,6 @@
 """Find or start a Kubernetes cluster for a test session.
 
-Used by the pytest fixtures in tests/integration and e2e/. In order:
+Used by the pytest fixtures in tests/integration and e2e/, the fault suite and the benchmarks. In order:
 
 1. `$KUBECONFIG` when it points at a reachable cluster (kind, any cluster);
 2. the local control plane that `make cluster-up` started in e2e/.cluster, if it runs;
@@ -22,10 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import localk8s
+from hack.localk8s import launcher
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
 TMP_PREFIX = "rayscale-localk8s-"
 
 
@@ -49,7 +47,7 @@ class ClusterHandle:
 
     def state(self) -> dict[str, object]:
         assert self.state_dir is not None
-        return dict(json.loads((self.state_dir / localk8s.STATE).read_text()))
+        return dict(json.loads((self.state_dir / launcher.STATE).read_text()))
 
     def kubectl_run(self, *args: str, check: bool = True, input: str | None = None) -> str:
         out = subprocess.run(
@@ -83,9 +81,9 @@ class ClusterHandle:
 def remove_stale_dirs() -> None:
     """Remove what earlier killed test runs left in the temp directory (their processes are gone)."""
     for parent in Path(tempfile.gettempdir()).glob(TMP_PREFIX + "*"):
-        state = localk8s.read_state(parent / "cluster")
+        state = launcher.read_state(parent / "cluster")
         starting = state is None and time.time() - parent.stat().st_mtime < 600
-        if not starting and (state is None or not localk8s.pid_alive(int(state["supervisor"]))):
+        if not starting and (state is None or not launcher.pid_alive(int(state["supervisor"]))):
             shutil.rmtree(parent, ignore_errors=True)
 
 
@@ -103,19 +101,19 @@ def reachable(kubectl: str, kubeconfig: str) -> bool:
 
 
 def acquire(timeout: float = 300) -> ClusterHandle:
-    bindir = Path(localk8s.build())
+    bindir = Path(launcher.build())
     kubectl = str(bindir / "kubectl")
 
     env_kubeconfig = os.environ.get("KUBECONFIG")
     if env_kubeconfig and reachable(kubectl, env_kubeconfig):
-        default_dir = REPO / "e2e" / ".cluster"
-        state = localk8s.running(default_dir)
+        default_dir = launcher.DEFAULT_DIR
+        state = launcher.running(default_dir)
         if state and Path(str(state["kubeconfig"])).resolve() == Path(env_kubeconfig).resolve():
             return ClusterHandle(Path(env_kubeconfig), kubectl, bindir, "cluster-up", default_dir)
         return ClusterHandle(Path(env_kubeconfig), kubectl, bindir, "kubeconfig")
 
-    default_dir = REPO / "e2e" / ".cluster"
-    state = localk8s.running(default_dir)
+    default_dir = launcher.DEFAULT_DIR
+    state = launcher.running(default_dir)
     if state and reachable(kubectl, str(state["kubeconfig"])):
         return ClusterHandle(Path(str(state["kubeconfig"])), kubectl, bindir, "cluster-up", default_dir)
 
@@ -126,7 +124,7 @@ def start_private(bindir: Path | None = None, timeout: float = 300, *, audit: bo
     """A fresh local control plane of this process's own (never a shared one): for tests that
     stall, restart or kill its components. `audit`: the API server logs every write to
     ``state_dir / "audit.log"``; SIGUSR1 to ``supervisor`` restarts the kube-apiserver."""
-    bindir = bindir or Path(localk8s.build())
+    bindir = bindir or Path(launcher.build())
     kubectl = str(bindir / "kubectl")
     remove_stale_dirs()
     state_dir = Path(tempfile.mkdtemp(prefix=TMP_PREFIX)) / "cluster"
@@ -135,7 +133,7 @@ def start_private(bindir: Path | None = None, timeout: float = 300, *, audit: bo
         sup = subprocess.Popen(
             [
                 sys.executable,
-                str(HERE / "localk8s.py"),
+                str(Path(launcher.__file__).resolve()),
                 "run",
                 "--dir",
                 str(state_dir),
@@ -150,7 +148,7 @@ def start_private(bindir: Path | None = None, timeout: float = 300, *, audit: bo
         )
     cluster = ClusterHandle(state_dir / "kubeconfig", kubectl, bindir, "fixture", state_dir, sup)
     deadline = time.monotonic() + timeout
-    while not (state_dir / localk8s.READY).exists():
+    while not (state_dir / launcher.READY).exists():
         if sup.poll() is not None or time.monotonic() > deadline:
             text = log.read_text(errors="replace")
             cluster.stop()

@@ -1,4 +1,4 @@
-"""Label and annotation keys KubeRay puts on Ray pods and services."""
+"""Label and annotation keys KubeRay puts on Ray pods and services, as both halves read them."""
 
 from __future__ import annotations
 
@@ -26,5 +26,8 @@ HEAD_GROUP = "headgroup"
 OVERWRITE_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
 KUBERAY_VERSION_ANNOTATION = "ray.io/kuberay-version"
 DISABLE_HEAD_RESTART_ANNOTATION = "ray.io/disable-provisioned-head-restart"
+#: on the head pod: the hash of the spec it was built from (``upgradeStrategy.type: Recreate``,
+#: `rayscale.controller.upgrade`)
+HASH_ANNOTATION = "ray.io/upgrade-strategy-recreate-hash"
 
 PROTECTED = (RAY_CLUSTER, NODE_TYPE, GROUP)

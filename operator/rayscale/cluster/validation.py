@@ -1,4 +1,7 @@
-"""The controller-side checks of a RayCluster, pure.
+"""Whether a RayCluster may be acted on: the checks both halves make before they do, pure.
+
+The controller reports a problem in the ``SpecValid`` condition and an Event and builds nothing;
+the autoscaler, beside rayscale's controller, neither plans nor patches such a cluster.
 
 Each problem names the field and the rule, e.g.
 `spec.workerGroupSpecs[0].minReplicas: must be <= maxReplicas (3 > 2)`.
@@ -14,13 +17,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
-from rayscale.cluster import ft, host
+from rayscale.cluster import fields, ft, host
+from rayscale.cluster.limits import DEFAULT_MAX_PODS, pods_problem
+from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.naming import is_dns1035_label
-from rayscale.controller import fields
-from rayscale.controller import labels as L
-from rayscale.controller.limits import DEFAULT_MAX_PODS, pods_problem
-from rayscale.controller.probes import version_at_least
-from rayscale.controller.snapshot import ClusterMeta
+from rayscale.cluster.rayversion import version_at_least
+from rayscale.common import labels as L
 
 MAX_CLUSTER_NAME = 53
 #: rayStartParams a group's ``resources`` map replaces (`rayscale.cluster.host`).

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from rayscale.controller.retry import CAP_SECONDS, RetryBackoff, delay_after, spec_version
+from rayscale.common.retry import CAP_SECONDS, RetryBackoff, delay_after, spec_version
 from rayscale.kube.ops import retry_after
 
 

@@ -1,4 +1,4 @@
-"""Controller-side validation: each case names the field and the rule."""
+"""Validation of a RayCluster (both halves run it): each case names the field and the rule."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from raycluster_factory import cluster, group
 from tests.invalid_specs import CASES, BadSpec
 
-from rayscale.controller.snapshot import ClusterMeta
-from rayscale.controller.validation import Invalid, parse_and_validate
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.cluster.validation import Invalid, parse_and_validate
 
 
 def _check(body: dict[str, Any]) -> str | None:

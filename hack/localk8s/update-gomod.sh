@@ -5,6 +5,9 @@
 # ./staging/src/... with replace lines that are ignored in a dependency. So we
 # derive one replace line per staging module from the go.mod that the Go command
 # itself downloads, instead of keeping the block by hand.
+#
+# The module path below is only a name (it names no directory) and stays as it is:
+# go.mod is part of build.sh's cache key, so renaming it alone would build everything anew.
 set -euo pipefail
 cd "$(dirname "$0")"
 source ./versions.env

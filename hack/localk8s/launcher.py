@@ -3,17 +3,19 @@
 
 Starts etcd -> kube-apiserver -> kube-controller-manager + kube-scheduler -> kwok as
 separate processes, every listener on 127.0.0.1 on a free port, each step waiting for
-readiness, then creates kwok fake nodes (CPU, GPU and TPU pools from e2e/nodes.yaml).
+readiness, then creates kwok fake nodes (CPU, GPU and TPU pools from nodes.yaml beside this file).
 
-    localk8s.py up    --dir DIR    start in the background, print `export KUBECONFIG=...`
-    localk8s.py run   --dir DIR    start in the foreground until SIGTERM/SIGINT (used by pytest)
-    localk8s.py down  --dir DIR    stop exactly the processes `up` started and remove DIR
-    localk8s.py status --dir DIR   say whether it runs and where
-    localk8s.py demo  --dir DIR    show the nodes and their capacity
-    localk8s.py nodes              print the fake nodes as a List (for kind: | kubectl apply -f -)
+    python -m hack.localk8s up    --dir DIR    start in the background, print `export KUBECONFIG=...`
+    python -m hack.localk8s run   --dir DIR    start in the foreground until SIGTERM/SIGINT
+    python -m hack.localk8s down  --dir DIR    stop exactly the processes `up` started and remove DIR
+    python -m hack.localk8s status --dir DIR   say whether it runs and where
+    python -m hack.localk8s demo  --dir DIR    show the nodes and their capacity
+    python -m hack.localk8s nodes              print the fake nodes as a List (for kind: | kubectl apply -f -)
 
-Only the standard library is used, so `down` works without the project's virtualenv.
-The binaries come from build.sh (cached in ~/.cache/rayscale/).
+(from the repository root; `python hack/localk8s/launcher.py ...` is the same from anywhere, and is
+how `up` and the test fixtures start the supervisor, `run`). Only the standard library is used, so
+`down` works without the project's virtualenv. The binaries come from build.sh (cached in
+~/.cache/rayscale/).
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-DEFAULT_NODES = HERE.parent / "nodes.yaml"
+DEFAULT_NODES = HERE / "nodes.yaml"
+DEFAULT_DIR = REPO / "e2e" / ".cluster"  # make cluster-up's (CLUSTER_DIR)
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 FAKE_NODE_IP = "10.240.0.1"
@@ -235,7 +238,7 @@ def set_parent_death_signal() -> None:
 
 
 def load_pools(path: Path, scale: dict[str, int]) -> list[dict[str, Any]]:
-    """Read the node pools file (e2e/nodes.yaml) and apply --scale overrides."""
+    """Read the node pools file (nodes.yaml) and apply --scale overrides."""
     try:
         import yaml  # the project's virtualenv has it
     except ImportError as exc:
@@ -720,7 +723,7 @@ def cmd_down(args: argparse.Namespace) -> int:
         shutil.rmtree(state_dir, ignore_errors=True)
         return 0
     sup = int(state["supervisor"])
-    if pid_alive(sup) and pid_is(sup, "localk8s.py"):
+    if pid_alive(sup) and pid_is(sup, "localk8s"):  # its command line runs hack/localk8s/launcher.py
         os.kill(sup, signal.SIGTERM)
         deadline = time.monotonic() + 60
         while pid_alive(sup) and time.monotonic() < deadline:
@@ -817,10 +820,12 @@ def main(argv: list[str] | None = None) -> int:
     ):
         p = sub.add_parser(name)
         p.set_defaults(fn=fn)
-        p.add_argument("--dir", default=str(REPO / "e2e" / ".cluster"), help="state directory")
+        p.add_argument("--dir", default=str(DEFAULT_DIR), help="state directory")
         if name in ("up", "run", "nodes"):
             p.add_argument(
-                "--nodes", default=str(DEFAULT_NODES), help="node pools YAML (default: e2e/nodes.yaml)"
+                "--nodes",
+                default=str(DEFAULT_NODES),
+                help="node pools YAML (default: hack/localk8s/nodes.yaml)",
             )
             p.add_argument(
                 "--scale",

@@ -1,5 +1,8 @@
 """A work queue of dirty keys: one worker per key at a time, keys in parallel up to a bound.
 
+The controller runs one per operator (keys: RayClusters to reconcile), the autoscaler one (keys:
+RayClusters to autoscale).
+
 Marks coalesce: marking a key that is queued does nothing; marking a key that is being worked
 on runs it once more afterwards. A worker may ask to run again after a delay, or report that it
 failed (`Failed`, or an exception): the key then backs off (retry.py: 1 s doubling to 5 min, with
@@ -18,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
-from rayscale.controller.retry import Failed, RetryBackoff
+from rayscale.common.retry import Failed, RetryBackoff
 
 log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)

@@ -16,21 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rayscale.api.raycluster import WorkerGroupSpec
-from rayscale.controller.workers import expected_replicas, num_hosts
+from rayscale.cluster.replicas import expected_replicas, group_pods, num_hosts
 
 DEFAULT_MAX_PODS = 10_000
 FLAG = "--max-pods-per-cluster"
-#: Worker pods one reconcile creates at most (Kubernetes' ReplicaSet controller's burst); the rest
-#: follow in the next reconciles, once the pods created are seen, so a cluster scaling by
-#: thousands never holds the operator for long.
-CREATES_PER_RECONCILE = 500
 
-__all__ = ["CREATES_PER_RECONCILE", "DEFAULT_MAX_PODS", "FLAG", "group_pods", "pods_problem"]
-
-
-def group_pods(group: WorkerGroupSpec) -> int:
-    """The worker pods the controller would keep for `group` (0 when suspended)."""
-    return expected_replicas(group) * num_hosts(group)
+__all__ = ["DEFAULT_MAX_PODS", "FLAG", "pods_problem"]
 
 
 def _replicas_field(group: WorkerGroupSpec) -> str:

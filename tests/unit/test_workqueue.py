@@ -9,8 +9,8 @@ from collections.abc import Hashable
 
 from looping import until
 
-from rayscale.controller.queue import WorkQueue
-from rayscale.controller.retry import Failed, RetryBackoff
+from rayscale.common.retry import Failed, RetryBackoff
+from rayscale.common.workqueue import WorkQueue
 
 
 async def test_marks_coalesce_and_a_key_never_runs_twice_at_once() -> None:

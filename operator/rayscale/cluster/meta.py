@@ -1,0 +1,45 @@
+"""A RayCluster's metadata as plain data: what both halves read of it, and its owner reference."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["ClusterMeta"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterMeta:
+    namespace: str
+    name: str
+    uid: str
+    generation: int = 0
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    deleting: bool = False
+    finalizers: tuple[str, ...] = ()
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ClusterMeta:
+        meta = body.get("metadata") or {}
+        return cls(
+            namespace=meta.get("namespace", ""),
+            name=meta.get("name", ""),
+            uid=meta.get("uid", ""),
+            generation=int(meta.get("generation") or 0),
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+            deleting=bool(meta.get("deletionTimestamp")),
+            finalizers=tuple(meta.get("finalizers") or ()),
+        )
+
+    def owner_reference(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayCluster",
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
