@@ -6,7 +6,8 @@ Run them with ``make e2e`` (all) or ``make e2e-smoke`` (the ``e2e_smoke`` subset
 writes its timings to e2e/.results/ (git-ignored); ``python -m e2e.report`` turns them into
 a section of docs/benchmarks.md.
 
-``@pytest.mark.ray_head(env={...})`` gives a test's Ray head extra environment (Ray's ``RAY_*``
+The cluster, namespace and operator fixtures are tests/support/fixtures.py's (a plugin every suite
+loads). ``@pytest.mark.ray_head(env={...})`` gives a test's Ray head extra environment (Ray's ``RAY_*``
 switches, e.g. ``RAY_enable_infeasible_task_early_exit``).
 """
 
@@ -23,25 +24,10 @@ from e2e.raybridge.bridge import RayBridge
 from e2e.raybridge.driver import RayDriver
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
-from tests.integration.autoscaler.conftest import autoscaling_operator
-from tests.integration.conftest import api, cluster, namespace
-from tests.integration.controller.conftest import (
-    Operator,
-    pytest_runtest_makereport,
-    raycluster_crd,
-)
-from tests.integration.controller.helpers import Kube
+from tests.support.kube import Kube
+from tests.support.operators import Operator
 
 from rayscale.ray.client import GcsClient
-
-__all__ = [
-    "api",
-    "autoscaling_operator",
-    "cluster",
-    "namespace",
-    "pytest_runtest_makereport",
-    "raycluster_crd",
-]
 
 HERE = Path(__file__).resolve().parent
 

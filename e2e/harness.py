@@ -25,11 +25,11 @@ from e2e.raybridge.bridge import GCS_ANNOTATION, RayBridge
 from e2e.raybridge.driver import RayDriver
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
-from tests.integration.controller.helpers import Kube
-from tests.integration.polling import eventually
+from tests.support.kube import Kube
+from tests.support.polling import eventually
 
 from rayscale.ray.client import GcsClient, GcsError
-from rayscale.ray.model import ClusterState, NodeState
+from rayscale.ray.model import ClusterState, RayNodeState
 
 __all__ = [
     "NAME",
@@ -485,10 +485,15 @@ class Scenario:
         """The messages of the Events with this reason in the test's namespace."""
         return [str(e.message) for e in await self.kube.events(reason)]
 
-    async def nodes_alive(self, names: Sequence[str], *, timeout: float = RAY_JOIN) -> dict[str, NodeState]:  # noqa: ASYNC109
+    async def nodes_alive(
+        self,
+        names: Sequence[str],
+        *,
+        timeout: float = RAY_JOIN,  # noqa: ASYNC109
+    ) -> dict[str, RayNodeState]:
         """Ray nodes for all these pods, alive in the GCS (the bridge started them when Running)."""
 
-        async def check() -> dict[str, NodeState] | None:
+        async def check() -> dict[str, RayNodeState] | None:
             if self.bridge.errors():
                 raise RuntimeError(f"the Ray bridge failed: {self.bridge.errors()}")
             state = await self.state()
@@ -497,7 +502,7 @@ class Scenario:
                 return {n: node for n, node in found.items() if node is not None}
             return None
 
-        found: dict[str, NodeState] = await eventually(
+        found: dict[str, RayNodeState] = await eventually(
             check, timeout=timeout, interval=0.25, message=f"Ray nodes alive for {sorted(names)}"
         )
         return found

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from e2e.harness import Scenario, group
-from tests.integration.polling import eventually
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import pytest
 from e2e.harness import NAME, RAY_JOIN, SCALE_UP, Scenario, group, status_section
-from tests.integration.polling import eventually
+from tests.support.polling import eventually
 
 from rayscale.ray.model import ClusterState
 

@@ -31,9 +31,9 @@ import pytest
 from e2e.harness import NAME, RESULTS, Scenario, group, run_process
 from e2e.raybridge.rayproc import free_port
 from hack.localk8s import testcluster
-from tests.integration.autoscaler.conftest import AUTOSCALING_EXTRA
-from tests.integration.controller.conftest import ROOT, Operator, running
-from tests.integration.polling import eventually
+from tests.support.builders import ROOT
+from tests.support.operators import AUTOSCALING_EXTRA, Operator, running
+from tests.support.polling import eventually
 
 from rayscale import run as run_command
 

@@ -27,11 +27,9 @@ import pytest
 from e2e.harness import NAME, Scenario, group, run_process
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
-from tests.integration.autoscaler.conftest import AUTOSCALING_EXTRA
-from tests.integration.conftest import fresh_namespace
-from tests.integration.controller.conftest import Operator, running
-from tests.integration.controller.test_liveness import free_port
-from tests.integration.polling import eventually
+from tests.support.kube import fresh_namespace
+from tests.support.operators import AUTOSCALING_EXTRA, Operator, free_port, running
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from e2e.harness import Scenario, group
 from e2e.raybridge.driver import RayDriver
-from tests.integration.polling import eventually
+from tests.support.polling import eventually
 
 from rayscale.api.virtualcluster_names import JOB_LABEL, VC_LABEL, job_resource, vc_resource
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from e2e.harness import NAME, RAY_JOIN, SCALE_UP, Scenario, group
 from e2e.raybridge.driver import RayDriver
-from tests.integration.controller.conftest import Operator
-from tests.integration.polling import eventually
+from tests.support.operators import Operator
+from tests.support.polling import eventually
 
 from rayscale.api.virtualcluster_names import JOB_LABEL, RESOURCE_PREFIX, VC_LABEL, vc_resource
 from rayscale.ray.raylet import RayletClient

@@ -81,3 +81,4 @@ _.redis
 _.rrr_crd
 _.rvc_crd
 _.fake_ray
+_.raycluster_crd  # the RayCluster CRD established (tests/support/fixtures.py)

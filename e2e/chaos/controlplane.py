@@ -49,10 +49,9 @@ from e2e.chaos.invariants import PodLedger, audit_events, leader_violations
 from e2e.chaos.results import Outcome
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client, config, watch
-from tests.integration.autoscaler.conftest import AUTOSCALING_EXTRA
-from tests.integration.controller.conftest import Operator
-from tests.integration.controller.helpers import GROUP, PLURAL, VERSION, example
-from tests.integration.test_migration_from_kuberay import KubeRayOperator
+from tests.support.builders import example
+from tests.support.kube import GROUP, PLURAL, VERSION
+from tests.support.operators import AUTOSCALING_EXTRA, KubeRayOperator, Operator
 
 SUITE = "control-plane"
 ROOT = Path(__file__).resolve().parents[2]

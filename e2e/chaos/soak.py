@@ -77,8 +77,8 @@ from e2e.chaos.faultproxy import FaultProxy
 from e2e.chaos.invariants import PID, ClusterLedger, PodLedger, audit_events, leader_violations
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client, config, watch
-from tests.integration.controller.conftest import Operator
-from tests.integration.controller.helpers import GROUP, PLURAL, VERSION
+from tests.support.kube import GROUP, PLURAL, VERSION
+from tests.support.operators import Operator
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "e2e" / ".results" / "soak"

@@ -54,7 +54,7 @@ from e2e.raybridge import rayproc
 from e2e.raybridge.bridge import RayBridge
 from e2e.raybridge.driver import RayDriver
 from hack.localk8s import testcluster
-from tests.integration.polling import Timeout, eventually
+from tests.support.polling import Timeout, eventually
 
 from rayscale.ray.model import ClusterState, NodeStatus
 

@@ -1,6 +1,6 @@
 """Find or start a Kubernetes cluster for a test session.
 
-Used by the pytest fixtures in tests/integration and e2e/, the fault suite and the benchmarks. In order:
+Used by the pytest fixtures of tests/support/fixtures.py, the fault suite and the benchmarks. In order:
 
 1. `$KUBECONFIG` when it points at a reachable cluster (kind, any cluster);
 2. the local control plane that `make cluster-up` started in e2e/.cluster, if it runs;

@@ -17,6 +17,7 @@ import pytest
 from rayscale.autoscaler.scheduling.model import (
     Decision,
     Demand,
+    DemandKind,
     Gang,
     Group,
     GroupDecision,
@@ -101,7 +102,7 @@ def test_compare_catches_unplaced_work_and_extra_hosts(oracle: Oracle) -> None:
     lazy = Decision(
         groups={"cpu": GroupDecision(current=0, replicas=0, launch=0, terminate=0)},
         terminate=(),
-        unmet=(Unmet("demand", {"CPU": 1.0}, None, None, (), 2, UnmetReason.MAX_REPLICAS),),
+        unmet=(Unmet(DemandKind.DEMAND, {"CPU": 1.0}, None, None, (), 2, UnmetReason.MAX_REPLICAS),),
         placements=(),
     )
     kinds = {d.kind for d in compare(Outcome("t", snap, lazy, outcome.ray))}

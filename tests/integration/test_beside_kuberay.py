@@ -25,20 +25,10 @@ import pytest
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
-from tests.integration.autoscaler.conftest import AUTOSCALING_EXTRA
-from tests.integration.autoscaler.test_resource_requests import RRR
-from tests.integration.controller.conftest import Operator
-from tests.integration.controller.helpers import Kube, example
-from tests.integration.polling import eventually
-from tests.integration.test_migration_from_kuberay import (
-    KubeRayOperator,
-    beside,
-    kuberay,
-    kuberay_bindir,
-    raycluster_crd,
-)
-
-__all__ = ["kuberay", "kuberay_bindir", "raycluster_crd"]  # fixtures, used by name
+from tests.support.builders import RRR, example
+from tests.support.kube import Kube
+from tests.support.operators import AUTOSCALING_EXTRA, KubeRayOperator, Operator, beside
+from tests.support.polling import eventually
 
 OPT_IN = {"rayscale.io/autoscaler": "true", "rayscale.io/gcs-address": "127.0.0.1:1"}
 

@@ -25,8 +25,9 @@ from hack.localk8s import launcher
 from hack.localk8s.testcluster import ClusterHandle
 from kubernetes_asyncio import client
 
-from tests.integration.controller.helpers import Kube, example, names
-from tests.integration.polling import eventually
+from tests.support.builders import example
+from tests.support.kube import Kube, names
+from tests.support.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "rayscale"

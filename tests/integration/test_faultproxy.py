@@ -16,7 +16,7 @@ from hack.localk8s import testcluster
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.integration.polling import eventually
+from tests.support.polling import eventually
 
 CONFIGMAPS = r"/configmaps$"
 

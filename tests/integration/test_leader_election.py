@@ -21,11 +21,11 @@ import pytest
 from hack.localk8s.testcluster import ClusterHandle
 from kubernetes_asyncio import client
 
-from tests.integration.autoscaler.watching import watched
-from tests.integration.controller.conftest import Operator, raycluster_crd  # noqa: F401 (fixture)
-from tests.integration.controller.helpers import Kube, example
-from tests.integration.controller.test_liveness import free_port
-from tests.integration.polling import eventually
+from tests.support.builders import example
+from tests.support.kube import Kube
+from tests.support.operators import Operator, free_port
+from tests.support.polling import eventually
+from tests.support.watching import watched
 
 LEASE = "rayscale"
 FENCED = "not sent, this replica may no longer hold the leader Lease"
@@ -36,7 +36,7 @@ BECAME = re.compile(r"became leader: Lease \S+ held by (\S+)")
 def start(
     cluster: ClusterHandle,
     namespace: str,
-    raycluster_crd: None,  # noqa: F811
+    raycluster_crd: None,
 ) -> Iterator[Callable[..., Operator]]:
     """Start `rayscale run --leader-elect` processes; all are stopped after. Their logs are printed
     (pytest shows captured output only for a failed test)."""

@@ -17,97 +17,21 @@ import contextlib
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from hack.localk8s import launcher, testcluster
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
-from tests.integration.controller.conftest import Operator, raycluster_crd
-from tests.integration.controller.helpers import Kube
-from tests.integration.polling import eventually
+from tests.support.builders import ROOT
+from tests.support.kube import Kube, established
+from tests.support.operators import KubeRayOperator, Operator, beside
+from tests.support.polling import eventually
 
-__all__ = ["raycluster_crd"]  # the fixture, used by name
-
-ROOT = Path(__file__).resolve().parents[2]
 L_REPLICA_NAME = "ray.io/worker-group-replica-name"
 NAME = "mig"
-
-
-@pytest.fixture(scope="session")
-async def kuberay_bindir(cluster: testcluster.ClusterHandle, raycluster_crd: None) -> Path:
-    """KubeRay's operator binary (built on first use), and KubeRay's other CRDs installed.
-
-    The RayCluster CRD stays rayscale's (crds/, what the migration guide applies over
-    KubeRay's); RayJob and RayService are KubeRay's own, as a KubeRay install has them.
-    """
-    bindir = _build()
-    for kind in ("rayjobs", "rayservices"):
-        crd = bindir / "crds" / f"ray.io_{kind}.yaml"
-        cluster.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", str(crd))
-        await eventually(lambda: _established(cluster, f"{kind}.ray.io"), message=f"CRD {kind}.ray.io")  # noqa: B023
-    return bindir
-
-
-def _build() -> Path:
-    """make kuberay-operator: the binary's cache directory (about 2 minutes the first time)."""
-    script = ROOT / "tools" / "kuberay-oracle" / "build-operator.sh"
-    out = subprocess.run([str(script)], capture_output=True, text=True, check=True, timeout=900)
-    return Path(out.stdout.strip().splitlines()[-1])
-
-
-def _established(cluster: testcluster.ClusterHandle, crd: str) -> bool:
-    body = json.loads(cluster.kubectl_run("get", f"crd/{crd}", "-o", "json"))
-    conds = (body.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
-
-
-class KubeRayOperator(Operator):
-    """KubeRay's own operator on one namespace, leader election off, no listening ports.
-
-    Started, stopped and logged as the `rayscale run` fixture is; only the command differs.
-    """
-
-    def __init__(self, bindir: Path, cluster: testcluster.ClusterHandle, namespace: str, gates: str) -> None:
-        super().__init__(cluster, namespace)
-        self.cmd = [
-            str(bindir / "kuberay-operator"),
-            f"--watch-namespace={namespace}",
-            "--metrics-addr=0",
-            "--health-probe-bind-address=0",
-            "--enable-leader-election=false",
-            f"--feature-gates={gates}",
-        ]
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                self.cmd,
-                env=self.cluster.env,  # KUBECONFIG
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=launcher.set_parent_death_signal,
-            )
-
-
-@pytest.fixture
-def kuberay(
-    kuberay_bindir: Path,
-    cluster: testcluster.ClusterHandle,
-    namespace: str,
-    request: pytest.FixtureRequest,
-) -> Iterator[KubeRayOperator]:
-    """Not started: the test starts and stops it. Stopped at teardown."""
-    op = KubeRayOperator(kuberay_bindir, cluster, namespace, request.param)
-    try:
-        yield op
-    finally:
-        op.stop()
-        op.log.unlink(missing_ok=True)
 
 
 def _raycluster() -> dict[str, Any]:
@@ -196,20 +120,6 @@ async def test_migration_from_kuberay_and_back(
         await _migrate(Kube(api, namespace), kuberay, rayscale)
 
 
-@contextlib.contextmanager
-def beside(kuberay: KubeRayOperator, rayscale: Operator) -> Iterator[None]:
-    """Both operators' logs printed when the body fails; rayscale stopped after it."""
-    try:
-        yield
-    except BaseException:
-        print(f"--- KubeRay operator log ---\n{kuberay.output()}")
-        print(f"--- rayscale log ---\n{rayscale.output()}")
-        raise
-    finally:
-        rayscale.stop()
-        rayscale.log.unlink(missing_ok=True)
-
-
 async def _migrate(kube: Kube, kuberay: KubeRayOperator, rayscale: Operator) -> None:
     indexing = "RayMultiHostIndexing=false" not in kuberay.cmd[-1]
 
@@ -293,7 +203,7 @@ async def test_rayscale_crd_replaces_kuberays_with_v1alpha1_stored(
     apply = ("apply", "--server-side", "--force-conflicts", "-f")
     try:
         cluster.kubectl_run(*apply, str(kuberay_bindir / "crds" / "ray.io_rayclusters.yaml"))
-        await eventually(lambda: _established(cluster, "rayclusters.ray.io"), message="KubeRay's CRD")
+        await eventually(lambda: established(cluster, "rayclusters.ray.io"), message="KubeRay's CRD")
         both = '{"status":{"storedVersions":["v1alpha1","v1"]}}'
         cluster.kubectl_run(
             "patch", "crd", "rayclusters.ray.io", "--subresource=status", "--type=merge", "-p", both
@@ -301,7 +211,7 @@ async def test_rayscale_crd_replaces_kuberays_with_v1alpha1_stored(
         await kube.create(_raycluster())
 
         cluster.kubectl_run(*apply, str(ROOT / "crds"))  # the guide's step 1
-        await eventually(lambda: _established(cluster, "rayclusters.ray.io"), message="rayscale's CRD")
+        await eventually(lambda: established(cluster, "rayclusters.ray.io"), message="rayscale's CRD")
         crd = _crd(cluster)
         served = {v["name"]: (v["served"], v["storage"]) for v in crd["spec"]["versions"]}
         assert served == {"v1": (True, True), "v1alpha1": (True, False)}
@@ -322,7 +232,7 @@ async def test_rayscale_crd_replaces_kuberays_with_v1alpha1_stored(
         assert _crd(cluster)["status"]["storedVersions"] == ["v1"]
     finally:
         cluster.kubectl_run(*apply, str(ROOT / "crds"))
-        await eventually(lambda: _established(cluster, "rayclusters.ray.io"), message="rayscale's CRD back")
+        await eventually(lambda: established(cluster, "rayclusters.ray.io"), message="rayscale's CRD back")
         with contextlib.suppress(client.ApiException):
             await kube.delete_cluster(NAME)
 
@@ -358,6 +268,6 @@ async def test_helm_uninstall_of_kuberays_release_keeps_crds_and_rayclusters(
     run("uninstall", "kuberay-operator")
     config_maps = {c.metadata.name for c in (await kube.core.list_namespaced_config_map(namespace)).items}
     assert "kuberay-operator-marker" not in config_maps, "the release was not uninstalled"
-    assert _established(cluster, "rayclusters.ray.io")
+    assert established(cluster, "rayclusters.ray.io")
     assert (await kube.get(NAME))["metadata"]["name"] == NAME
     await kube.delete_cluster(NAME)

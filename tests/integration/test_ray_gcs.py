@@ -32,14 +32,14 @@ from rayscale.ray.model import (
     GangRequest,
     JobInfo,
     NodeInfo,
-    NodeState,
     NodeStatus,
     PlacementGroupInfo,
+    RayNodeState,
     ResourceDemand,
     ResourceRequest,
 )
 from rayscale.ray.raylet import RayletClient
-from tests.integration.polling import eventually
+from tests.support.polling import eventually
 
 pytestmark = [
     pytest.mark.skipif(
@@ -160,8 +160,8 @@ async def gcs(ray_head: rayproc.RayNode) -> AsyncIterator[GcsClient]:
         yield client
 
 
-async def _alive_node(gcs: GcsClient, instance_id: str, worker: rayproc.RayNode) -> NodeState:
-    async def check() -> NodeState | None:
+async def _alive_node(gcs: GcsClient, instance_id: str, worker: rayproc.RayNode) -> RayNodeState:
+    async def check() -> RayNodeState | None:
         assert worker.running(), f"ray worker exited:\n{worker.log_tail()}"
         node = (await gcs.get_cluster_resource_state()).node_by_instance(instance_id)
         return node if node is not None and node.alive else None
@@ -192,7 +192,7 @@ async def _state(gcs: GcsClient) -> ClusterState:
     return await gcs.get_cluster_resource_state()
 
 
-async def _node(gcs: GcsClient, instance_id: str) -> NodeState:
+async def _node(gcs: GcsClient, instance_id: str) -> RayNodeState:
     node = (await _state(gcs)).node_by_instance(instance_id)
     assert node is not None, f"no node {instance_id}"
     return node
@@ -322,7 +322,7 @@ async def test_drain_refused_while_the_node_runs_a_task(
         tail="print(ray.get(ref, timeout=600), flush=True)",
     ) as d:
 
-        async def running() -> NodeState | None:
+        async def running() -> RayNodeState | None:
             node = await _node(gcs, WORKER_A)
             return node if node.status is NodeStatus.RUNNING else None
 

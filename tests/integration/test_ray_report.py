@@ -32,7 +32,7 @@ from rayscale.autoscaler.snapshot import build_snapshot
 from rayscale.common import labels as L
 from rayscale.ray.client import GcsClient
 from rayscale.ray.model import AutoscalingState, ClusterState, ResourceRequest
-from tests.integration.polling import eventually
+from tests.support.polling import eventually
 
 pytestmark = [
     pytest.mark.skipif(

@@ -11,7 +11,7 @@ from hack.localk8s.testcluster import ClusterHandle
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.integration.polling import eventually
+from tests.support.polling import eventually
 
 POOL_LABEL = "rayscale.io/node-pool"
 

@@ -3,31 +3,24 @@
 from __future__ import annotations
 
 import pytest
+from tests.support.fakes import ManualClock
 
 from rayscale.autoscaler.backoff import Backoff
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
-def test_no_failure_no_backoff(clock: Clock) -> None:
+def test_no_failure_no_backoff(clock: ManualClock) -> None:
     b = Backoff(clock)
     assert not b.backing_off("gpu")
     assert b.remaining("gpu") == 0
     assert b.active() == frozenset()
 
 
-def test_first_failure_backs_off_five_minutes(clock: Clock) -> None:
+def test_first_failure_backs_off_five_minutes(clock: ManualClock) -> None:
     b = Backoff(clock)
     entry = b.failed("gpu")
     assert entry.duration == 300
@@ -40,7 +33,7 @@ def test_first_failure_backs_off_five_minutes(clock: Clock) -> None:
     assert b.active() == frozenset()
 
 
-def test_doubles_to_thirty_minutes(clock: Clock) -> None:
+def test_doubles_to_thirty_minutes(clock: ManualClock) -> None:
     b = Backoff(clock)
     durations = []
     for _ in range(6):
@@ -50,7 +43,7 @@ def test_doubles_to_thirty_minutes(clock: Clock) -> None:
     assert durations == [300, 600, 1200, 1800, 1800, 1800]
 
 
-def test_resets_after_three_healthy_hours(clock: Clock) -> None:
+def test_resets_after_three_healthy_hours(clock: ManualClock) -> None:
     b = Backoff(clock)
     b.failed("gpu")
     entry = b.failed("gpu")
@@ -62,7 +55,7 @@ def test_resets_after_three_healthy_hours(clock: Clock) -> None:
     assert b.failed("gpu").duration == 300
 
 
-def test_groups_are_independent_and_forgettable(clock: Clock) -> None:
+def test_groups_are_independent_and_forgettable(clock: ManualClock) -> None:
     b = Backoff(clock)
     b.failed("gpu")
     b.failed("gpu")
@@ -73,6 +66,6 @@ def test_groups_are_independent_and_forgettable(clock: Clock) -> None:
     assert b.failed("gpu").duration == 300
 
 
-def test_custom_limits(clock: Clock) -> None:
+def test_custom_limits(clock: ManualClock) -> None:
     b = Backoff(clock, initial=1, maximum=3, reset_after=10)
     assert [b.failed("g").duration for _ in range(4)] == [1, 2, 3, 3]

@@ -4,25 +4,16 @@ a cluster over the pod limit is never planned; the decision never goes past the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
-from raycluster_factory import cluster, group
+from tests.support.builders import group, rc
+from tests.support.fakes import KEY, EventLog, FakeApi, FakeSource
 
-from rayscale.autoscaler import loop
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.kube import ops
-from rayscale.ray.client import GcsUnavailable
 
-KEY = ("ns", "rc")
 OUT_OF_RANGE = "is out of range: quantities are limited to ±9223372036854775807 (2^63-1)"
-
-
-def rc(*groups: dict[str, Any]) -> dict[str, Any]:
-    body = cluster(*groups, autoscaling=True)
-    body["metadata"]["resourceVersion"] = "42"
-    return body
 
 
 def request(name: str, resources: dict[str, Any], count: int = 1) -> dict[str, Any]:
@@ -34,115 +25,57 @@ def request(name: str, resources: dict[str, Any], count: int = 1) -> dict[str, A
     }
 
 
-class Source:
-    def __init__(self, body: dict[str, Any], requests: Sequence[dict[str, Any]]) -> None:
-        self.body, self.requests_ = body, list(requests)
-
-    def cluster(self, key: tuple[str, str]) -> Mapping[str, Any] | None:
-        return self.body
-
-    def pods(self, key: tuple[str, str]) -> Sequence[Mapping[str, Any]]:
-        return []
-
-    def requests(self, key: tuple[str, str]) -> Sequence[Mapping[str, Any]]:
-        return self.requests_
-
-    def virtual_clusters(self, key: tuple[str, str]) -> Sequence[Mapping[str, Any]]:
-        return []
-
-
-class Events:
-    def __init__(self) -> None:
-        self.posted: list[tuple[str, str, str, str, str]] = []  # kind, name, type, reason, message
-
-    def post(self, obj: Mapping[str, Any], type_: str, reason: str, message: str, action: str = "") -> None:
-        kind, name = str(obj.get("kind", "")), str(obj["metadata"]["name"])
-        self.posted.append((kind, name, type_, reason, message))
-
-
-class Unreachable:
-    """A GCS that never answers: running pods count as busy, requests still scale."""
-
-    def __init__(self, address: str, **_: Any) -> None:
-        self.address = address
-
-    async def get_cluster_resource_state(self) -> Any:
-        raise GcsUnavailable(self.address, "GetClusterResourceState", "UNAVAILABLE", "down")
-
-    async def close(self) -> None:
-        pass
-
-
-class Api:
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.patches: list[list[dict[str, Any]]] = []
-        self.statuses: dict[str, dict[str, Any]] = {}
-
-        async def json_patch(api: Any, ns: str, name: str, patch: list[dict[str, Any]]) -> None:
-            self.patches.append(patch)
-
-        async def status(api: Any, ns: str, name: str, patch: dict[str, Any]) -> bool:
-            self.statuses[name] = patch["status"]
-            return True
-
-        async def cluster_status(api: Any, ns: str, name: str, patch: dict[str, Any]) -> bool:
-            return True
-
-        monkeypatch.setattr(ops, "json_patch_raycluster", json_patch)
-        monkeypatch.setattr(ops, "patch_rayresourcerequest_status", status)
-        monkeypatch.setattr(ops, "patch_raycluster_status", cluster_status)
-        monkeypatch.setattr(loop, "GcsClient", Unreachable)
-
-    def replicas(self) -> list[int]:
-        return [op["value"] for patch in self.patches for op in patch if op["path"].endswith("/replicas")]
-
-
-def autoscaler(source: Source, events: Events, max_pods: int = 10_000) -> Autoscaler:
+def autoscaler(source: FakeSource, events: EventLog, max_pods: int = 10_000) -> Autoscaler:
     return Autoscaler(None, source, events, AutoscalerConfig(interval=5, max_pods=max_pods))  # type: ignore[arg-type]
 
 
 async def test_a_bad_request_is_refused_with_an_event_and_the_cluster_scales_for_the_others(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    api = Api(monkeypatch)
-    events = Events()
+    api = FakeApi(monkeypatch)
+    events = EventLog()
     huge = request("huge", {"memory": "1e999999"})
     many = request("many", {"CPU": 1}, count=2**31 - 1)
-    source = Source(
-        rc(group("cpu", replicas=0, max_replicas=2**31 - 1)), [request("good", {"CPU": 1}, 2), huge, many]
+    source = FakeSource(
+        rc(group("cpu", replicas=0, max_replicas=2**31 - 1)),
+        requests=[request("good", {"CPU": 1}, 2), huge, many],
     )
     scaler = autoscaler(source, events)
     await scaler.step(KEY)
     assert api.replicas() == [2]
-    assert api.statuses["good"]["phase"] == "Pending"
+    assert api.request_statuses()["good"]["phase"] == "Pending"
     huge_message = f"a bundle cannot be read: spec.bundles[0].resources.memory: '1e999999' {OUT_OF_RANGE}"
     many_message = (
         "a bundle cannot be read: spec.bundles[0].count: 2147483647 bundles in all is over the limit of"
         " 100000 per RayResourceRequest"
     )
-    assert {n: (s["phase"], s["reason"], s["message"]) for n, s in api.statuses.items() if n != "good"} == {
+    assert {
+        n: (s["phase"], s["reason"], s["message"]) for n, s in api.request_statuses().items() if n != "good"
+    } == {
         "huge": ("Unsatisfiable", "InvalidBundles", huge_message),
         "many": ("Unsatisfiable", "InvalidBundles", many_message),
     }
-    warnings = [e for e in events.posted if e[2] == "Warning"]
+    warnings = [e[:5] for e in events.events if e.type == "Warning"]
     assert warnings == [
         ("RayResourceRequest", "huge", "Warning", "InvalidBundles", huge_message),
         ("RayResourceRequest", "many", "Warning", "InvalidBundles", many_message),
     ]
     # once the status says so, the next rounds write nothing and post nothing again
     for bad in (huge, many):
-        bad["status"] = api.statuses[bad["metadata"]["name"]]
-    events.posted.clear()
+        bad["status"] = api.request_statuses()[bad["metadata"]["name"]]
+    events.clear()
     await scaler.step(KEY)
-    assert [e for e in events.posted if e[2] == "Warning"] == []
+    assert events.reasons("Warning") == []
 
 
 async def test_a_cluster_over_the_pod_limit_is_never_planned(monkeypatch: pytest.MonkeyPatch) -> None:
-    api = Api(monkeypatch)
-    source = Source(rc(group("cpu", replicas=100_000, max_replicas=2**31 - 1)), [request("r", {"CPU": 1})])
-    await autoscaler(source, Events()).step(KEY)
+    api = FakeApi(monkeypatch)
+    source = FakeSource(
+        rc(group("cpu", replicas=100_000, max_replicas=2**31 - 1)), requests=[request("r", {"CPU": 1})]
+    )
+    await autoscaler(source, EventLog()).step(KEY)
     assert api.patches == []
-    status = api.statuses["r"]
+    status = api.request_statuses()["r"]
     assert status["phase"] == "Pending"
     assert status["message"] == (
         "RayCluster rc cannot be autoscaled: spec.workerGroupSpecs[0].replicas: 100000 replicas x 1 hosts ="
@@ -152,16 +85,19 @@ async def test_a_cluster_over_the_pod_limit_is_never_planned(monkeypatch: pytest
 
 async def test_the_autoscaler_never_writes_replicas_past_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     """maxReplicas are the KubeRay default (2^31-1); the limit (4 pods) is what holds."""
-    api = Api(monkeypatch)
+    api = FakeApi(monkeypatch)
     groups = (group("a", replicas=1, max_replicas=2**31 - 1), group("b", replicas=0, max_replicas=2**31 - 1))
-    source = Source(rc(*groups), [request("r", {"CPU": 1}, 4)])
-    await autoscaler(source, Events(), max_pods=4).step(KEY)
+    source = FakeSource(rc(*groups), requests=[request("r", {"CPU": 1}, 4)])
+    await autoscaler(source, EventLog(), max_pods=4).step(KEY)
     assert sum(api.replicas()) == 4  # a's replica (its pod not made yet) and 3 more
     api.patches.clear()
-    source = Source(rc(*groups), [request("r", {"CPU": 1}, 5)])
-    await autoscaler(source, Events(), max_pods=4).step(KEY)
+    source = FakeSource(rc(*groups), requests=[request("r", {"CPU": 1}, 5)])
+    await autoscaler(source, EventLog(), max_pods=4).step(KEY)
     assert api.patches == []  # 5 pods would be over the limit: all or nothing, so nothing
-    assert (api.statuses["r"]["phase"], api.statuses["r"]["reason"]) == ("Unsatisfiable", "MAX_WORKERS")
+    assert (api.request_statuses()["r"]["phase"], api.request_statuses()["r"]["reason"]) == (
+        "Unsatisfiable",
+        "MAX_WORKERS",
+    )
 
 
 @pytest.mark.parametrize(
@@ -181,16 +117,16 @@ async def test_a_cluster_the_controller_refuses_is_never_planned(
 ) -> None:
     """A spec the controller refuses (SpecValid=False) is not autoscaled: no round meets what the
     validation keeps out, nothing is patched, and its requests say why."""
-    api = Api(monkeypatch)
+    api = FakeApi(monkeypatch)
     body = rc(group("cpu", replicas=0, max_replicas=2))
     node: Any = body["spec"]
     for key in where:
         node = node[key]
     node["template"]["spec"]["containers"] = value
-    source = Source(body, [request("r", {"CPU": 1})])
-    assert await autoscaler(source, Events()).step(KEY) is None
+    source = FakeSource(body, requests=[request("r", {"CPU": 1})])
+    assert await autoscaler(source, EventLog()).step(KEY) is None
     assert api.patches == []
-    assert (api.statuses["r"]["phase"], api.statuses["r"]["message"]) == (
+    assert (api.request_statuses()["r"]["phase"], api.request_statuses()["r"]["message"]) == (
         "Pending",
         f"RayCluster rc cannot be autoscaled: {problem}",
     )
@@ -202,11 +138,11 @@ async def test_a_status_is_written_once_while_the_watch_has_not_shown_it(
     """Found by tests/integration/controller/test_fuzz_specs.py (a request of 6000 bundles): a
     round that ran before the watch delivered the status written by the one before wrote it again
     and posted its InvalidBundles Event a second time (count 2)."""
-    Api(monkeypatch)
-    events = Events()
+    FakeApi(monkeypatch)
+    events = EventLog()
     huge = request("huge", {"memory": "1e999999"})
     huge["metadata"]["resourceVersion"] = "7"
-    scaler = autoscaler(Source(rc(group("cpu", replicas=0, max_replicas=2)), [huge]), events)
+    scaler = autoscaler(FakeSource(rc(group("cpu", replicas=0, max_replicas=2)), requests=[huge]), events)
     writes: list[str] = []
     write = ops.patch_rayresourcerequest_status
 
@@ -218,7 +154,7 @@ async def test_a_status_is_written_once_while_the_watch_has_not_shown_it(
     await scaler.step(KEY)
     await scaler.step(KEY)  # the index still shows resourceVersion 7, without a status
     assert writes == ["huge"]
-    assert [e[3] for e in events.posted if e[2] == "Warning"] == ["InvalidBundles"]
+    assert events.reasons("Warning") == ["InvalidBundles"]
     huge["metadata"]["resourceVersion"] = "8"  # someone else wrote the status away: written again
     await scaler.step(KEY)
     assert writes == ["huge", "huge"]

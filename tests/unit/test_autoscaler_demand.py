@@ -26,9 +26,9 @@ from rayscale.autoscaler.scheduling.model import (
 from rayscale.ray import model as ray
 
 IN, NOT_IN, UNSPECIFIED = ray.LabelOperator.IN, ray.LabelOperator.NOT_IN, ray.LabelOperator.UNSPECIFIED
-A100 = ray.LabelSelector((ray.LabelConstraint("accelerator", IN, ("A100",)),))
-H100 = ray.LabelSelector((ray.LabelConstraint("accelerator", IN, ("H100",)),))
-NOT_SPOT = ray.LabelSelector((ray.LabelConstraint("market", NOT_IN, ("spot",)),))
+A100 = ray.LabelSelector((ray.GcsLabelConstraint("accelerator", IN, ("A100",)),))
+H100 = ray.LabelSelector((ray.GcsLabelConstraint("accelerator", IN, ("H100",)),))
+NOT_SPOT = ray.LabelSelector((ray.GcsLabelConstraint("market", NOT_IN, ("spot",)),))
 ANY = ray.LabelSelector()
 
 
@@ -66,7 +66,7 @@ def test_fallback_selectors_are_kept_in_order() -> None:
 def test_an_operator_ray_fails_matches_no_host() -> None:
     # Ray's scheduler fails a constraint that is neither IN nor NOT_IN on every node; dropping it
     # would let the task go anywhere instead.
-    odd = ray.LabelSelector((ray.LabelConstraint("zone", UNSPECIFIED, ("a",)),))
+    odd = ray.LabelSelector((ray.GcsLabelConstraint("zone", UNSPECIFIED, ("a",)),))
     (demand,) = gcs_demands(tasks((task(odd, H100), 1)))
     assert demand.label_selector == (c("zone", LabelOp.IN),)
     for labels in ({}, {"zone": "a"}, {"zone": "b"}):
@@ -186,8 +186,8 @@ HEAD_TOTAL = {
 }
 
 
-def node(node_id: str, status: ray.NodeStatus, total: dict[str, float], **extra: Any) -> ray.NodeState:
-    return ray.NodeState(node_id=node_id, status=status, total_resources=total, **extra)
+def node(node_id: str, status: ray.NodeStatus, total: dict[str, float], **extra: Any) -> ray.RayNodeState:
+    return ray.RayNodeState(node_id=node_id, status=status, total_resources=total, **extra)
 
 
 def test_the_head_is_the_live_node_with_rays_head_resource() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from raycluster_factory import cluster, group, pod
+from tests.support.builders import cluster, group, pod
 
 from rayscale.autoscaler.drain import DrainUnit, drain_plan, still_draining, without
 from rayscale.autoscaler.draining import drain_units
@@ -35,7 +35,9 @@ def decision(*removals: Removal, replicas: int = 1) -> Decision:
 
 def state(*nodes: tuple[str, ray.NodeStatus]) -> ray.ClusterState:
     return ray.ClusterState(
-        version=1, session_name="s", nodes=tuple(ray.NodeState(f"id-{n}", s, instance_id=n) for n, s in nodes)
+        version=1,
+        session_name="s",
+        nodes=tuple(ray.RayNodeState(f"id-{n}", s, instance_id=n) for n, s in nodes),
     )
 
 

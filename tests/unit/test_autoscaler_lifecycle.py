@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import yaml
-from raycluster_factory import pod
+from tests.support.builders import pod
 
 from rayscale.api.crd import crd_manifest
 from rayscale.api.registry import RAYCLUSTER
@@ -49,7 +49,7 @@ def snap(*nodes: Node) -> Snapshot:
 
 
 def gcs(*pods: str, status: ray.NodeStatus = ray.NodeStatus.RUNNING) -> ray.ClusterState:
-    return ray.ClusterState(1, "s", tuple(ray.NodeState(f"id-{p}", status, instance_id=p) for p in pods))
+    return ray.ClusterState(1, "s", tuple(ray.RayNodeState(f"id-{p}", status, instance_id=p) for p in pods))
 
 
 def step(

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import yaml
-from raycluster_factory import cluster, container, group, pod
+from tests.support.builders import gpu_group, group, pod, rc, rrr
+from tests.support.fakes import HEAD_GCS, KEY, FakeGcs, autoscaler, gcs_state, token_cluster
+from tests.support.fakes import EventLog as Events
+from tests.support.fakes import FakeApi as Api
+from tests.support.fakes import FakeSource as Source
+from tests.support.fakes import LoopClock as Clock
 
 from rayscale.autoscaler import loop
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
@@ -19,177 +22,14 @@ from rayscale.autoscaler.trust import SETTLE_SECONDS
 from rayscale.common.retry import Failed
 from rayscale.kube import ops
 from rayscale.ray import model as ray
-from rayscale.ray.client import GcsCallError, GcsUnavailable
 
-KEY = ("ns", "rc")
 IDLE_HOUR = 3_600_000
-HEAD = ray.NodeState(
-    "id-head", ray.NodeStatus.RUNNING, instance_id="rc-head",
-    total_resources={"CPU": 0.0, "node:__internal_head__": 1.0},
-)  # fmt: skip
 
 
-def gcs_state(*nodes: ray.NodeState, session: str = "s", head: bool = True) -> ray.ClusterState:
-    """Ray's state with the head's raylet running (unless `head` is False) and `nodes`."""
-    return ray.ClusterState(version=1, session_name=session, nodes=((HEAD,) if head else ()) + nodes)
-
-
-def idle(pod_name: str) -> ray.NodeState:
-    return ray.NodeState(
+def idle(pod_name: str) -> ray.RayNodeState:
+    return ray.RayNodeState(
         f"id-{pod_name}", ray.NodeStatus.IDLE, instance_id=pod_name, idle_duration_ms=IDLE_HOUR
     )
-
-
-def gpu_group(replicas: int = 0) -> dict[str, Any]:
-    g = group("gpu", replicas=replicas, max_replicas=4)
-    g["template"]["spec"]["containers"] = [container("ray-worker", **{"nvidia.com/gpu": "1"})]
-    return g
-
-
-def rc(*groups: dict[str, Any], rv: str = "42") -> dict[str, Any]:
-    body = cluster(*groups, autoscaling=True)
-    body["metadata"]["resourceVersion"] = rv
-    return body
-
-
-def rrr(gpus: int, *, generation: int = 1, status: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "reserve", "namespace": "ns", "generation": generation},
-        "spec": {"clusterName": "rc", "bundles": [{"resources": {"GPU": 1}, "count": gpus}]},
-        "status": status or {},
-    }
-
-
-class Source:
-    def __init__(
-        self, body: dict[str, Any] | None, pods: Sequence[dict[str, Any]] = (), requests: Sequence[Any] = ()
-    ):
-        self.body, self._pods, self._requests = body, list(pods), list(requests)
-
-    def cluster(self, key: tuple[str, str]) -> Mapping[str, Any] | None:
-        return self.body
-
-    def pods(self, key: tuple[str, str]) -> Sequence[Mapping[str, Any]]:
-        return self._pods
-
-    def requests(self, key: tuple[str, str]) -> Sequence[Mapping[str, Any]]:
-        return self._requests
-
-    def virtual_clusters(self, key: tuple[str, str]) -> Sequence[Mapping[str, Any]]:
-        return []
-
-
-class Events:
-    def __init__(self) -> None:
-        self.posted: list[tuple[str, str, str]] = []
-
-    def post(self, obj: Mapping[str, Any], type_: str, reason: str, message: str, action: str = "") -> None:
-        self.posted.append((type_, reason, message))
-
-
-class FakeGcs:
-    state: ray.ClusterState | None = None  # None: unreachable
-    accept: bool = True
-    refuse: frozenset[str] = frozenset()  # node ids that refuse even when `accept`
-    unimplemented: frozenset[str] = frozenset()  # RPC names this Ray does not have (UNIMPLEMENTED)
-    calls: list[str] = []  # the RPC names called, in order
-    drained: list[str] = []
-    reports: list[ray.AutoscalingState] = []  # the reports the GCS accepted
-    dialed: list[tuple[str, str | None]] = []  # (address, token) of every client made
-
-    def __init__(self, address: str, *, token: str | None = None, **_: Any) -> None:
-        self.address = address
-        FakeGcs.dialed.append((address, token))
-
-    def _call(self, method: str) -> None:
-        FakeGcs.calls.append(method)
-        if method in FakeGcs.unimplemented:
-            raise GcsCallError(self.address, method, "UNIMPLEMENTED", f"unknown method {method}")
-
-    async def get_cluster_resource_state(self) -> ray.ClusterState:
-        self._call("GetClusterResourceState")
-        if FakeGcs.state is None:
-            raise GcsUnavailable(self.address, "GetClusterResourceState", "UNAVAILABLE", "down")
-        return FakeGcs.state
-
-    async def report_autoscaling_state(self, state: ray.AutoscalingState) -> None:
-        self._call("ReportAutoscalingState")
-        FakeGcs.reports.append(state)
-
-    async def drain_node(self, node_id: str, **_: Any) -> ray.DrainResult:
-        self._call("DrainNode")
-        FakeGcs.drained.append(node_id)
-        ok = FakeGcs.accept and node_id not in FakeGcs.refuse
-        return ray.DrainResult(accepted=ok, rejection_reason="" if ok else "busy")
-
-    async def close(self) -> None:
-        pass
-
-
-class Api:
-    """What the loop sends through rayscale.kube.ops."""
-
-    def __init__(
-        self, monkeypatch: pytest.MonkeyPatch, conflicts: int = 0, fresh: dict[str, Any] | None = None
-    ):
-        self.patches: list[list[dict[str, Any]]] = []
-        self.statuses: list[tuple[str, dict[str, Any]]] = []
-        self.cluster_statuses: list[dict[str, Any]] = []  # status.autoscaler patches
-        self.conflicts = conflicts
-        self.fresh = fresh
-
-        async def json_patch(api: Any, ns: str, name: str, patch: list[dict[str, Any]]) -> None:
-            self.patches.append(patch)
-            if self.conflicts:
-                self.conflicts -= 1
-                raise ops.KubeError("test failed", 422)
-
-        async def get(api: Any, ns: str, name: str) -> dict[str, Any] | None:
-            return self.fresh
-
-        async def status(api: Any, ns: str, name: str, patch: dict[str, Any]) -> bool:
-            self.statuses.append((name, patch["status"]))
-            return True
-
-        monkeypatch.setattr(ops, "json_patch_raycluster", json_patch)
-        monkeypatch.setattr(ops, "get_raycluster", get)
-
-        async def cluster_status(api: Any, ns: str, name: str, patch: dict[str, Any]) -> bool:
-            self.cluster_statuses.append(patch["status"])
-            return True
-
-        monkeypatch.setattr(ops, "patch_rayresourcerequest_status", status)
-        monkeypatch.setattr(ops, "patch_raycluster_status", cluster_status)
-        monkeypatch.setattr(loop, "GcsClient", FakeGcs)
-        FakeGcs.state, FakeGcs.accept, FakeGcs.refuse, FakeGcs.drained = None, True, frozenset(), []
-        FakeGcs.unimplemented, FakeGcs.calls, FakeGcs.reports = frozenset(), [], []
-        FakeGcs.dialed = []
-
-
-class Clock:
-    """Virtual time: the monotonic clock (backoff, grace) and the wall clock (pod ages) move together."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-        self.wall = datetime(2026, 1, 1, 1, 0, 0, tzinfo=UTC)  # the factory's pods are an hour old
-
-    def mono(self) -> float:
-        return self.t
-
-    def now(self) -> datetime:
-        return self.wall
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
-        self.wall += timedelta(seconds=seconds)
-
-
-def autoscaler(
-    source: Source, events: Events | None = None, clock: Clock | None = None, *, allow_override: bool = False
-) -> Autoscaler:
-    clock = clock or Clock()
-    config = AutoscalerConfig(interval=5, allow_gcs_address_override=allow_override)
-    return Autoscaler(None, source, events or Events(), config, clock=clock.mono, wall_clock=clock.now)  # type: ignore[arg-type]
 
 
 async def test_request_scales_only_the_gpu_group_and_is_pending_while_it_launches(
@@ -296,7 +136,7 @@ async def test_after_a_gcs_outage_nothing_moves_until_its_view_settles(
     api, source = idle_setup(monkeypatch)
     clock = Clock()
     scaler = autoscaler(source, clock=clock)
-    FakeGcs.state = gcs_state(ray.NodeState("id-w", ray.NodeStatus.RUNNING, instance_id="w"))
+    FakeGcs.state = gcs_state(ray.RayNodeState("id-w", ray.NodeStatus.RUNNING, instance_id="w"))
     await scaler.step(KEY)  # in contact, w busy
     FakeGcs.state = None
     clock.advance(20)
@@ -335,7 +175,7 @@ async def test_launch_failure_backs_the_group_off(monkeypatch: pytest.MonkeyPatc
     await scaler.step(KEY)
     (patch,) = api.patches
     assert patch[-1]["value"] == {"workersToDelete": ["w"]}
-    assert scaler._backoff[KEY].active() == {"a"}
+    assert scaler._memory[KEY].backoff.active() == {"a"}
     assert ("Warning", "BackingOff") in {(t, r) for t, r, _ in events.posted}
 
 
@@ -404,7 +244,7 @@ async def test_after_a_head_restart_nothing_is_removed_for_the_grace_period(
     source._requests = [rrr(1)]
     source.body = rc(group("a", replicas=1), gpu_group())
     source.body["spec"]["autoscalerOptions"] = {"idleTimeoutSeconds": 60}
-    busy = ray.NodeState("id-w", ray.NodeStatus.RUNNING, instance_id="w", available_resources={"CPU": 0.0})
+    busy = ray.RayNodeState("id-w", ray.NodeStatus.RUNNING, instance_id="w", available_resources={"CPU": 0.0})
     FakeGcs.state = gcs_state(busy, session="s1")
     clock = Clock()
     scaler = autoscaler(source, clock=clock)
@@ -447,12 +287,12 @@ async def test_a_running_worker_without_a_ray_node_boots_for_an_hour_before_it_f
     clock.advance(3599)
     await scaler.step(KEY)
     assert api.patches == []
-    assert scaler._backoff[KEY].active() == frozenset()
+    assert scaler._memory[KEY].backoff.active() == frozenset()
     clock.advance(2)  # an hour since rayscale first saw it running without a Ray node
     await scaler.step(KEY)
     (patch,) = api.patches
     assert patch[-1]["value"] == {"workersToDelete": ["w"]}
-    assert scaler._backoff[KEY].active() == {"a"}
+    assert scaler._memory[KEY].backoff.active() == {"a"}
     assert ("Warning", "BackingOff") in {(t, r) for t, r, _ in events.posted}
 
 
@@ -467,13 +307,13 @@ async def test_a_session_change_restarts_the_boot_clocks(monkeypatch: pytest.Mon
     clock.advance(1000)  # 4000 s missing in all, 1000 s in this session
     await scaler.step(KEY)
     assert api.patches == []
-    assert scaler._backoff[KEY].active() == frozenset()
+    assert scaler._memory[KEY].backoff.active() == frozenset()
 
 
 async def test_a_dead_ray_node_is_removed_without_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     api = Api(monkeypatch)
     events = Events()
-    FakeGcs.state = gcs_state(ray.NodeState("id-w", ray.NodeStatus.DEAD, instance_id="w"))
+    FakeGcs.state = gcs_state(ray.RayNodeState("id-w", ray.NodeStatus.DEAD, instance_id="w"))
     source = Source(rc(group("a", replicas=1, min_replicas=1)), [pod("w", "a")])
     scaler = autoscaler(source, events)
     await scaler.step(KEY)
@@ -481,7 +321,7 @@ async def test_a_dead_ray_node_is_removed_without_backoff(monkeypatch: pytest.Mo
     assert patch[1:] == [
         {"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": ["w"]}}
     ]  # replicas stay 1: the controller replaces the pod
-    assert scaler._backoff[KEY].active() == frozenset()
+    assert scaler._memory[KEY].backoff.active() == frozenset()
     reasons = [(t, r) for t, r, _ in events.posted]
     assert ("Warning", "BackingOff") not in reasons
     (died,) = [m for t, r, m in events.posted if (t, r) == ("Normal", "RayNodeDied")]
@@ -525,10 +365,10 @@ async def test_an_accepted_drain_is_removed_after_conflicts_and_never_asked_agai
     ]
     assert ("Normal", "ScaledDown", "group a: 1 -> 0 replicas (DRAINED)") in events.posted
     assert scaled_down(scaler, "a", "DRAINED") == 1
-    assert scaler._draining[KEY] == {"w"}
+    assert scaler._memory[KEY].draining == {"w"}
     source.body["spec"]["workerGroupSpecs"][0]["scaleStrategy"] = {"workersToDelete": ["w"]}
     await scaler.step(KEY)
-    assert scaler._draining[KEY] == frozenset()  # listed: forgotten
+    assert scaler._memory[KEY].draining == frozenset()  # listed: forgotten
 
 
 async def test_a_patch_the_api_server_fails_is_a_failed_round_with_its_retry_after(
@@ -772,24 +612,6 @@ async def test_a_head_still_running_rays_autoscaler_is_not_autoscaled_beside_it(
 
 # ---- rayscale.io/gcs-address: the token goes only to the head Service unless overrides are allowed
 
-HEAD_GCS = "rc-head-svc.ns.svc.cluster.local:6379"
-
-
-def token_cluster(monkeypatch: pytest.MonkeyPatch, annotation: str | None) -> tuple[Api, Source]:
-    """A cluster with token auth (its Secret holds "s3cret") and, if given, the annotation."""
-    api = Api(monkeypatch)
-    FakeGcs.state = gcs_state()
-    body = rc(group("a", replicas=0))
-    body["spec"].update(authOptions={"mode": "token"}, rayVersion="2.55.0")  # token auth needs >= 2.52.0
-    if annotation is not None:
-        body["metadata"]["annotations"] = {"rayscale.io/gcs-address": annotation}
-
-    async def read_secret_key(api: Any, namespace: str, name: str, key: str) -> str | None:
-        return "s3cret" if (namespace, name, key) == ("ns", "rc", "auth_token") else None
-
-    monkeypatch.setattr(ops, "read_secret_key", read_secret_key)
-    return api, Source(body)
-
 
 def override(api: Api) -> dict[str, Any] | None:
     """The GcsAddressOverride condition of the latest status.autoscaler written, if any."""
@@ -863,7 +685,7 @@ async def test_the_view_shows_the_replicas_and_the_decisions_after_rounds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     api = Api(monkeypatch)
-    FakeGcs.state = gcs_state(ray.NodeState("id-w", ray.NodeStatus.RUNNING, instance_id="w"))
+    FakeGcs.state = gcs_state(ray.RayNodeState("id-w", ray.NodeStatus.RUNNING, instance_id="w"))
     source = Source(rc(group("cpu", replicas=1), gpu_group()), [pod("w", "cpu")], requests=[rrr(2)])
     clock = Clock()
     scaler = autoscaler(source, clock=clock)
@@ -974,7 +796,7 @@ async def test_the_replica_summary_is_in_the_status_and_an_unchanged_one_is_not_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     api = Api(monkeypatch)
-    FakeGcs.state = gcs_state(ray.NodeState("id-w", ray.NodeStatus.RUNNING, instance_id="w"))
+    FakeGcs.state = gcs_state(ray.RayNodeState("id-w", ray.NodeStatus.RUNNING, instance_id="w"))
     source = Source(rc(group("a", replicas=1)), [pod("w", "a")])
     clock = Clock()
     scaler = autoscaler(source, clock=clock)
@@ -1015,4 +837,4 @@ async def test_a_cluster_no_longer_autoscaled_leaves_the_view(monkeypatch: pytes
     scaler.mark(KEY, "RayCluster")
     await scaler.step(KEY)
     assert (scaler.view(KEY), scaler.fleet(), scaler.history_scenario(KEY)) == (None, [], None)
-    assert scaler._served == {}
+    assert scaler._memory[KEY].served is None

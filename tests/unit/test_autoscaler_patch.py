@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from raycluster_factory import cluster, group, pod
+from tests.support.builders import cluster, group, pod
 
-from rayscale.autoscaler.patch import build_patch, writable
+from rayscale.autoscaler.patch import ClusterPatch, GroupPatch, JsonPatch, build_patch, writable
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import Decision, GroupDecision, Removal, RemovalCause
 from rayscale.autoscaler.snapshot import UNBORN_PREFIX, build_snapshot
@@ -36,6 +36,10 @@ def decide(groups: dict[str, tuple[int, int]], *removals: tuple[str, str]) -> De
     )
 
 
+def ops_of(patch: ClusterPatch | None) -> JsonPatch | None:
+    return None if patch is None else patch.ops
+
+
 def test_no_change_is_none() -> None:
     body = rc(group("a", replicas=2), group("b", replicas=0))
     assert build_patch(body, decide({"a": (2, 0), "b": (0, 0)}), {"w1", "w2"}) is None
@@ -43,13 +47,15 @@ def test_no_change_is_none() -> None:
 
 def test_scale_up_indexes_groups_by_name() -> None:
     body = rc(group("a", replicas=1), group("b", replicas=0), group("c", replicas=0))
-    patch = build_patch(body, decide({"c": (3, 0), "a": (1, 0)}), set())
+    patch = ops_of(build_patch(body, decide({"c": (3, 0), "a": (1, 0)}), set()))
     assert patch == [TEST, {"op": "replace", "path": "/spec/workerGroupSpecs/2/replicas", "value": 3}]
 
 
 def test_scale_down_names_the_pods_in_one_patch() -> None:
     body = rc(group("a", replicas=0), group("b", replicas=3))
-    patch = build_patch(body, decide({"b": (1, 2)}, ("b-1", "b"), ("b-2", "b")), {"b-1", "b-2", "b-3"})
+    patch = ops_of(
+        build_patch(body, decide({"b": (1, 2)}, ("b-1", "b"), ("b-2", "b")), {"b-1", "b-2", "b-3"})
+    )
     assert patch == [
         TEST,
         {"op": "replace", "path": "/spec/workerGroupSpecs/1/replicas", "value": 1},
@@ -59,11 +65,15 @@ def test_scale_down_names_the_pods_in_one_patch() -> None:
             "value": {"workersToDelete": ["b-1", "b-2"]},
         },
     ]
+    written = build_patch(body, decide({"b": (1, 2)}, ("b-1", "b"), ("b-2", "b")), {"b-1", "b-2", "b-3"})
+    assert written is not None
+    b = body["spec"]["workerGroupSpecs"][1]
+    assert written.groups == (GroupPatch("b", b, replicas=1, workers_to_delete=("b-1", "b-2")),)
 
 
 def test_existing_scale_strategy_is_replaced() -> None:
     body = rc(group("a", replicas=2, scaleStrategy={"workersToDelete": ["old"]}))
-    patch = build_patch(body, decide({"a": (1, 1)}, ("a-1", "a")), {"a-1", "a-2"})
+    patch = ops_of(build_patch(body, decide({"a": (1, 1)}, ("a-1", "a")), {"a-1", "a-2"}))
     assert patch is not None
     assert patch[-1] == {
         "op": "replace",
@@ -86,7 +96,7 @@ def test_blocked_group_may_still_grow() -> None:
         unmet=(),
         placements=(),
     )
-    patch = build_patch(body, decision, {"a-old", "a-1", "a-2"})
+    patch = ops_of(build_patch(body, decision, {"a-old", "a-1", "a-2"}))
     assert patch == [TEST, {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 4}]
 
 
@@ -112,7 +122,7 @@ def test_writable_keeps_only_the_removals_the_patch_writes() -> None:
 
 def test_list_cleared_once_its_pods_are_gone() -> None:
     body = rc(group("a", replicas=1, scaleStrategy={"workersToDelete": ["a-old"]}), group("b", replicas=1))
-    patch = build_patch(body, decide({"a": (1, 0), "b": (1, 0)}), {"a-1", "b-1"})
+    patch = ops_of(build_patch(body, decide({"a": (1, 0), "b": (1, 0)}), {"a-1", "b-1"}))
     assert patch == [
         TEST,
         {"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": []}},
@@ -123,7 +133,7 @@ def test_list_cleared_once_its_pods_are_gone() -> None:
 
 def test_unborn_removals_lower_replicas_but_are_not_named() -> None:
     body = rc(group("a", replicas=3))
-    patch = build_patch(body, decide({"a": (2, 1)}, (f"{UNBORN_PREFIX}a:0", "a")), {"a-1", "a-2"})
+    patch = ops_of(build_patch(body, decide({"a": (2, 1)}, (f"{UNBORN_PREFIX}a:0", "a")), {"a-1", "a-2"}))
     assert patch == [TEST, {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 2}]
 
 
@@ -146,13 +156,13 @@ def test_snapshot_schedule_patch_idle_scale_down() -> None:
         version=1,
         session_name="s",
         nodes=(
-            ray.NodeState("n1", ray.NodeStatus.IDLE, instance_id="a-1", idle_duration_ms=600_000),
-            ray.NodeState("n2", ray.NodeStatus.RUNNING, instance_id="a-2"),
+            ray.RayNodeState("n1", ray.NodeStatus.IDLE, instance_id="a-1", idle_duration_ms=600_000),
+            ray.RayNodeState("n2", ray.NodeStatus.RUNNING, instance_id="a-2"),
         ),
     )
     now = datetime(2026, 1, 1, 1, tzinfo=UTC)
     decision = schedule(build_snapshot(body, pods, state, [], (), now))
-    patch = build_patch(body, decision, {"a-1", "a-2"})
+    patch = ops_of(build_patch(body, decision, {"a-1", "a-2"}))
     assert patch == [
         TEST,
         {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 1},

@@ -17,6 +17,7 @@ from rayscale.autoscaler.ray_report import (
 from rayscale.autoscaler.scheduling.model import (
     RAY_REQUEST_UNIT,
     Decision,
+    DemandKind,
     Group,
     GroupDecision,
     Node,
@@ -39,7 +40,7 @@ T = int(NOW.timestamp())
 CPU = Group("cpu-group", {"CPU": 4})
 GPU = Group("gpu-group", {"CPU": 8, "GPU": 1})
 TPU = Group("tpu-group", {"TPU": 4}, num_of_hosts=2)
-ZONE_A = ray.LabelSelector((ray.LabelConstraint("zone", ray.LabelOperator.IN, ("a",)),))
+ZONE_A = ray.LabelSelector((ray.GcsLabelConstraint("zone", ray.LabelOperator.IN, ("a",)),))
 
 
 def _snapshot(*nodes: Node, groups: tuple[Group, ...] = (CPU, GPU, TPU)) -> Snapshot:
@@ -67,7 +68,9 @@ def _pod(name: str, phase: str = "Pending", **status: Any) -> dict[str, Any]:
     return {"metadata": {"name": name}, "status": {"phase": phase, **status}}
 
 
-def _unmet(resources: Mapping[str, float], reason: UnmetReason, kind: str = "demand", **kw: Any) -> Unmet:
+def _unmet(
+    resources: Mapping[str, float], reason: UnmetReason, kind: DemandKind = DemandKind.DEMAND, **kw: Any
+) -> Unmet:
     return Unmet(kind, resources, None, None, (), kw.pop("count", 1), reason, **kw)
 
 
@@ -239,7 +242,13 @@ def test_demand_no_group_can_hold_is_echoed_as_the_gcs_sent_it() -> None:
         unmet=(_unmet({"CPU": 1, "GPU": 1}, UnmetReason.NO_MATCHING_GROUP, count=2),),
         placements=(
             Placement(
-                "demand", {"CPU": 1}, None, None, (), 4, (PlacementTarget("cpu-group", Target.NEW, 4),)
+                DemandKind.DEMAND,
+                {"CPU": 1},
+                None,
+                None,
+                (),
+                4,
+                (PlacementTarget("cpu-group", Target.NEW, 4),),
             ),
         ),
     )
@@ -271,7 +280,7 @@ def test_a_shape_is_not_infeasible_while_demand_of_that_shape_is_being_served() 
     in_b = ray.ResourceRequest({"GPU": 1.0})
     state = _state(pending_requests=(ray.ResourceDemand(in_a, 1), ray.ResourceDemand(in_b, 1)))
     placed = Placement(
-        "demand", {"GPU": 1}, None, None, (), 1, (PlacementTarget("gpu-group", Target.NEW, 1),)
+        DemandKind.DEMAND, {"GPU": 1}, None, None, (), 1, (PlacementTarget("gpu-group", Target.NEW, 1),)
     )
     decision = _decision(unmet=(_unmet({"GPU": 1}, UnmetReason.NO_MATCHING_GROUP),), placements=(placed,))
     assert _report(_snapshot(), decision, state).infeasible_resource_requests == ()
@@ -303,9 +312,15 @@ def test_infeasible_placement_groups_are_echoed() -> None:
     small = _gang("PACK", {"CPU": 1.0})
     state = _state(pending_gangs=(big, small))
     gang_unmet = Unmet(
-        "gang", None, ({"GPU": 8}, {"GPU": 8}), Strategy.STRICT_PACK, (), 1, UnmetReason.NO_MATCHING_GROUP
+        DemandKind.GANG,
+        None,
+        ({"GPU": 8}, {"GPU": 8}),
+        Strategy.STRICT_PACK,
+        (),
+        1,
+        UnmetReason.NO_MATCHING_GROUP,
     )
-    waiting = Unmet("gang", None, ({"CPU": 1},), Strategy.PACK, (), 1, UnmetReason.BACKOFF)
+    waiting = Unmet(DemandKind.GANG, None, ({"CPU": 1},), Strategy.PACK, (), 1, UnmetReason.BACKOFF)
     report = _report(_snapshot(), _decision(unmet=(gang_unmet, waiting)), state)
     assert report.infeasible_gang_resource_requests == (big,)
 
@@ -313,20 +328,24 @@ def test_infeasible_placement_groups_are_echoed() -> None:
 def test_request_resources_that_cannot_be_met_is_infeasible_but_not_a_rayresourcerequest() -> None:
     bundles = (ray.ResourceDemand(ray.ResourceRequest({"CPU": 64.0}), 2),)
     state = _state(constraints=(bundles,))
-    ours = _unmet({"CPU": 64}, UnmetReason.MAX_WORKERS, kind="constraint", unit=RAY_REQUEST_UNIT, count=2)
+    ours = _unmet(
+        {"CPU": 64}, UnmetReason.MAX_WORKERS, kind=DemandKind.CONSTRAINT, unit=RAY_REQUEST_UNIT, count=2
+    )
     assert _report(_snapshot(), _decision(unmet=(ours,)), state).infeasible_cluster_resource_constraints == (
         bundles,
     )
-    theirs = _unmet({"CPU": 64}, UnmetReason.MAX_WORKERS, kind="constraint", unit="ns/big", count=2)
+    theirs = _unmet({"CPU": 64}, UnmetReason.MAX_WORKERS, kind=DemandKind.CONSTRAINT, unit="ns/big", count=2)
     assert (
         _report(_snapshot(), _decision(unmet=(theirs,)), state).infeasible_cluster_resource_constraints == ()
     )
-    waiting = _unmet({"CPU": 64}, UnmetReason.BACKOFF, kind="constraint", unit=RAY_REQUEST_UNIT, count=2)
+    waiting = _unmet(
+        {"CPU": 64}, UnmetReason.BACKOFF, kind=DemandKind.CONSTRAINT, unit=RAY_REQUEST_UNIT, count=2
+    )
     assert (
         _report(_snapshot(), _decision(unmet=(waiting,)), state).infeasible_cluster_resource_constraints == ()
     )
     # a decision that names no units: Ray's request is recognised by its bundles
-    unnamed = _unmet({"CPU": 64}, UnmetReason.NO_MATCHING_GROUP, kind="constraint", count=2)
+    unnamed = _unmet({"CPU": 64}, UnmetReason.NO_MATCHING_GROUP, kind=DemandKind.CONSTRAINT, count=2)
     assert _report(
         _snapshot(), _decision(unmet=(unnamed,)), state
     ).infeasible_cluster_resource_constraints == (bundles,)

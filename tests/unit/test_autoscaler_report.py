@@ -7,8 +7,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from raycluster_factory import group, pod
-from test_autoscaler_loop import KEY, Api, Events, FakeGcs, Source, autoscaler, gpu_group, rc, rrr
+from tests.support.builders import gpu_group, group, pod, rc, rrr
+from tests.support.fakes import KEY, FakeGcs, autoscaler
+from tests.support.fakes import EventLog as Events
+from tests.support.fakes import FakeApi as Api
+from tests.support.fakes import FakeSource as Source
 
 from rayscale.autoscaler.loop import Autoscaler
 from rayscale.common import labels as L

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from raycluster_factory import cluster, group, pod
+from tests.support.builders import cluster, group, pod
 
 from rayscale.autoscaler.requests import decision_status, pending_status, status_patch
 from rayscale.autoscaler.scheduler import schedule
@@ -14,6 +14,7 @@ from rayscale.autoscaler.scheduling.model import (
     RAY_REQUEST_UNIT,
     Constraint,
     Decision,
+    DemandKind,
     Group,
     Head,
     Placement,
@@ -32,19 +33,19 @@ def decided(*unmet: Unmet) -> Decision:
     return Decision(groups={}, terminate=(), unmet=unmet, placements=())
 
 
-def unmet(kind: str, reason: UnmetReason, count: int = 10) -> Unmet:
+def unmet(kind: DemandKind, reason: UnmetReason, count: int = 10) -> Unmet:
     return Unmet(kind, {"GPU": 1.0, "CPU": 4.0}, None, None, (), count, reason)
 
 
 def test_satisfied_when_no_constraint_is_unmet() -> None:
     # unmet tasks are not this request's business
-    status = decision_status(REQUEST, decided(unmet("demand", UnmetReason.NO_MATCHING_GROUP)))
+    status = decision_status(REQUEST, decided(unmet(DemandKind.DEMAND, UnmetReason.NO_MATCHING_GROUP)))
     assert status == {"phase": "Satisfied", "reason": None, "message": "the cluster can hold every bundle",
                       "observedGeneration": 3}  # fmt: skip
 
 
 def test_unsatisfiable_with_the_schedulers_reason() -> None:
-    status = decision_status(REQUEST, decided(unmet("constraint", UnmetReason.MAX_REPLICAS)))
+    status = decision_status(REQUEST, decided(unmet(DemandKind.CONSTRAINT, UnmetReason.MAX_REPLICAS)))
     assert (status["phase"], status["reason"]) == ("Unsatisfiable", "MAX_REPLICAS")
     assert status["message"].endswith("10 x {CPU: 4, GPU: 1} (MAX_REPLICAS)")
 
@@ -105,12 +106,12 @@ OTHER = {"metadata": {"name": "big", "namespace": "ns", "generation": 1}, "spec"
 
 
 def unit_unmet(unit: str, reason: UnmetReason = UnmetReason.MAX_REPLICAS) -> Unmet:
-    return Unmet("constraint", {"GPU": 8.0}, None, None, (), 1, reason, unit=unit)
+    return Unmet(DemandKind.CONSTRAINT, {"GPU": 8.0}, None, None, (), 1, reason, unit=unit)
 
 
 def unit_placed(unit: str, on: Target, count: int = 2) -> Placement:
     target = PlacementTarget("gpu", on, count)
-    return Placement("constraint", {"GPU": 1.0}, None, None, (), count, (target,), unit=unit)
+    return Placement(DemandKind.CONSTRAINT, {"GPU": 1.0}, None, None, (), count, (target,), unit=unit)
 
 
 def test_another_requests_unmet_bundles_do_not_make_it_unsatisfiable() -> None:

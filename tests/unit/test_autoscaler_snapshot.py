@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from raycluster_factory import cluster, group, pod
+from tests.support.builders import cluster, group, pod
 
 from rayscale.autoscaler.scenario import ScenarioError
 from rayscale.autoscaler.scheduler import schedule
@@ -43,12 +43,14 @@ def rc(**groups: dict[str, Any]) -> dict[str, Any]:
     return cluster(*groups.values(), autoscaling=True)
 
 
-def gcs(*nodes: ray.NodeState, **extra: Any) -> ray.ClusterState:
+def gcs(*nodes: ray.RayNodeState, **extra: Any) -> ray.ClusterState:
     return ray.ClusterState(version=1, session_name="s", nodes=nodes, **extra)
 
 
-def ray_node(pod_name: str, status: ray.NodeStatus = ray.NodeStatus.RUNNING, **extra: Any) -> ray.NodeState:
-    return ray.NodeState(node_id=f"id-{pod_name}", status=status, instance_id=pod_name, **extra)
+def ray_node(
+    pod_name: str, status: ray.NodeStatus = ray.NodeStatus.RUNNING, **extra: Any
+) -> ray.RayNodeState:
+    return ray.RayNodeState(node_id=f"id-{pod_name}", status=status, instance_id=pod_name, **extra)
 
 
 def build(
@@ -162,7 +164,7 @@ def test_running_pod_whose_ray_node_died_goes_as_node_dead() -> None:
 def test_a_restarted_raylet_is_alive_again() -> None:
     body = rc(a=group(replicas=1))
     state = gcs(
-        ray_node("w", ray.NodeStatus.DEAD), ray.NodeState("id-new", ray.NodeStatus.IDLE, instance_id="w")
+        ray_node("w", ray.NodeStatus.DEAD), ray.RayNodeState("id-new", ray.NodeStatus.IDLE, instance_id="w")
     )
     assert nodes_by_name(build(body, [pod("w")], state))["w"].state is NodeState.RUNNING
 
@@ -266,7 +268,7 @@ def test_pods_whose_drain_was_accepted_are_draining_until_their_removal_lands() 
 
 def test_head_and_running_node_labels_come_from_the_gcs() -> None:
     body = rc(a=group(replicas=1))
-    head = ray.NodeState(
+    head = ray.RayNodeState(
         "id-head", ray.NodeStatus.RUNNING, total_resources={"CPU": 2.0, "node:__internal_head__": 1.0},
         available_resources={"CPU": 1.0},
     )  # fmt: skip
@@ -369,8 +371,8 @@ def test_multi_host_pods_without_replica_labels_form_replicas_of_num_of_hosts() 
 
 def test_demand_gangs_and_gcs_constraints() -> None:
     body = rc(a=group(replicas=0))
-    zone = ray.LabelSelector((ray.LabelConstraint("zone", ray.LabelOperator.IN, ("a", "b")),))
-    other = ray.LabelSelector((ray.LabelConstraint("zone", ray.LabelOperator.NOT_IN, ("c",)),))
+    zone = ray.LabelSelector((ray.GcsLabelConstraint("zone", ray.LabelOperator.IN, ("a", "b")),))
+    other = ray.LabelSelector((ray.GcsLabelConstraint("zone", ray.LabelOperator.NOT_IN, ("c",)),))
     bundle = ray.ResourceRequest({"GPU": 1.0})
     state = gcs(
         pending_requests=(

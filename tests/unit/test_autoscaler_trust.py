@@ -26,12 +26,12 @@ from rayscale.autoscaler.trust import (
 )
 from rayscale.ray import model as ray
 
-HEAD = ray.NodeState(
+HEAD = ray.RayNodeState(
     "id-head", ray.NodeStatus.RUNNING, total_resources={"CPU": 0.0, "node:__internal_head__": 1.0}
 )
 
 
-def state(session: str = "s1", *nodes: ray.NodeState) -> ray.ClusterState:
+def state(session: str = "s1", *nodes: ray.RayNodeState) -> ray.ClusterState:
     return ray.ClusterState(version=1, session_name=session, nodes=nodes)
 
 
@@ -45,7 +45,7 @@ def test_sessions_change_only_when_the_gcs_names_another() -> None:
 
 
 def test_held_while_the_head_raylet_is_not_running() -> None:
-    dead_head = ray.NodeState("id-old", ray.NodeStatus.DEAD, total_resources=HEAD.total_resources)
+    dead_head = ray.RayNodeState("id-old", ray.NodeStatus.DEAD, total_resources=HEAD.total_resources)
     for nodes in ((), (dead_head,)):
         held = hold(state("s1", *nodes), Session("s1"), 0.0, DEFAULT_GRACE_SECONDS)
         assert held is not None, nodes
@@ -102,9 +102,9 @@ def test_held_while_the_gcs_view_settles_after_an_outage() -> None:
 
 
 def test_nothing_removed_while_ray_has_not_noticed_a_restarted_raylet() -> None:
-    old = ray.NodeState("id-old", ray.NodeStatus.IDLE, instance_id="w", idle_duration_ms=3_600_000)
-    new = ray.NodeState("id-new", ray.NodeStatus.IDLE, instance_id="w", idle_duration_ms=1000)
-    other = ray.NodeState("id-x", ray.NodeStatus.IDLE, instance_id="x", idle_duration_ms=3_600_000)
+    old = ray.RayNodeState("id-old", ray.NodeStatus.IDLE, instance_id="w", idle_duration_ms=3_600_000)
+    new = ray.RayNodeState("id-new", ray.NodeStatus.IDLE, instance_id="w", idle_duration_ms=1000)
+    other = ray.RayNodeState("id-x", ray.NodeStatus.IDLE, instance_id="x", idle_duration_ms=3_600_000)
     held = hold(state("s1", HEAD, old, new, other), Session("s1"), 0.0, DEFAULT_GRACE_SECONDS)
     assert held is not None
     assert held.launches  # the old node's actors need somewhere to go

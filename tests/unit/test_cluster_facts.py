@@ -1,7 +1,7 @@
 """The controller and the autoscaler read the same facts off a RayCluster (`rayscale.cluster`).
 
 For every RayCluster rayscale knows of (KubeRay's samples when the Go module cache has them,
-examples/, tests/kuberay/cases/, the factories of raycluster_factory.py and seeded random specs):
+examples/, tests/kuberay/cases/, the builders of tests/support/builders.py and seeded random specs):
 
 - the head Service the controller creates, the address its workers dial and the address the
   autoscaler dials are one: the Service's name in the cluster domain, on the port the head's GCS
@@ -37,9 +37,9 @@ from typing import Any
 
 import pytest
 import yaml
-from raycluster_factory import cluster, container, group
 from tests.kuberay import documents
 from tests.kuberay.oracle import kuberay_version
+from tests.support.builders import cluster, container, group
 
 from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
 from rayscale.autoscaler.snapshot import build_snapshot

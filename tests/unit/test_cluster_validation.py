@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from raycluster_factory import cluster, group
-from tests.invalid_specs import CASES, BadSpec
+from tests.support.builders import cluster, group
+from tests.support.invalid_specs import CASES, BadSpec
 
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.validation import Invalid, parse_and_validate

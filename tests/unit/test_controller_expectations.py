@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from raycluster_factory import pod
+from tests.support.builders import pod
+from tests.support.fakes import ManualClock
 
 from rayscale.controller.expectations import ScaleExpectations
 
@@ -10,16 +11,8 @@ KEY = ("ns", "rc", "small")
 EPOCH_2026 = 1767225600.0  # 2026-01-01T00:00:00Z
 
 
-class Clock:
-    def __init__(self, now: float = EPOCH_2026) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_create_met_when_visible() -> None:
-    exp = ScaleExpectations(clock=Clock())
+    exp = ScaleExpectations(clock=ManualClock(EPOCH_2026))
     exp.expect(KEY, "a", "create")
     assert not exp.satisfied(KEY, {})
     assert exp.satisfied(KEY, {"a": pod("a")})
@@ -27,7 +20,7 @@ def test_create_met_when_visible() -> None:
 
 
 def test_create_met_after_30_seconds() -> None:
-    clock = Clock()
+    clock = ManualClock(EPOCH_2026)
     exp = ScaleExpectations(clock=clock)
     exp.expect(KEY, "a", "create")
     clock.now += 29.9
@@ -38,7 +31,7 @@ def test_create_met_after_30_seconds() -> None:
 
 
 def test_delete_met_only_when_gone() -> None:
-    clock = Clock()
+    clock = ManualClock(EPOCH_2026)
     exp = ScaleExpectations(clock=clock)
     exp.expect(KEY, "a", "delete")
     terminating = pod("a", deleting="2026-01-01T00:00:30Z")
@@ -48,7 +41,7 @@ def test_delete_met_only_when_gone() -> None:
 
 
 def test_stuck_terminating_pod_stops_blocking() -> None:
-    clock = Clock()
+    clock = ManualClock(EPOCH_2026)
     exp = ScaleExpectations(clock=clock, stuck_after=600)
     exp.expect(KEY, "a", "delete")
     stuck = pod("a", deleting="2026-01-01T00:00:30Z")  # grace period ends 30 s in
@@ -61,7 +54,7 @@ def test_stuck_terminating_pod_stops_blocking() -> None:
 
 
 def test_groups_independent_and_forget_cluster() -> None:
-    exp = ScaleExpectations(clock=Clock())
+    exp = ScaleExpectations(clock=ManualClock(EPOCH_2026))
     exp.expect(KEY, "a", "create")
     other = ("ns", "rc", "other")
     assert exp.satisfied(other, {})

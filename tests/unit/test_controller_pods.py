@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from raycluster_factory import cluster, group
+from tests.support.builders import cluster, group
 
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster import ft

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from raycluster_factory import cluster, group, pod, with_status
+from tests.support.builders import cluster, group, pod, with_status
 
 from rayscale.cluster.validation import Invalid
 from rayscale.controller import pods as podspec

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from raycluster_factory import cluster, group
+from tests.support.builders import cluster, group
 
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.validation import parse_and_validate

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from raycluster_factory import cluster, group
+from tests.support.builders import cluster, group
 
 from rayscale.autoscaler.snapshot import build_snapshot
 from rayscale.cluster.validation import Invalid

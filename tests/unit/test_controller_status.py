@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from raycluster_factory import cluster, container, group, pod
+from tests.support.builders import cluster, container, group, pod
 
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster.meta import ClusterMeta

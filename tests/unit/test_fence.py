@@ -11,21 +11,14 @@ from typing import Any
 import pytest
 from aiohttp import web
 from kubernetes_asyncio import client
+from tests.support.fakes import ManualClock
 
 from rayscale.fence import Fenced, WriteFence
 from rayscale.kube.client import RayscaleApiClient
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_fence_starts_open_closes_and_opens_until_a_deadline() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     fence = WriteFence(clock)
     fence.check("anything")  # open: no leader election
     fence.close()

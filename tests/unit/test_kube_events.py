@@ -9,20 +9,15 @@ from typing import Any
 
 import aiohttp
 import pytest
-from looping import until
+from tests.support.fakes import ManualClock
+from tests.support.polling import until
 
 from rayscale.kube import ops
 from rayscale.kube.correlator import COMBINED, EventCorrelator
 from rayscale.kube.events import EventRecorder
 from rayscale.kube.fairqueue import FairQueue
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+START = 1_700_000_000.0  # the clock's time at the start of each test
 
 
 def event(
@@ -47,7 +42,7 @@ def event(
 
 
 def test_identical_events_become_one_event_with_a_count_patched() -> None:
-    clock = Clock()
+    clock = ManualClock(START)
     correlator = EventCorrelator(clock=clock)
     first = correlator.correlate(event())
     assert first is not None
@@ -71,7 +66,7 @@ def test_identical_events_become_one_event_with_a_count_patched() -> None:
 
 
 def test_similar_events_from_the_tenth_message_on_are_combined_into_one() -> None:
-    clock = Clock()
+    clock = ManualClock(START)
     correlator = EventCorrelator(clock=clock)
     names = set()
     for i in range(20):
@@ -88,7 +83,7 @@ def test_similar_events_from_the_tenth_message_on_are_combined_into_one() -> Non
 
 
 def test_similar_events_further_apart_than_the_window_are_not_combined() -> None:
-    clock = Clock()
+    clock = ManualClock(START)
     correlator = EventCorrelator(clock=clock)
     for i in range(15):
         clock.now += 601
@@ -98,7 +93,7 @@ def test_similar_events_further_apart_than_the_window_are_not_combined() -> None
 
 
 def test_each_object_may_post_25_then_one_per_five_minutes() -> None:
-    clock = Clock()
+    clock = ManualClock(START)
     correlator = EventCorrelator(clock=clock)
     posted = [correlator.correlate(event(message="same")) for _ in range(30)]
     assert sum(p is not None for p in posted) == 25
@@ -167,7 +162,7 @@ def body(name: str) -> dict[str, Any]:
 
 async def test_a_noisy_objects_backlog_never_delays_another_objects_events() -> None:
     writer = Writer()
-    recorder = EventRecorder(writer=writer, correlator=EventCorrelator(clock=Clock()), workers=2)
+    recorder = EventRecorder(writer=writer, correlator=EventCorrelator(clock=ManualClock(START)), workers=2)
     recorder.start()
     try:
         for i in range(40):  # distinct messages: 9 Events, then the combined one, then dropped
@@ -187,7 +182,7 @@ async def test_a_noisy_objects_backlog_never_delays_another_objects_events() -> 
 
 async def test_an_event_that_expired_is_created_again_with_its_count() -> None:
     writer = Writer()
-    recorder = EventRecorder(writer=writer, correlator=EventCorrelator(clock=Clock()), workers=1)
+    recorder = EventRecorder(writer=writer, correlator=EventCorrelator(clock=ManualClock(START)), workers=1)
     recorder.start()
     try:
         recorder.post(body("quiet"), "Warning", "FailedToCreateWorkerPod", "quota")
@@ -223,7 +218,7 @@ class Breaking(Writer):
 
 async def test_a_worker_that_saw_an_unforeseen_error_goes_on_and_stops_cleanly() -> None:
     writer = Breaking()
-    recorder = EventRecorder(writer=writer, correlator=EventCorrelator(clock=Clock()), workers=1)
+    recorder = EventRecorder(writer=writer, correlator=EventCorrelator(clock=ManualClock(START)), workers=1)
     recorder.start()
     try:
         recorder.post(body("a"), "Normal", "CreatedWorkerPod", "lost")

@@ -6,7 +6,7 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
-from raycluster_factory import cluster, group, pod
+from tests.support.builders import cluster, group, pod
 
 from rayscale.autoscaler import snapshot as autoscaler_snapshot
 from rayscale.autoscaler.ray_report import pending_details

@@ -12,15 +12,15 @@ from rayscale.ray.model import (
     FailedInstanceRequest,
     GangRequest,
     GangSelector,
-    LabelConstraint,
+    GcsLabelConstraint,
     LabelOperator,
     LabelSelector,
     Locality,
-    NodeState,
     NodeStatus,
     PendingInstance,
     PendingInstanceRequest,
     PlacementConstraint,
+    RayNodeState,
     ResourceDemand,
     ResourceRequest,
 )
@@ -59,7 +59,7 @@ def test_node_state_fields() -> None:
         labels={"ray.io/node-group": "gpu", "zone": "a"},
     )
     node = convert.node_state(msg)
-    assert node == NodeState(
+    assert node == RayNodeState(
         node_id=NODE_A.hex(),
         status=NodeStatus.IDLE,
         instance_id="raycluster-gpu-worker-x7k2p",
@@ -109,8 +109,8 @@ def test_pending_requests_with_label_selectors() -> None:
         ResourceRequest(
             resources={"CPU": 1.0, "GPU": 1.0},
             label_selectors=(
-                LabelSelector((LabelConstraint("zone", LabelOperator.IN, ("a", "b")),)),
-                LabelSelector((LabelConstraint("spot", LabelOperator.NOT_IN, ("true",)),)),
+                LabelSelector((GcsLabelConstraint("zone", LabelOperator.IN, ("a", "b")),)),
+                LabelSelector((GcsLabelConstraint("spot", LabelOperator.NOT_IN, ("true",)),)),
             ),
         ),
         count=7,
@@ -129,7 +129,10 @@ def test_an_empty_fallback_selector_is_kept() -> None:
         label_selectors=[_selector(("zone", common_pb.LABEL_OPERATOR_IN, ["a"])), common_pb.LabelSelector()],
     )
     selectors = convert.resource_request(msg).label_selectors
-    assert selectors == (LabelSelector((LabelConstraint("zone", LabelOperator.IN, ("a",)),)), LabelSelector())
+    assert selectors == (
+        LabelSelector((GcsLabelConstraint("zone", LabelOperator.IN, ("a",)),)),
+        LabelSelector(),
+    )
 
 
 def _spread_bundle(resources: dict[str, float]) -> pb.ResourceRequest:
@@ -212,7 +215,7 @@ def test_gang_locality_requirement() -> None:
     assert gang.selectors[0].locality == Locality(
         label_name="slice",
         strategy="STRICT_PACK",
-        label_selector=LabelSelector((LabelConstraint("tpu", LabelOperator.IN, ("v6e",)),)),
+        label_selector=LabelSelector((GcsLabelConstraint("tpu", LabelOperator.IN, ("v6e",)),)),
     )
     assert gang.strategy == "STRICT_PACK"
 
@@ -272,7 +275,7 @@ def test_cluster_state() -> None:
 
 
 def test_node_by_instance_falls_back_to_a_dead_node() -> None:
-    dead = NodeState(node_id=NODE_A.hex(), status=NodeStatus.DEAD, instance_id="pod-a")
+    dead = RayNodeState(node_id=NODE_A.hex(), status=NodeStatus.DEAD, instance_id="pod-a")
     assert ClusterState(version=1, session_name="", nodes=(dead,)).node_by_instance("pod-a") == dead
 
 
@@ -313,7 +316,7 @@ def test_constraint_request_round_trips() -> None:
         ResourceDemand(
             ResourceRequest(
                 {"GPU": 1, "CPU": 4},
-                label_selectors=(LabelSelector((LabelConstraint("zone", LabelOperator.NOT_IN, ("c",)),)),),
+                label_selectors=(LabelSelector((GcsLabelConstraint("zone", LabelOperator.NOT_IN, ("c",)),)),),
                 placement_constraints=(
                     PlacementConstraint("affinity", "_PG_x"),
                     PlacementConstraint("anti_affinity", "_PG_y", "v"),
@@ -352,7 +355,7 @@ def test_constraint_request_rejects_negative_values(demand: ResourceDemand) -> N
 # ---- ReportAutoscalingState ----
 
 UNSCHEDULABLE = "pod pending: unschedulable"
-ZONE_A = LabelSelector((LabelConstraint("zone", LabelOperator.IN, ("a",)),))
+ZONE_A = LabelSelector((GcsLabelConstraint("zone", LabelOperator.IN, ("a",)),))
 
 
 def _gcs_gang() -> pb.GangResourceRequest:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from e2e.raybridge import podspec
 from e2e.raybridge.bridge import head_params
-from raycluster_factory import cluster, container, group
+from tests.support.builders import cluster, container, group
 
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster.meta import ClusterMeta

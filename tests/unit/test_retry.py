@@ -7,17 +7,10 @@ import itertools
 import random
 
 import pytest
+from tests.support.fakes import ManualClock
 
 from rayscale.common.retry import CAP_SECONDS, RetryBackoff, delay_after, spec_version
 from rayscale.kube.ops import retry_after
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_the_schedule_doubles_from_one_second_to_five_minutes() -> None:
@@ -35,7 +28,7 @@ def test_jitter_only_shortens_and_each_wait_is_longer_than_the_last() -> None:
 
 
 def test_backoff_per_key_reset_on_success_and_retry_after_honoured() -> None:
-    clock = Clock()
+    clock = ManualClock()
     backoff: RetryBackoff[str] = RetryBackoff(clock=clock, rng=lambda: 0.0)
     waits = []
     for _ in range(4):  # each run comes when its wait is over
@@ -65,7 +58,7 @@ def test_backoff_per_key_reset_on_success_and_retry_after_honoured() -> None:
 def test_a_wait_is_never_longer_than_twice_the_time_the_key_has_been_failing() -> None:
     """Runs made at once (spec edits during a fault) add failures by the second: the wait after
     the fault stays bounded by how long the failures lasted, not by how many there were."""
-    clock = Clock()
+    clock = ManualClock()
     backoff: RetryBackoff[str] = RetryBackoff(clock=clock, rng=lambda: 0.0)
     waits = []
     for _ in range(20):  # 20 s of a failing API server, a run every second (an edit each time)

@@ -5,40 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from rayscale.autoscaler.scenario import parse_scenario
-from rayscale.autoscaler.scheduler import schedule
+from tests.support.scenarios import cpu, decide, demand, launches, node, removed, unmet
 
 GI = 1024**3
-
-
-def decide(scenario: dict[str, Any]) -> dict[str, Any]:
-    """The decision for a scenario, as the JSON `rayscale simulate` prints (without timing)."""
-    return schedule(parse_scenario(scenario)).to_dict()
-
-
-def launches(decision: dict[str, Any]) -> dict[str, int]:
-    return {name: g["launch"] for name, g in decision["groups"].items() if g["launch"]}
-
-
-def removed(decision: dict[str, Any]) -> dict[str, str]:
-    return {t["name"]: t["reason"] for t in decision["terminate"]}
-
-
-def unmet(decision: dict[str, Any]) -> list[tuple[str, int, str]]:
-    return [(u["kind"], u["count"], u["reason"]) for u in decision["unmet"]]
-
-
-def cpu(name: str, cpus: float = 4, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "resources": {"CPU": cpus}, **extra}
-
-
-def node(name: str, group: str, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "group": group, **extra}
-
-
-def demand(count: int, **resources: float) -> dict[str, Any]:
-    return {"resources": resources, "count": count}
 
 
 CASES: list[tuple[str, dict[str, Any], dict[str, int], dict[str, str], list[tuple[str, int, str]]]] = [

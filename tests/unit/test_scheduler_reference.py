@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_scheduler import cpu, decide, demand, launches, node, removed, unmet
+from tests.support.scenarios import cpu, decide, demand, launches, node, removed, unmet
 
 # ------------------------------------------------------------------ Ray test_scheduler.py
 

@@ -1,5 +1,5 @@
 """`rayscale status` and `rayscale simulate --from-cluster` end to end against a fake API server
-(fake_kube_api.py) and the operator's real status server (rayscale.web) with a fake autoscaler:
+(tests/support/fake_kube_api.py) and the operator's real status server (rayscale.web) with a fake autoscaler:
 how the operator is found (the Lease's holder, the chart's pods, a standby naming the leader,
 --endpoint), what is said when it cannot be, exit codes, arguments, the kubectl plugin."""
 
@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
-from fake_kube_api import FakeKube, running
+from tests.support.fake_kube_api import FakeKube, running
+from tests.support.fakes import FakeAutoscaler
 
 from rayscale import cli
 from rayscale.status.args import UsageError, parse_target
@@ -34,31 +35,21 @@ LEADER, STANDBY = "rayscale-7d9f8c-x2k4q", "rayscale-7d9f8c-p5m2n"
 OPERATOR_NS = "rayscale-system"
 
 
-class FakeAutoscaler:
-    """What `rayscale.autoscaler.loop.Autoscaler` answers the server: the fixture's documents."""
-
-    def view(self, key: tuple[str, str]) -> dict[str, Any] | None:
-        return VIEW if key == ("team-a", "demo") else None
-
-    def fleet(self) -> list[dict[str, Any]]:
-        entry = {
-            "namespace": "team-a",
-            "name": "demo",
-            "lastDecisionTime": VIEW["observedAt"],
-            "hold": None,
-            "gcsReachable": True,
-            "groups": [{"name": "cpu", "desired": 2, "current": 3}],
-            "states": {"ready": 2},
-            "unmet": {"BACKOFF": 2},
-        }
-        return [entry]
-
-    def history_scenario(self, key: tuple[str, str], index: int = 0) -> dict[str, Any] | None:
-        return SCENARIO if key == ("team-a", "demo") and index < 2 else None
+DEMO = ("team-a", "demo")
+FLEET_ENTRY = {
+    "namespace": "team-a",
+    "name": "demo",
+    "lastDecisionTime": VIEW["observedAt"],
+    "hold": None,
+    "gcsReachable": True,
+    "groups": [{"name": "cpu", "desired": 2, "current": 3}],
+    "states": {"ready": 2},
+    "unmet": {"BACKOFF": 2},
+}
 
 
 def operator_app(*, leading: bool = True, holder: str = "") -> Any:
-    scaler = FakeAutoscaler()
+    scaler = FakeAutoscaler({DEMO: VIEW}, [FLEET_ENTRY], {(DEMO, 0): SCENARIO, (DEMO, 1): SCENARIO})
     return make_app(Served(autoscaler=lambda: scaler, leading=lambda: leading, holder=lambda: holder))
 
 

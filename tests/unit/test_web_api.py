@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from test_autoscaler_loop import HEAD_GCS, KEY, autoscaler, token_cluster
+from tests.support.fakes import HEAD_GCS, KEY, FakeAutoscaler, autoscaler, token_cluster
 
 from rayscale.autoscaler.history import DecisionHistory, decision_record
 from rayscale.autoscaler.lifecycle import Lives, ReplicaLife, ReplicaState
@@ -32,23 +32,8 @@ PATHS = (API, f"{API}/team-a/demo", f"{API}/team-a/demo/decisions/0/scenario")
 Client = Callable[..., Awaitable[TestClient[Any, Any]]]
 
 
-class FakeAutoscaler:
-    """view/fleet/history_scenario as the Autoscaler answers them, and what was asked."""
-
-    def __init__(self) -> None:
-        self.asked: list[tuple[Any, ...]] = []
-
-    def view(self, key: tuple[str, str]) -> dict[str, Any] | None:
-        self.asked.append(("view", key))
-        return VIEW if key == DEMO else None
-
-    def fleet(self) -> list[dict[str, Any]]:
-        self.asked.append(("fleet",))
-        return [ENTRY]
-
-    def history_scenario(self, key: tuple[str, str], index: int = 0) -> dict[str, Any] | None:
-        self.asked.append(("scenario", key, index))
-        return SCENARIO if (key, index) == (DEMO, 0) else None
+def fake_autoscaler() -> FakeAutoscaler:
+    return FakeAutoscaler({DEMO: VIEW}, [ENTRY], {(DEMO, 0): SCENARIO})
 
 
 @pytest.fixture
@@ -81,7 +66,7 @@ async def get_json(test_client: TestClient[Any, Any], path: str, status: int = 2
 
 
 async def test_the_three_paths_answer_the_autoscalers_documents(client: Client) -> None:
-    scaler = FakeAutoscaler()
+    scaler = fake_autoscaler()
     api = await client(serving(scaler))
     fleet = await get_json(api, API)
     assert fleet == {"clusters": [ENTRY], "leader": True, "observedAt": "2026-11-23T10:15:04Z"}
@@ -95,7 +80,7 @@ async def test_the_three_paths_answer_the_autoscalers_documents(client: Client) 
 
 
 async def test_unknown_clusters_and_scenarios_are_404_with_a_message(client: Client) -> None:
-    api = await client(serving(FakeAutoscaler()))
+    api = await client(serving(fake_autoscaler()))
     body = await get_json(api, f"{API}/team-a/nope", 404)
     assert body == {"error": "RayCluster team-a/nope is not autoscaled here (or had no round yet)"}
     body = await get_json(api, f"{API}/team-a/demo/decisions/3/scenario", 404)
@@ -107,7 +92,7 @@ async def test_unknown_clusters_and_scenarios_are_404_with_a_message(client: Cli
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
 async def test_it_is_read_only(client: Client, method: str) -> None:
-    scaler = FakeAutoscaler()
+    scaler = fake_autoscaler()
     for html in (False, True):
         server = await client(serving(scaler), html=html)
         for path in (*PATHS, *(("/", "/clusters/team-a/demo") if html else ())):
@@ -118,7 +103,7 @@ async def test_it_is_read_only(client: Client, method: str) -> None:
 
 
 async def test_a_standby_answers_503_naming_the_leader(client: Client) -> None:
-    scaler = FakeAutoscaler()
+    scaler = fake_autoscaler()
     holder = {"name": "rayscale-7d9f8c-x2k4q_0b6e"}
     standby = await client(serving(scaler, leading=lambda: False, holder=lambda: holder["name"]))
     for path in PATHS:
@@ -137,7 +122,7 @@ async def test_without_an_autoscaler_it_says_why(client: Client) -> None:
 
 
 async def test_the_status_page_port_also_answers_the_api(client: Client) -> None:
-    page = await client(serving(FakeAutoscaler()), html=True)
+    page = await client(serving(fake_autoscaler()), html=True)
     assert await get_json(page, f"{API}/team-a/demo") == VIEW
     assert await get_json(page, f"{API}/team-a/nope", 404) == {
         "error": "RayCluster team-a/nope is not autoscaled here (or had no round yet)"
@@ -179,7 +164,7 @@ def large_view(replicas: int) -> tuple[Observed, DecisionHistory]:
         1,
         "s",
         tuple(
-            ray.NodeState(
+            ray.RayNodeState(
                 f"{i:056x}",
                 ray.NodeStatus.RUNNING,
                 instance_id=p,

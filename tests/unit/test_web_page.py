@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from test_autoscaler_view import HEAD, T0, observed, ray_node
+from tests.support.fakes import FakeAutoscaler
+from tests.support.views import HEAD, T0, observed, ray_node
 
 from rayscale.autoscaler.view import cluster_view, fleet_entry
 from rayscale.ray import model as ray
@@ -58,21 +59,6 @@ def real_view() -> dict[str, Any]:
     return cluster_view(seen, history.newest_first())
 
 
-class Fake:
-    def __init__(self, *views: dict[str, Any]) -> None:
-        self.views = {(v["namespace"], v["name"]): v for v in views}
-
-    def view(self, key: tuple[str, str]) -> dict[str, Any] | None:
-        return self.views.get(key)
-
-    def fleet(self) -> list[dict[str, Any]]:
-        seen, _ = observed(None)
-        return [{**fleet_entry(seen), "namespace": ns, "name": name} for ns, name in sorted(self.views)]
-
-    def history_scenario(self, key: tuple[str, str], index: int = 0) -> dict[str, Any] | None:
-        return None
-
-
 Page = Callable[..., Awaitable[tuple[int, str, Any]]]
 
 
@@ -94,8 +80,16 @@ async def page() -> AsyncIterator[Page]:
         await client.close()
 
 
+def fake_of(*views: dict[str, Any]) -> FakeAutoscaler:
+    """An autoscaler that has `views`, each in the fleet with the entry of `observed`."""
+    found = {(v["namespace"], v["name"]): v for v in views}
+    seen, _ = observed(None)
+    fleet = [{**fleet_entry(seen), "namespace": ns, "name": name} for ns, name in sorted(found)]
+    return FakeAutoscaler(found, fleet)
+
+
 def serving(*views: dict[str, Any], **more: Any) -> Served:
-    fake = Fake(*views)
+    fake = fake_of(*views)
     return Served(autoscaler=lambda: fake, wall_clock=lambda: T0 + timedelta(seconds=4), **more)
 
 
@@ -160,7 +154,7 @@ async def test_everything_from_the_cluster_is_escaped(page: Page) -> None:
     view["decisions"][0].update(trigger=EVIL, held=EVIL)
     assert view["ray"] is not None
     view["ray"]["nodes"][1]["pod"] = EVIL
-    fake = Fake(view)
+    fake = fake_of(view)
     served = Served(autoscaler=lambda: fake)
     for path in ("/", "/clusters/ns%3Cscript%3Ealert(1)%3C%2Fscript%3E/n%3Cscript%3Ealert(1)%3C%2Fscript%3E"):
         status, html, _ = await page(served, path)

@@ -7,7 +7,7 @@ import asyncio
 import itertools
 from collections.abc import Hashable
 
-from looping import until
+from tests.support.polling import until
 
 from rayscale.common.retry import Failed, RetryBackoff
 from rayscale.common.workqueue import WorkQueue

@@ -19,7 +19,7 @@ from rayscale.api.raycluster import Condition
 from rayscale.api.schema import JsonDict, KubeModel
 
 Phase = Literal["Pending", "Ready", "Scaling", "Removing", "Invalid"]
-NodeState = Literal["Pending", "Booting", "Ready", "Idle", "Busy", "Dead", "Releasing"]
+VcNodeState = Literal["Pending", "Booting", "Ready", "Idle", "Busy", "Dead", "Releasing"]
 JobClusterPhase = Literal["Active", "Destroying"]
 
 INT32: JsonDict = {"format": "int32"}
@@ -85,7 +85,7 @@ class NodeStatus(KubeModel):
 
     pod: str
     node_id: str | None = None
-    state: NodeState | None = None
+    state: VcNodeState | None = None
     job_cluster: str | None = None
     since: str | None = Field(default=None, json_schema_extra=DATE_TIME)
 
@@ -174,11 +174,11 @@ __all__ = [
     "JobClusterGroup",
     "JobClusterPhase",
     "JobClusterStatus",
-    "NodeState",
     "NodeStatus",
     "Phase",
     "RayVirtualClusterSpec",
     "RayVirtualClusterStatus",
     "UnmetStatus",
+    "VcNodeState",
     "VirtualClusterGroup",
 ]

@@ -62,7 +62,7 @@ _OPS = {ray.LabelOperator.IN: LabelOp.IN, ray.LabelOperator.NOT_IN: LabelOp.NOT_
 # ----------------------------------------------------------------------------- label selectors
 
 
-def _constraint(c: ray.LabelConstraint) -> LabelConstraint:
+def _constraint(c: ray.GcsLabelConstraint) -> LabelConstraint:
     op = _OPS.get(c.operator)
     if op is None:  # Ray's scheduler fails such a constraint on every node
         return LabelConstraint(c.key, LabelOp.IN, ())

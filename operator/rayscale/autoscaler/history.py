@@ -24,11 +24,13 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, TypeVar
 
 from rayscale.autoscaler.scenario_write import amounts, to_scenario
 from rayscale.autoscaler.scheduling.model import (
     Decision,
+    DemandKind,
     Placement,
     RemovalCause,
     Snapshot,
@@ -51,6 +53,7 @@ __all__ = [
     "Launch",
     "RemovalEntry",
     "UnmetEntry",
+    "WorkKind",
     "decision_record",
     "demand_dict",
     "demand_entries",
@@ -65,8 +68,21 @@ MAX_ENTRIES = 20  # demand shapes, unmet entries and groups launched per record
 MAX_REMOVED = 50  # removals per record
 PERIODIC = "periodic"
 
+
+class WorkKind(StrEnum):
+    """A kind of work as the view (and the decision history) names it."""
+
+    TASK = "task"  # pending tasks and actors
+    PLACEMENT_GROUP = "placementGroup"
+    REQUEST = "request"  # bundles of request_resources or of a RayResourceRequest
+
+
 # The scheduler's kinds of work, as the view names them.
-KINDS = {"demand": "task", "gang": "placementGroup", "constraint": "request"}
+KINDS = {
+    DemandKind.DEMAND: WorkKind.TASK,
+    DemandKind.GANG: WorkKind.PLACEMENT_GROUP,
+    DemandKind.CONSTRAINT: WorkKind.REQUEST,
+}
 _WHAT = {ours: WHAT[theirs] for theirs, ours in KINDS.items()}
 
 T = TypeVar("T")
@@ -82,7 +98,7 @@ class DemandEntry:
     (`unit` "<namespace>/<name>"), `resources` each.
     """
 
-    kind: str
+    kind: WorkKind
     count: int
     resources: Mapping[str, float] | None = None
     bundles: tuple[Mapping[str, float], ...] | None = None
@@ -94,7 +110,7 @@ class DemandEntry:
             what = f"{self.strategy} [{', '.join(shape_text(b) for b in self.bundles)}]"
         else:
             what = shape_text(self.resources)
-        return f"{self.count} x {what} ({_WHAT.get(self.kind, self.kind)})"
+        return f"{self.count} x {what} ({_WHAT[self.kind]})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,25 +193,26 @@ def _summed(entries: Iterable[DemandEntry]) -> list[DemandEntry]:
 
 def demand_entries(snapshot: Snapshot) -> list[DemandEntry]:
     """The demand of `snapshot` by shape: tasks and actors, placement groups, requested bundles."""
-    entries = [DemandEntry("task", d.count, resources=d.resources) for d in snapshot.demands]
+    entries = [DemandEntry(WorkKind.TASK, d.count, resources=d.resources) for d in snapshot.demands]
     entries += [
-        DemandEntry("placementGroup", g.count, bundles=g.bundles, strategy=str(g.strategy))
+        DemandEntry(WorkKind.PLACEMENT_GROUP, g.count, bundles=g.bundles, strategy=str(g.strategy))
         for g in snapshot.gangs
     ]
     entries += [
-        DemandEntry("request", c.count, resources=c.resources, unit=c.unit) for c in snapshot.constraints
+        DemandEntry(WorkKind.REQUEST, c.count, resources=c.resources, unit=c.unit)
+        for c in snapshot.constraints
     ]
     return _summed(entries)
 
 
 def _what(u: Unmet | Placement) -> DemandEntry:
     return DemandEntry(
-        KINDS.get(u.kind, u.kind),
+        KINDS[u.kind],
         u.count,
         resources=u.resources,
         bundles=u.bundles,
         strategy=None if u.strategy is None else str(u.strategy),
-        unit=u.unit if u.kind == "constraint" else None,
+        unit=u.unit if u.kind == DemandKind.CONSTRAINT else None,
     )
 
 
@@ -290,13 +307,13 @@ class DecisionHistory:
 
 
 def demand_dict(entry: DemandEntry) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": entry.kind}
+    out: dict[str, Any] = {"kind": str(entry.kind)}
     if entry.resources is not None:
         out["resources"] = amounts(entry.resources)
     if entry.bundles is not None:
         out["bundles"] = [amounts(b) for b in entry.bundles]
         out["strategy"] = entry.strategy
-    if entry.kind == "request":
+    if entry.kind == WorkKind.REQUEST:
         out["unit"] = entry.unit or ""
     out["count"] = entry.count
     return out

@@ -321,7 +321,7 @@ def next_lives(
 def _ray_ids(state: ray.ClusterState) -> dict[str, str]:
     """Pod name -> the id of its Ray node: the live one, else the latest dead (as
     ``ClusterState.node_by_instance`` chooses, for all pods at once)."""
-    out: dict[str, ray.NodeState] = {}
+    out: dict[str, ray.RayNodeState] = {}
     for node in state.nodes:
         was = out.get(node.instance_id)
         if node.instance_id and (was is None or not was.alive):

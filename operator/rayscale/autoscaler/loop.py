@@ -8,8 +8,9 @@ change, the GCS's view settled after an outage) -> ``build_snapshot`` -> ``sched
 removals the patch would not write (``writable``) -> drain the hosts of the IDLE and DRAINED
 removals left, host by host (refused replicas stay; accepted hosts are remembered as draining until
 their removal is written) -> ``build_patch`` -> one JSON patch guarded by a resourceVersion
-``test``. A failed test (409/422) re-plans on the cluster read fresh from the API server. Launch
-failures named in the patch start the group's backoff and are remembered for Ray's "Recent
+``test``, with what it writes per group (the round's Events and metrics are told from that). A
+failed test (409/422) re-plans on the cluster read fresh from the API server. Launch failures
+named in the patch start the group's backoff and are remembered for Ray's "Recent
 failures"; dead Ray nodes get a ``RayNodeDied`` Event. Then every RayResourceRequest of the cluster
 gets its status, Ray's GCS the round's ``AutoscalingState`` (ray_report.py: pending launches and
 pods, recent launch failures, infeasible demand; what ``ray status`` shows), the RayCluster its
@@ -19,12 +20,12 @@ pods, recent launch failures, infeasible demand; what ``ray status`` shows), the
 condition (gcs_override.py; an Event when it changes), an ``UnmetDemand`` Event when the unmet
 demand changed, and the metrics their values.
 
-Per cluster the loop keeps: each group's backoff, since when each group has been short of pods,
-since when each running pod has had no Ray node, the pods whose drain was accepted, the GCS
-session last seen, which GCS methods answered (UNIMPLEMENTED ones make the cluster incompatible),
-the recent launch failures, the version of the last report to Ray and where its GCS was dialed;
-and what it serves about the cluster (`view`, `fleet`, `history_scenario`): the life of every
-replica (lifecycle.py: ``status.autoscaler.replicas``, ``ReplicaFailed`` and
+Per cluster the loop keeps one `ClusterMemory`: each group's backoff, since when each group has been
+short of pods, since when each running pod has had no Ray node, the pods whose drain was accepted,
+the GCS session last seen, which GCS methods answered (UNIMPLEMENTED ones make the cluster
+incompatible), the recent launch failures, the version of the last report to Ray and where its GCS
+was dialed; and what it serves about the cluster (`view`, `fleet`, `history_scenario`): the life of
+every replica (lifecycle.py: ``status.autoscaler.replicas``, ``ReplicaFailed`` and
 ``ReplicaSlowToStart`` Events), the recent decisions (history.py) and what the latest round saw
 (view.py), with what marked the cluster since its last round (the decision's trigger).
 
@@ -72,7 +73,7 @@ from rayscale.autoscaler.lifecycle import (
     replica_summary,
     unit,
 )
-from rayscale.autoscaler.patch import JsonPatch, build_patch, writable
+from rayscale.autoscaler.patch import ClusterPatch, build_patch, writable
 from rayscale.autoscaler.ray_report import (
     LaunchFailure,
     autoscaling_state,
@@ -162,6 +163,56 @@ class _Served:
     observed: Observed | None = None  # the latest round
 
 
+@dataclasses.dataclass
+class ClusterMemory:
+    """What the loop keeps about one cluster from round to round (`Autoscaler._memory`).
+
+    `Autoscaler._forget` drops it when rayscale stops autoscaling the cluster, but for what must
+    outlive that (`forgotten`): the refusal posted and the request statuses written (so that they
+    are not posted or written again) and, while the cluster exists, its groups' backoff.
+    """
+
+    backoff: Backoff  # each group's backoff after launch failures (the loop's monotonic clock)
+    # group -> until when it backs off (wall clock), for status.autoscaler and the view
+    backoff_until: dict[str, datetime] = dataclasses.field(default_factory=dict)
+    # group -> since when it has had replicas without pods (the provisioning clock of unborn replicas)
+    short_since: dict[str, datetime] = dataclasses.field(default_factory=dict)
+    # pod -> since when it has run without a Ray node (the boot clock of running pods)
+    missing_since: dict[str, datetime] = dataclasses.field(default_factory=dict)
+    draining: frozenset[str] = frozenset()  # pods whose drain was accepted, until their removal is written
+    session: Session | None = None  # the GCS session last seen
+    back_at: float | None = None  # when the GCS last answered again after an outage (monotonic)
+    hold: Hold | None = None  # the hold of the last round (logged once per reason)
+    gcs: tuple[str, str | None, GcsClient] | None = None  # the GCS client: address, token, client
+    gcs_health: GcsHealth | None = None  # whether the GCS answered, and when it last did
+    target: GcsTarget | None = None  # where the GCS was dialed this round (None: no address)
+    # the GcsAddressOverride condition last reported (None: none), once `override_reported`
+    override: Obj | None = None
+    override_reported: bool = False
+    unreachable: bool = False  # the GCS was logged as unreachable
+    warned: bool = False  # a GcsUnreachable Event was posted
+    unmet: UnmetKey | None = None  # the unmet demand last posted as an Event
+    support: GcsSupport | None = None  # which GCS methods answered
+    compat: Obj | None = None  # the RayCompatible condition last reported
+    refused: str | None = None  # the refusal last posted as an Event (outlives `_forget`)
+    failures: tuple[LaunchFailure, ...] = ()  # recent launch failures (Ray's "Recent failures")
+    report_version: int | None = None  # the version of the last report to Ray
+    # request -> (its resourceVersion, the status patch written from it): the watch may not show
+    # a write before the next round, which must not write (and post its Event) again (outlives `_forget`)
+    written: dict[str, tuple[Any, dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    served: _Served | None = None  # what view(), fleet() and history_scenario() serve
+
+    def forgotten(self, clock: Callable[[], float], *, keep_backoff: bool) -> ClusterMemory:
+        """What outlives `Autoscaler._forget`; the backoff only when `keep_backoff` (the cluster
+        exists), else a fresh one on `clock`."""
+        if keep_backoff:
+            kept = ClusterMemory(self.backoff, backoff_until=self.backoff_until)
+        else:
+            kept = ClusterMemory(Backoff(clock))
+        kept.refused, kept.written = self.refused, self.written
+        return kept
+
+
 class _Planned(NamedTuple):
     """A round's decision once applied, and what it was made from."""
 
@@ -208,40 +259,33 @@ class Autoscaler:
             name="autoscaling round of RayCluster",
             version=lambda key: spec_version(self.source.cluster(key)),
         )
-        self._backoff: dict[ClusterKey, Backoff] = {}
-        # group -> since when it has had replicas without pods (the provisioning clock of unborn replicas)
-        self._short_since: dict[ClusterKey, dict[str, datetime]] = {}
-        # pod -> since when it has run without a Ray node (the boot clock of running pods)
-        self._missing_since: dict[ClusterKey, dict[str, datetime]] = {}
-        self._draining: dict[ClusterKey, frozenset[str]] = {}  # pods whose drain was accepted
-        self._session: dict[ClusterKey, Session] = {}  # the GCS session last seen
-        self._back_at: dict[ClusterKey, float] = {}  # when the GCS last answered again after an outage
-        self._hold: dict[ClusterKey, Hold] = {}  # rounds held (logged once per reason)
-        self._backoff_until: dict[ClusterKey, dict[str, datetime]] = {}  # wall clock, for status
-        self._gcs: dict[ClusterKey, tuple[str, str | None, GcsClient]] = {}  # address, token, client
-        self._gcs_health: dict[ClusterKey, GcsHealth] = {}
-        self._target: dict[ClusterKey, GcsTarget] = {}  # where the GCS was dialed this round
-        self._override: dict[ClusterKey, Obj | None] = {}  # the GcsAddressOverride condition last reported
-        self._unreachable: set[ClusterKey] = set()  # logged as unreachable
-        self._warned: set[ClusterKey] = set()  # a GcsUnreachable Event was posted
-        self._unmet: dict[ClusterKey, UnmetKey] = {}  # the unmet demand last posted as an Event
-        self._support: dict[ClusterKey, GcsSupport] = {}  # which GCS methods answered
-        self._compat: dict[ClusterKey, Obj] = {}  # the RayCompatible condition last reported
-        self._refused: dict[ClusterKey, str] = {}  # the refusal last posted as an Event
-        self._failures: dict[ClusterKey, tuple[LaunchFailure, ...]] = {}  # recent launch failures
-        self._report_version: dict[ClusterKey, int] = {}  # the version of the last report to Ray
-        # request -> (its resourceVersion, the status patch written from it): the watch may not show
-        # a write before the next round, which must not write (and post its Event) again
-        self._written: dict[ClusterKey, dict[str, tuple[Any, dict[str, Any]]]] = {}
-        self._served: dict[ClusterKey, _Served] = {}  # what view() and fleet() serve
+        self._memory: dict[ClusterKey, ClusterMemory] = {}  # what each cluster's rounds keep
         self.vclusters = VirtualClusters(api, events)
 
     def mark(self, key: ClusterKey, reason: str = "") -> None:
         """Run a round of `key` soon; `reason` (what changed: "RayCluster", "pod", ...) is recorded
         as the round's trigger."""
         if reason:
-            self._served.setdefault(key, _Served()).triggers.add(reason)
+            self._served(key).triggers.add(reason)
         self.queue.mark(key)
+
+    def _mem(self, key: ClusterKey) -> ClusterMemory:
+        """What the rounds of `key` keep (created on first use)."""
+        memory = self._memory.get(key)
+        if memory is None:
+            memory = self._memory[key] = ClusterMemory(Backoff(self.clock))
+        return memory
+
+    def _served(self, key: ClusterKey) -> _Served:
+        memory = self._mem(key)
+        if memory.served is None:
+            memory.served = _Served()
+        return memory.served
+
+    def _served_now(self, key: ClusterKey) -> _Served | None:
+        """What is served about `key`, None before its first round (or since it was forgotten)."""
+        memory = self._memory.get(key)
+        return None if memory is None else memory.served
 
     # ---- what the operator serves (cheap, synchronous: built from what the latest round kept) ----
 
@@ -250,19 +294,20 @@ class Autoscaler:
 
         Like `fleet` and `history_scenario`: no I/O, built from what the latest round kept; call it
         on the operator's event loop (the rounds change what it reads between their awaits)."""
-        served = self._served.get(key)
+        served = self._served_now(key)
         if served is None or served.observed is None:
             return None
         return cluster_view(served.observed, served.history.newest_first())
 
     def fleet(self) -> list[dict[str, Any]]:
         """The short view of every autoscaled cluster, by namespace and name."""
-        return [fleet_entry(s.observed) for _, s in sorted(self._served.items()) if s.observed is not None]
+        served = (self._served_now(key) for key in sorted(self._memory))
+        return [fleet_entry(s.observed) for s in served if s is not None and s.observed is not None]
 
     def history_scenario(self, key: ClusterKey, index: int = 0) -> dict[str, Any] | None:
         """The scenario document (what ``rayscale simulate`` reads) of the `index`-th newest decision
         of `key`, None when it has none (only the newest few keep theirs)."""
-        served = self._served.get(key)
+        served = self._served_now(key)
         return None if served is None else served.history.scenario(index)
 
     async def run(self) -> None:
@@ -273,7 +318,7 @@ class Autoscaler:
 
     async def close(self) -> None:
         """Close every cached GCS channel (`run` does so when it ends)."""
-        for key in list(self._gcs):
+        for key in [k for k, m in self._memory.items() if m.gcs is not None]:
             await self._close_gcs(key)
 
     # ---- one round ----
@@ -288,7 +333,7 @@ class Autoscaler:
 
     def _trigger(self, key: ClusterKey) -> str:
         """What marked `key` since its last round began ("periodic" when nothing did)."""
-        served = self._served.get(key)
+        served = self._served_now(key)
         if served is None or not served.triggers:
             return PERIODIC
         trigger = ", ".join(sorted(served.triggers))
@@ -361,14 +406,15 @@ class Autoscaler:
         """The decision once applied (or a no-op); Conflict when the resourceVersion test failed."""
         pods = list(self.source.pods(key))
         pod_names = {pod_name(p) for p in pods}
-        backoff = self._backoff.setdefault(key, Backoff(self.clock))
-        short_since = self._short_since.get(key, {})
+        memory = self._mem(key)
+        backoff = memory.backoff
+        short_since = memory.short_since
         now = self.wall_clock()
         started = time.perf_counter()
-        missing = ray_missing_since(pods, state, self._missing_since.get(key, {}), now)
-        self._missing_since[key] = missing
-        draining = still_draining(self._draining.get(key, ()), cluster, pods)
-        self._draining[key] = draining
+        missing = ray_missing_since(pods, state, memory.missing_since, now)
+        memory.missing_since = missing
+        draining = still_draining(memory.draining, cluster, pods)
+        memory.draining = draining
         snapshot = build_snapshot(
             cluster,
             pods,
@@ -383,9 +429,9 @@ class Autoscaler:
             draining=draining,
             max_pods=self.config.max_pods,
         )
-        self._short_since[key] = {g: short_since.get(g, now) for g in short_groups(snapshot)}
+        memory.short_since = {g: short_since.get(g, now) for g in short_groups(snapshot)}
         reading = self.vclusters.read(key, cluster, self.source.virtual_clusters(key), pods)
-        cached = self._gcs.get(key)
+        cached = memory.gcs
         gcs = cached[2] if cached is not None and state is not None else None
         finished = await self.vclusters.finished_jobs(reading, gcs)
         scheduled = snapshot if held is None else held_snapshot(snapshot)
@@ -412,7 +458,7 @@ class Autoscaler:
         patch = build_patch(cluster, decision, pod_names)
         if patch is not None:
             try:
-                await ops.json_patch_raycluster(self.api, key[0], key[1], patch)
+                await ops.json_patch_raycluster(self.api, key[0], key[1], patch.ops)
             except ops.KubeError as exc:
                 if exc.status in TEST_FAILED:
                     log.debug("autoscaler patch of %s/%s refused (%s); re-planning", *key, exc)
@@ -427,18 +473,18 @@ class Autoscaler:
     def _trust(self, key: ClusterKey, state: ClusterState | None) -> Hold | None:
         """Track the GCS session; the hold this round is under (logged when it starts or ends)."""
         now = self.clock()
-        previous = self._session.get(key)
+        memory = self._mem(key)
+        previous = memory.session
         session = next_session(previous, state, now)
         if session is not None:
-            self._session[key] = session
+            memory.session = session
             if previous is not None and session.name != previous.name:
                 log.info("GCS session of %s/%s changed (%s -> %s): the head restarted", *key,
                          previous.name, session.name)  # fmt: skip
-                self._missing_since.pop(key, None)  # every boot clock starts over
-        held = hold(state, session, now, self.config.head_restart_grace_seconds, self._back_at.get(key))
-        was = self._hold.pop(key, None)
+                memory.missing_since = {}  # every boot clock starts over
+        held = hold(state, session, now, self.config.head_restart_grace_seconds, memory.back_at)
+        was, memory.hold = memory.hold, held
         if held is not None:
-            self._hold[key] = held
             if was is None or was.launches != held.launches:
                 what = "nothing removed" + ("" if held.launches else " or launched")
                 log.info("autoscaling of %s/%s held (%s): %s", *key, what, held.reason)
@@ -452,24 +498,15 @@ class Autoscaler:
         cluster: Obj,
         snapshot: Snapshot,
         decision: Decision,
-        patch: JsonPatch,
+        patch: ClusterPatch,
         backoff: Backoff,
         now: datetime,
     ) -> None:
         """Events and metrics of a patch that landed; launch failures it names start their group's
         backoff and are remembered for Ray's "Recent failures"."""
-        specs = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
-        named: set[str] = set()
-        resized: dict[str, tuple[Obj, int]] = {}  # group -> (its spec, the new replicas)
-        for op in patch:
-            parts = op["path"].split("/")
-            if len(parts) != 5 or parts[2] != "workerGroupSpecs":
-                continue
-            spec = specs[int(parts[3])]
-            if parts[4] == "scaleStrategy":
-                named |= set(op["value"].get("workersToDelete") or [])
-            elif parts[4] == "replicas":
-                resized[str(spec.get("groupName"))] = (spec, int(op["value"]))
+        named = {pod for g in patch.groups for pod in g.workers_to_delete or ()}
+        # group -> (its spec, the new replicas)
+        resized = {g.name: (g.spec, g.replicas) for g in patch.groups if g.replicas is not None}
         # pods named in workersToDelete, and replicas whose pods never existed (dropped from replicas)
         written = [r for r in decision.terminate if r.name in named or is_unborn(r.name)]
         for group, (spec, new) in resized.items():
@@ -492,13 +529,14 @@ class Autoscaler:
                 )
                 self.events.post(cluster, "Normal", "RayNodeDied", message)
         landed = launch_failures(snapshot, decision, now, landed=[r.name for r in written])
-        self._failures[key] = remember(self._failures.get(key, ()), landed, now)
+        memory = self._mem(key)
+        memory.failures = remember(memory.failures, landed, now)
         failed = Counter(r.group for r in written if r.reason is RemovalCause.LAUNCH_FAILED)
         for group, nodes in sorted(failed.items()):
             self.metrics.launches_failed(key, group, nodes)
             entry = backoff.failed(group)
             until = self.wall_clock() + timedelta(seconds=entry.duration)
-            self._backoff_until.setdefault(key, {})[group] = until
+            memory.backoff_until[group] = until
             self.events.post(
                 cluster,
                 "Warning",
@@ -510,55 +548,58 @@ class Autoscaler:
 
     async def _gcs_state(self, key: ClusterKey, cluster: Obj) -> ClusterState | None:
         address: str | None = None
+        memory = self._mem(key)
         support = self._gcs_support(key, cluster)
-        self._target.pop(key, None)
+        memory.target = None
         try:
             target = gcs_target(cluster, allow_override=self.config.allow_gcs_address_override)
-            self._target[key] = target
+            memory.target = target
             address = target.address
             gcs = await self._gcs_client(key, cluster, address)
             state = await gcs.get_cluster_resource_state()
         except (AddressError, GcsError, ops.KubeError) as exc:
             if isinstance(exc, GcsError):
-                self._support[key] = support.seen(CLUSTER_STATE, exc.code)
+                memory.support = support.seen(CLUSTER_STATE, exc.code)
             self._gcs_failed(key, cluster, address, str(exc))
             return None
-        self._support[key] = support.for_session(state.session_name).seen(CLUSTER_STATE, None)
-        before = self._gcs_health.get(key)
+        memory.support = support.for_session(state.session_name).seen(CLUSTER_STATE, None)
+        before = memory.gcs_health
         if before is not None and not before.reachable and before.last_contact is not None:
-            self._back_at[key] = self.clock()  # an outage ended: its view settles first (trust.py)
-        self._gcs_health[key] = GcsHealth(address, reachable=True, last_contact=datetime.now(UTC))
+            memory.back_at = self.clock()  # an outage ended: its view settles first (trust.py)
+        memory.gcs_health = GcsHealth(address, reachable=True, last_contact=datetime.now(UTC))
         self.metrics.gcs(key, reachable=True)
-        if key in self._unreachable:
+        if memory.unreachable:
             log.info("GCS of %s/%s reachable again", *key)
-            self._unreachable.discard(key)
-        if key in self._warned:
-            self._warned.discard(key)
+            memory.unreachable = False
+        if memory.warned:
+            memory.warned = False
             self.events.post(cluster, "Normal", "GcsReachable", f"Ray's GCS at {address} answers again")
         return state
 
     def _gcs_support(self, key: ClusterKey, cluster: Obj) -> GcsSupport:
         """What the GCS answered so far; after a restart, what the written condition says was missing."""
-        known = self._support.get(key)
+        known = self._mem(key).support
         if known is None:
             known = GcsSupport.remembered(find_condition(_autoscaler_status(cluster)))
         return known
 
     def _seen(self, key: ClusterKey, method: str, code: str | None) -> None:
         """Record how the GCS answered a call of `method` (`code` None: it answered)."""
-        self._support[key] = (self._support.get(key) or GcsSupport()).seen(method, code)
+        memory = self._mem(key)
+        memory.support = (memory.support or GcsSupport()).seen(method, code)
 
     def _gcs_failed(self, key: ClusterKey, cluster: Obj, address: str | None, error: str) -> None:
-        previous = self._gcs_health.get(key)
+        memory = self._mem(key)
+        previous = memory.gcs_health
         contact = previous.last_contact if previous is not None else None
-        self._gcs_health[key] = GcsHealth(address, reachable=False, last_error=error, last_contact=contact)
+        memory.gcs_health = GcsHealth(address, reachable=False, last_error=error, last_contact=contact)
         self.metrics.gcs(key, reachable=False)
-        if key not in self._unreachable:
+        if not memory.unreachable:
             log.warning("GCS of %s/%s unreachable, running nodes are kept: %s", *key, error)
-            self._unreachable.add(key)
+            memory.unreachable = True
         # Only once the head runs: a GCS that is still starting is no news.
-        if key not in self._warned and _head_running(self.source.pods(key)):
-            self._warned.add(key)
+        if not memory.warned and _head_running(self.source.pods(key)):
+            memory.warned = True
             message = f"Ray's GCS at {address or '?'} cannot be reached ({error}); running workers are kept"
             self.events.post(cluster, "Warning", "GcsUnreachable", message)
 
@@ -567,20 +608,21 @@ class Autoscaler:
         ref = auth_token_secret(cluster)
         if ref is not None:
             token = await ops.read_secret_key(self.api, ref.namespace, ref.name, ref.key)
-        cached = self._gcs.get(key)
+        cached = self._mem(key).gcs
         if cached is not None and cached[:2] == (address, token):
             return cached[2]
         await self._close_gcs(key)
         gcs = GcsClient(
             address, token=token, timeout=self.config.gcs_timeout, retries=self.config.gcs_retries
         )
-        self._gcs[key] = (address, token, gcs)
+        self._mem(key).gcs = (address, token, gcs)
         return gcs
 
     async def _drain(self, key: ClusterKey, units: Sequence[DrainUnit]) -> set[str]:
         """Drain the units host by host; the pods of the units that stay (a host refused or
         could not be asked). Hosts that accepted are remembered as draining."""
-        cached = self._gcs.get(key)
+        memory = self._mem(key)
+        cached = memory.gcs
         if cached is None:
             return {pod for unit in units for pod, _ in unit.hosts}
         gcs = cached[2]
@@ -598,7 +640,7 @@ class Autoscaler:
             return result.accepted
 
         outcome = await drain_units(units, ask)
-        self._draining[key] = self._draining.get(key, frozenset()) | outcome.accepted
+        memory.draining = memory.draining | outcome.accepted
         return set(outcome.refused)
 
     async def _tell_ray(
@@ -606,13 +648,14 @@ class Autoscaler:
     ) -> None:
         """Report the round to Ray's GCS (what ``ray status`` shows); failures are logged, never raised."""
         now = self.wall_clock()
-        failures = remember(self._failures.get(key, ()), (), now)
-        self._failures[key] = failures
-        cached = self._gcs.get(key)
-        support = self._support.get(key) or GcsSupport()
+        memory = self._mem(key)
+        failures = remember(memory.failures, (), now)
+        memory.failures = failures
+        cached = memory.gcs
+        support = memory.support or GcsSupport()
         if state is None or cached is None or support.report is False:
             return
-        version = next_version(self._report_version.get(key), state, now)
+        version = next_version(memory.report_version, state, now)
         report = autoscaling_state(
             snapshot, decision, state, failures, now, version=version, pods=list(self.source.pods(key))
         )
@@ -622,12 +665,14 @@ class Autoscaler:
             self._seen(key, REPORT, exc.code)
             log.info("report to the GCS of %s/%s failed: %s", *key, exc)
             return
-        self._report_version[key] = version
+        memory.report_version = version
         self._seen(key, REPORT, None)
 
     async def _close_gcs(self, key: ClusterKey) -> None:
-        cached = self._gcs.pop(key, None)
-        if cached is not None:
+        memory = self._memory.get(key)
+        cached = None if memory is None else memory.gcs
+        if memory is not None and cached is not None:
+            memory.gcs = None
             await cached[2].close()
 
     async def _not_taken(
@@ -635,8 +680,8 @@ class Autoscaler:
     ) -> None:
         """A cluster rayscale does not autoscale: its requests wait, its state is dropped, and a
         refusal (the user asked, but it cannot be done) is posted once as a Warning Event."""
-        if cluster is not None and refusal and self._refused.get(key) != refusal:
-            self._refused[key] = refusal
+        if cluster is not None and refusal and self._mem(key).refused != refusal:
+            self._mem(key).refused = refusal
             self.events.post(cluster, "Warning", "AutoscalingRefused", refusal)
         if cluster is None:
             why = "does not exist"
@@ -658,28 +703,12 @@ class Autoscaler:
     async def _forget(self, key: ClusterKey, *, keep_backoff: bool) -> None:
         self.queue.forget(key)
         self.vclusters.forget(key)
-        self._unreachable.discard(key)
-        self._warned.discard(key)
-        self._gcs_health.pop(key, None)
-        self._target.pop(key, None)
-        self._override.pop(key, None)
-        self._unmet.pop(key, None)
-        self._short_since.pop(key, None)
-        self._missing_since.pop(key, None)
-        self._draining.pop(key, None)
-        self._session.pop(key, None)
-        self._back_at.pop(key, None)
-        self._hold.pop(key, None)
-        self._support.pop(key, None)
-        self._compat.pop(key, None)
-        self._failures.pop(key, None)
-        self._report_version.pop(key, None)
-        self._served.pop(key, None)
-        if not keep_backoff:
-            self._backoff.pop(key, None)
-            self._backoff_until.pop(key, None)
+        memory = self._memory.pop(key, None)
+        if memory is not None:
+            self._memory[key] = memory.forgotten(self.clock, keep_backoff=keep_backoff)
         self.metrics.forget_cluster(key)
-        await self._close_gcs(key)
+        if memory is not None and memory.gcs is not None:
+            await memory.gcs[2].close()
 
     # ---- what the operator serves: replica lives, decision history, the latest round ----
 
@@ -693,7 +722,8 @@ class Autoscaler:
         trigger: str,
     ) -> Observed:
         """Keep what the round saw and decided for the view; the replicas' Events."""
-        served = self._served.setdefault(key, _Served())
+        memory = self._mem(key)
+        served = self._served(key)
         written = planned.decision.terminate if planned.written else ()
         removed = {unit(r.name, r.replica): r.reason for r in written}
         slow = self.config.slow_start_seconds
@@ -716,8 +746,8 @@ class Autoscaler:
             )
         )
         backing_off = {g.name for g in planned.snapshot.groups if g.backoff}
-        until = {g: t for g, t in self._backoff_until.get(key, {}).items() if g in backing_off}
-        gcs = self._gcs_health.get(key) or GcsHealth(None, reachable=False)
+        until = {g: t for g, t in memory.backoff_until.items() if g in backing_off}
+        gcs = memory.gcs_health or GcsHealth(None, reachable=False)
         served.observed = Observed(
             key[0], key[1], planned.now, planned.snapshot, planned.decision, state, gcs, reason, until, lives
         )
@@ -743,10 +773,11 @@ class Autoscaler:
             conditions=conditions,
             replicas=replicas,
         )
-        previous = self._unmet.get(key)
+        memory = self._mem(key)
+        previous = memory.unmet
         if previous is None and old is not None:  # after a restart: what the status already says
             previous = unmet_key(old.get("unmetDemand") or [])
-        self._unmet[key], message = unmet_notice(previous, new)
+        memory.unmet, message = unmet_notice(previous, new)
         if message is not None:
             self.events.post(cluster, "Warning", "UnmetDemand", message)
         pending, unmet = waiting_bundles(decision), unmet_by_reason(decision)
@@ -757,9 +788,10 @@ class Autoscaler:
 
     def _compatible(self, key: ClusterKey, cluster: Obj, old: Obj | None, now: datetime) -> Obj:
         """The RayCompatible condition now; an Event when it changed since the last one reported."""
-        was = self._compat.get(key) or find_condition(old)  # after a restart: the one written
+        memory = self._mem(key)
+        was = memory.compat or find_condition(old)  # after a restart: the one written
         condition = compat_condition(cluster, self._gcs_support(key, cluster), now, was)
-        self._compat[key] = condition
+        memory.compat = condition
         event = compat_event(was, condition)
         if event is not None:
             self.events.post(cluster, *event)
@@ -768,10 +800,11 @@ class Autoscaler:
     def _overridden(self, key: ClusterKey, cluster: Obj, old: Obj | None, now: datetime) -> Obj | None:
         """The GcsAddressOverride condition now (None: the annotation names no other address, or the
         address could not be worked out); an Event when it changed since the last one reported."""
-        was = self._override[key] if key in self._override else find_override(old)  # after a restart
-        target = self._target.get(key)
+        memory = self._mem(key)
+        was = memory.override if memory.override_reported else find_override(old)  # after a restart
+        target = memory.target
         condition = override_condition(target, now, was) if target is not None else None
-        self._override[key] = condition
+        memory.override, memory.override_reported = condition, True
         event = override_event(was, condition)
         if event is not None:
             self.events.post(cluster, *event)  # the recorder logs it too
@@ -793,7 +826,8 @@ class Autoscaler:
         """Write each request's status when it changed; a request that became InvalidBundles also
         gets a Warning Event saying which field. A status already written from the same version of
         the request is not written again (the watch has not delivered the write yet)."""
-        last = self._written.pop(key, {})
+        memory = self._mem(key)
+        last, memory.written = memory.written, {}
         written: dict[str, tuple[Any, dict[str, Any]]] = {}
         for request in requests:
             new = status(request)
@@ -814,8 +848,7 @@ class Autoscaler:
             written[name] = (version, patch)
             if new.get("reason") == INVALID_BUNDLES:
                 self.events.post({**RRR_API, **request}, "Warning", INVALID_BUNDLES, str(new["message"]))
-        if written:
-            self._written[key] = written
+        memory.written = written
 
 
 def _autoscaler_status(cluster: Obj) -> Obj | None:

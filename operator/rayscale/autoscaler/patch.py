@@ -15,6 +15,10 @@ group gets no new removals (its replicas may still grow); once they are all gone
 replaced by the new removals, or cleared. Unborn replicas (see snapshot.py) that the decision
 drops lower ``replicas`` but are never named.
 
+`build_patch` answers a `ClusterPatch`: the operations to send and, per group it changes, what
+they write (the new ``replicas``, the ``workersToDelete``), so that the caller reports what landed
+without reading the operations back.
+
 `writable` is the decision with only the removals the patch will write: the loop drains those and
 no others, so a node never accepts a drain for a removal that is then not written.
 """
@@ -22,37 +26,61 @@ no others, so a node never accepts a drain for a removal that is then not writte
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rayscale.autoscaler.drain import without
 from rayscale.autoscaler.scheduling.model import Decision, GroupDecision
 from rayscale.autoscaler.snapshot import is_unborn
 
-__all__ = ["JsonPatch", "build_patch", "writable"]
+__all__ = ["ClusterPatch", "GroupPatch", "JsonPatch", "build_patch", "writable"]
 
 Obj = Mapping[str, Any]
 JsonPatch = list[dict[str, Any]]
 
 
-def build_patch(cluster: Obj, decision: Decision, pod_names: Collection[str]) -> JsonPatch | None:
+@dataclass(frozen=True, slots=True)
+class GroupPatch:
+    """What a patch writes into one worker group."""
+
+    name: str  # its groupName (as a string)
+    spec: Obj  # the group's spec as read, before the patch
+    replicas: int | None = None  # the replicas written; None: left as they are
+    workers_to_delete: tuple[str, ...] | None = None  # the workersToDelete written; None: left as it is
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPatch:
+    """One decision as a patch of the RayCluster."""
+
+    ops: JsonPatch  # the RFC 6902 JSON patch to send, its resourceVersion test first
+    groups: tuple[GroupPatch, ...]  # the groups it changes, in the spec's order
+
+
+def build_patch(cluster: Obj, decision: Decision, pod_names: Collection[str]) -> ClusterPatch | None:
     """The patch that applies `decision` to `cluster`, or None when it would change nothing.
 
     `pod_names` are the cluster's pods that exist now (terminating ones included).
     Raises ValueError when `cluster` has no ``metadata.resourceVersion``.
     """
     ops: JsonPatch = []
+    groups: list[GroupPatch] = []
     specs = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
     for index, spec in enumerate(specs):
         name = spec.get("groupName")
         group = decision.groups.get(name) if isinstance(name, str) else None
         removals = [r.name for r in decision.terminate if r.group == name and not is_unborn(r.name)]
-        ops += _group_ops(f"/spec/workerGroupSpecs/{index}", spec, group, removals, pod_names)
+        change = _group_patch(spec, group, removals, pod_names)
+        if change is not None:
+            groups.append(change)
+            ops += _group_ops(f"/spec/workerGroupSpecs/{index}", change)
     if not ops:
         return None
     version = (cluster.get("metadata") or {}).get("resourceVersion")
     if not version:
         raise ValueError("the RayCluster has no metadata.resourceVersion to test")
-    return [{"op": "test", "path": "/metadata/resourceVersion", "value": version}, *ops]
+    test = {"op": "test", "path": "/metadata/resourceVersion", "value": version}
+    return ClusterPatch([test, *ops], tuple(groups))
 
 
 def _blocked(spec: Obj, pod_names: Collection[str]) -> bool:
@@ -76,18 +104,32 @@ def _set(path: str, spec: Obj, key: str, value: Any) -> dict[str, Any]:
     return {"op": "replace" if key in spec else "add", "path": f"{path}/{key}", "value": value}
 
 
-def _group_ops(
-    path: str, spec: Obj, group: GroupDecision | None, removals: list[str], pod_names: Collection[str]
-) -> JsonPatch:
-    strategy: Obj = spec.get("scaleStrategy") or {}
-    listed = list(strategy.get("workersToDelete") or [])
+def _group_patch(
+    spec: Obj, group: GroupDecision | None, removals: list[str], pod_names: Collection[str]
+) -> GroupPatch | None:
+    """What the decision writes into the group `spec`, None when nothing."""
+    listed = list((spec.get("scaleStrategy") or {}).get("workersToDelete") or [])
     blocked = _blocked(spec, pod_names)
-    ops: JsonPatch = []
+    replicas = None
     if group is not None:
         # Blocked: undo this decision's removals in the count (its launches still go ahead).
         target = group.replicas + group.terminate if blocked else group.replicas
         if spec.get("replicas") != target:
-            ops.append(_set(path, spec, "replicas", target))
-    if not blocked and (removals or listed):
-        ops.append(_set(path, spec, "scaleStrategy", {**strategy, "workersToDelete": removals}))
+            replicas = target
+    names = tuple(removals) if not blocked and (removals or listed) else None
+    if replicas is None and names is None:
+        return None
+    return GroupPatch(str(spec.get("groupName")), spec, replicas, names)
+
+
+def _group_ops(path: str, change: GroupPatch) -> JsonPatch:
+    spec = change.spec
+    ops: JsonPatch = []
+    if change.replicas is not None:
+        ops.append(_set(path, spec, "replicas", change.replicas))
+    if change.workers_to_delete is not None:
+        strategy: Obj = spec.get("scaleStrategy") or {}
+        ops.append(
+            _set(path, spec, "scaleStrategy", {**strategy, "workersToDelete": list(change.workers_to_delete)})
+        )
     return ops

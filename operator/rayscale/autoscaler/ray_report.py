@@ -33,6 +33,7 @@ from rayscale.autoscaler.demand import gcs_gangs
 from rayscale.autoscaler.scheduling.model import (
     RAY_REQUEST_UNIT,
     Decision,
+    DemandKind,
     Node,
     NodeState,
     RemovalCause,
@@ -233,7 +234,7 @@ def _gang_key(strategy: object, bundles: Iterable[Mapping[str, float]]) -> tuple
     return str(strategy), tuple(_shape(b) for b in bundles)
 
 
-def _hopeless(decision: Decision, kind: str, key: Any) -> set[Any]:
+def _hopeless(decision: Decision, kind: DemandKind, key: Any) -> set[Any]:
     """Keys (see `key`) of `kind` whose every entry is unmet for good: none placed or only waiting."""
     bad: set[Any] = set()
     good: set[Any] = set()
@@ -247,7 +248,7 @@ def _hopeless(decision: Decision, kind: str, key: Any) -> set[Any]:
 
 
 def _infeasible_requests(decision: Decision, state: ray.ClusterState) -> tuple[ray.ResourceRequest, ...]:
-    shapes = _hopeless(decision, "demand", lambda u: _shape(u.resources))
+    shapes = _hopeless(decision, DemandKind.DEMAND, lambda u: _shape(u.resources))
     out: list[ray.ResourceRequest] = []
     for demand in state.pending_requests:
         if demand.count > 0 and _shape(demand.request.resources) in shapes:
@@ -256,7 +257,7 @@ def _infeasible_requests(decision: Decision, state: ray.ClusterState) -> tuple[r
 
 
 def _infeasible_gangs(decision: Decision, state: ray.ClusterState) -> tuple[ray.GangRequest, ...]:
-    keys = _hopeless(decision, "gang", lambda u: _gang_key(u.strategy, u.bundles or ()))
+    keys = _hopeless(decision, DemandKind.GANG, lambda u: _gang_key(u.strategy, u.bundles or ()))
     out = []
     for gang in state.pending_gangs:
         one = ray.ClusterState(version=state.version, session_name="", nodes=(), pending_gangs=(gang,))
@@ -279,7 +280,8 @@ def _infeasible_constraints(
     if not state.constraints:
         return ()
     ray_shapes = {_shape(d.request.resources) for c in state.constraints for d in c}
-    reasons = {u.reason for u in decision.unmet if u.kind == "constraint" and _ray_unit(u, ray_shapes)}
+    asked = [u for u in decision.unmet if u.kind == DemandKind.CONSTRAINT]
+    reasons = {u.reason for u in asked if _ray_unit(u, ray_shapes)}
     if reasons and reasons <= INFEASIBLE:
         return state.constraints
     return ()

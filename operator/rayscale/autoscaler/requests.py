@@ -25,7 +25,7 @@ from typing import Any
 
 from rayscale.autoscaler.demand import request_bundles, request_unit
 from rayscale.autoscaler.scenario import ScenarioError
-from rayscale.autoscaler.scheduling.model import Decision, Target, Unmet
+from rayscale.autoscaler.scheduling.model import Decision, DemandKind, Target, Unmet
 
 __all__ = ["INVALID_BUNDLES", "bundle_problem", "decision_status", "pending_status", "status_patch"]
 
@@ -59,7 +59,7 @@ def decision_status(request: Obj, decision: Decision) -> dict[str, Any]:
     if problem := bundle_problem(request):
         return _status(request, "Unsatisfiable", INVALID_BUNDLES, problem)
     own = request_unit(request)
-    unmet = [u for u in decision.unmet if u.kind == "constraint" and _mine(u.unit, own)]
+    unmet = [u for u in decision.unmet if u.kind == DemandKind.CONSTRAINT and _mine(u.unit, own)]
     if unmet:
         parts = "; ".join(_describe(u) for u in unmet)
         message = f"the cluster cannot hold all of this request's bundles (all or nothing): {parts}"
@@ -76,7 +76,7 @@ def _waiting_bundles(decision: Decision, own: str) -> int:
     return sum(
         t.count
         for p in decision.placements
-        if p.kind == "constraint" and _mine(p.unit, own)
+        if p.kind == DemandKind.CONSTRAINT and _mine(p.unit, own)
         for t in p.targets
         if t.on not in _RUNS
     )

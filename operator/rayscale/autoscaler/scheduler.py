@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 
 from rayscale.autoscaler.scheduling.catalog import HEAD_GROUP, Catalog, Selectors, Shape
 from rayscale.autoscaler.scheduling.explain import Explainer
-from rayscale.autoscaler.scheduling.fleet import HEAD, NO_REPLICA, PENDING, RUNNING, Fleet, Host
+from rayscale.autoscaler.scheduling.fleet import NO_REPLICA, Fleet, Host, HostKind
 from rayscale.autoscaler.scheduling.greedy import (
     CONSTRAINT,
     DEMAND,
@@ -39,6 +39,7 @@ from rayscale.autoscaler.scheduling.model import (
     RAY_REQUEST_UNIT,
     Constraint,
     Decision,
+    DemandKind,
     Gang,
     GroupDecision,
     LabelConstraint,
@@ -152,7 +153,7 @@ class _Pass:
         return Host(
             node.name,
             self.catalog.by_name[node.group].index,
-            PENDING if node.state is NodeState.PENDING else RUNNING,
+            HostKind.PENDING if node.state is NodeState.PENDING else HostKind.RUNNING,
             -1,
             node.idle_seconds if running else 0.0,
             node.pending_seconds if node.state is NodeState.PENDING else 0.0,
@@ -190,7 +191,7 @@ class _Pass:
                         labels,
                         info.spec.priority,
                         (Load(free), Load(total)),
-                        running=host.rank == RUNNING,
+                        running=host.rank == HostKind.RUNNING,
                     )
                     found.append((position, bin_))
         order = [b for _, b in sorted(found, key=lambda item: item[0])]
@@ -209,7 +210,7 @@ class _Pass:
         free = self._free_vec(total, head.available)
         hid = self.fleet.add_head()
         labels = self.catalog.label_set(head.labels)
-        return Bin(hid, HEAD_GROUP, HEAD, total, labels, 0, (Load(free), Load(total)), running=True)
+        return Bin(hid, HEAD_GROUP, HostKind.HEAD, total, labels, 0, (Load(free), Load(total)), running=True)
 
     # -- steps -----------------------------------------------------------------------
     def _gone(self, b: Bin) -> bool:
@@ -260,8 +261,8 @@ class _Pass:
             by_group.get(group, []).sort(key=self._termination_order)
         order = [b for bins in by_group.values() for b in bins]
         if cut:
-            order = sorted((b for b in order if b.rank != HEAD), key=self._termination_order) + [
-                b for b in order if b.rank == HEAD
+            order = sorted((b for b in order if b.rank != HostKind.HEAD), key=self._termination_order) + [
+                b for b in order if b.rank == HostKind.HEAD
             ]
         self.placer.order = order
 
@@ -284,7 +285,7 @@ class _Pass:
         self.placer.order = result.order
         self.placer.spares = result.spares
         for b, fill in result.fills:
-            name = fleet.hosts[b.host].name if b.rank in (RUNNING, PENDING) else None
+            name = fleet.hosts[b.host].name if b.rank in (HostKind.RUNNING, HostKind.PENDING) else None
             for i, units in fill:
                 group = self.catalog.group_name(b.group)
                 self.explain.placed(runs[i].tag, group, b.rank, units, [name] if name else [])
@@ -305,7 +306,7 @@ class _Pass:
         for c in constraints:
             shape = self.catalog.shape(c.resources, _selectors(c.label_selector))
             key = self.explain.entry(
-                "constraint",
+                DemandKind.CONSTRAINT,
                 resources=self.catalog.space.mapping(shape.vec),
                 selector=c.label_selector,
                 unit=unit,
@@ -331,7 +332,10 @@ class _Pass:
         mark = 0
         for gang in sorted(self.snapshot.gangs, key=order):
             key = self.explain.entry(
-                "gang", bundles=gang.bundles, strategy=gang.strategy, bundle_selectors=gang.bundle_selectors
+                DemandKind.GANG,
+                bundles=gang.bundles,
+                strategy=gang.strategy,
+                bundle_selectors=gang.bundle_selectors,
             )
             for done in range(gang.count):
                 mark += 1
@@ -372,7 +376,7 @@ class _Pass:
         for d in self.snapshot.demands:
             shape = self.catalog.shape(d.resources, d.selectors)
             key = self.explain.entry(
-                "demand",
+                DemandKind.DEMAND,
                 resources=self.catalog.space.mapping(shape.vec),
                 selector=d.label_selector,
                 fallbacks=d.fallbacks,

@@ -21,6 +21,7 @@ from typing import Any
 
 from rayscale.autoscaler.scheduling.model import (
     Decision,
+    DemandKind,
     Node,
     NodeState,
     Snapshot,
@@ -58,9 +59,9 @@ WHY = {
     UnmetReason.NO_VIRTUAL_CLUSTER: "the virtual cluster (or job cluster) it asks for does not exist",
 }
 WHAT = {
-    "demand": "pending task(s) or actor(s)",
-    "gang": "placement group(s)",
-    "constraint": "bundle(s) of request_resources or RayResourceRequests",
+    DemandKind.DEMAND: "pending task(s) or actor(s)",
+    DemandKind.GANG: "placement group(s)",
+    DemandKind.CONSTRAINT: "bundle(s) of request_resources or RayResourceRequests",
 }
 
 
@@ -85,16 +86,16 @@ def shape_text(resources: Mapping[str, float] | None) -> str:
 
 def describe_unmet(unmet: Unmet) -> str:
     """One line: how many of what, and why they cannot be placed."""
-    if unmet.kind == "gang":
+    if unmet.kind == DemandKind.GANG:
         what = f"{unmet.strategy} [{', '.join(shape_text(b) for b in unmet.bundles or ())}]"
     else:
         what = shape_text(unmet.resources)
     why = WHY.get(unmet.reason, str(unmet.reason))
-    return f"{unmet.count} x {what} ({WHAT.get(unmet.kind, unmet.kind)}): {why}"
+    return f"{unmet.count} x {what} ({WHAT[unmet.kind]}): {why}"
 
 
 def _unmet_entry(unmet: Unmet) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": unmet.kind}
+    out: dict[str, Any] = {"kind": str(unmet.kind)}
     if unmet.resources is not None:
         out["resources"] = _amounts(unmet.resources)
     if unmet.bundles is not None:
@@ -252,7 +253,7 @@ def unmet_notice(previous: UnmetKey | None, status: Obj) -> tuple[UnmetKey, str 
 
 def _units(unmet: Unmet) -> int:
     """Units of an unmet entry: placement groups count their bundles."""
-    return unmet.count * (len(unmet.bundles or ()) if unmet.kind == "gang" else 1)
+    return unmet.count * (len(unmet.bundles or ()) if unmet.kind == DemandKind.GANG else 1)
 
 
 def waiting_bundles(decision: Decision) -> int:

@@ -92,7 +92,7 @@ _GANG_DETAILS = re.compile(r"^(?P<id>[0-9a-fA-F]+):(?P<strategy>[A-Z_]+)(?:\|(?P
 def label_selector(msg: common_pb.LabelSelector) -> model.LabelSelector:
     return model.LabelSelector(
         tuple(
-            model.LabelConstraint(
+            model.GcsLabelConstraint(
                 key=c.label_key,
                 operator=_LABEL_OPERATOR.get(c.operator, model.LabelOperator.UNSPECIFIED),
                 values=tuple(c.label_values),
@@ -182,8 +182,8 @@ def gang_request(msg: pb.GangResourceRequest) -> model.GangRequest:
     )
 
 
-def node_state(msg: pb.NodeState) -> model.NodeState:
-    return model.NodeState(
+def node_state(msg: pb.NodeState) -> model.RayNodeState:
+    return model.RayNodeState(
         node_id=msg.node_id.hex(),
         status=_NODE_STATUS.get(msg.status, model.NodeStatus.UNSPECIFIED),
         instance_id=msg.instance_id,

@@ -27,18 +27,18 @@ __all__ = [
     "FailedInstanceRequest",
     "GangRequest",
     "GangSelector",
+    "GcsLabelConstraint",
     "JobInfo",
-    "LabelConstraint",
     "LabelOperator",
     "LabelSelector",
     "Locality",
     "NodeInfo",
-    "NodeState",
     "NodeStatus",
     "PendingInstance",
     "PendingInstanceRequest",
     "PlacementConstraint",
     "PlacementGroupInfo",
+    "RayNodeState",
     "ResourceDemand",
     "ResourceRequest",
 ]
@@ -69,7 +69,7 @@ class LabelOperator(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class LabelConstraint:
+class GcsLabelConstraint:
     """The node label `key` must (IN) or must not (NOT_IN) have one of `values`."""
 
     key: str
@@ -81,7 +81,7 @@ class LabelConstraint:
 class LabelSelector:
     """All constraints must hold."""
 
-    constraints: tuple[LabelConstraint, ...] = ()
+    constraints: tuple[GcsLabelConstraint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +90,7 @@ class PlacementConstraint:
 
     ``affinity``: the bundle must share a node with the others of its group (STRICT_PACK);
     ``anti_affinity``: it must not (STRICT_SPREAD). `label_name` is ``_PG_<group id hex>``; a
-    node that already holds bundles of that group carries it in ``NodeState.dynamic_labels``.
+    node that already holds bundles of that group carries it in ``RayNodeState.dynamic_labels``.
     """
 
     kind: Literal["affinity", "anti_affinity"]
@@ -150,7 +150,7 @@ class GangRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeState:
+class RayNodeState:
     """One Ray node as the GCS sees it."""
 
     node_id: str  # hex
@@ -181,7 +181,7 @@ class ClusterState:
 
     version: int
     session_name: str
-    nodes: tuple[NodeState, ...]
+    nodes: tuple[RayNodeState, ...]
     pending_requests: tuple[ResourceDemand, ...] = ()  # tasks and actors
     pending_gangs: tuple[GangRequest, ...] = ()  # placement groups
     # request_resources; Ray keeps at most one (a new call replaces the old). Each is all or nothing.
@@ -190,15 +190,15 @@ class ClusterState:
     # (Ray 2.60 always says 0: it never records it).
     last_seen_autoscaler_state_version: int = 0
 
-    def node_by_instance(self, instance_id: str) -> NodeState | None:
+    def node_by_instance(self, instance_id: str) -> RayNodeState | None:
         """The live node for a pod name, else the latest dead one, else None."""
-        found: NodeState | None = None
+        found: RayNodeState | None = None
         for node in self.nodes:
             if node.instance_id == instance_id and (found is None or not found.alive):
                 found = node
         return found
 
-    def node(self, node_id: str) -> NodeState | None:
+    def node(self, node_id: str) -> RayNodeState | None:
         return next((n for n in self.nodes if n.node_id == node_id), None)
 
 
@@ -275,7 +275,7 @@ class NodeInfo:
 
     `total_resources` are the totals the node registered with: Ray 2.60 does not update them when
     the node's resources are resized (``RayletClient.resize_local_resources``); the live totals
-    are ``NodeState.total_resources`` (``GetClusterResourceState``).
+    are ``RayNodeState.total_resources`` (``GetClusterResourceState``).
     """
 
     node_id: str  # hex

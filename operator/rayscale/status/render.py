@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from rayscale.autoscaler.history import WorkKind
 from rayscale.autoscaler.status import shape_text
 from rayscale.common.timefmt import parse_time
 
@@ -47,7 +48,7 @@ STYLE = {
     "Unsatisfiable": "red",
     "Warning": "yellow",
 }
-KIND = {"task": "tasks/actors", "placementGroup": "placement groups"}
+KIND: dict[str, str] = {WorkKind.TASK: "tasks/actors", WorkKind.PLACEMENT_GROUP: "placement groups"}
 
 
 # ---------------------------------------------------------------------------- numbers and times
@@ -108,7 +109,7 @@ def demand_text(entry: Obj) -> str:
         bundles = ", ".join(shape_text(b) for b in entry.get("bundles") or [])
         return f"{count} x {entry.get('strategy')} [{bundles}] {KIND.get(kind, kind)}"
     what = f"{count} x {shape_text(entry.get('resources'))}"
-    if kind == "request":
+    if kind == WorkKind.REQUEST:
         unit = entry.get("unit") or ""
         return f"{what} {'RayResourceRequest ' + unit if unit else 'request_resources'}"
     return f"{what} {KIND.get(kind, kind)}"

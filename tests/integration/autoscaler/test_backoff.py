@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from tests.integration.autoscaler.test_resource_requests import NAME, RRR
-from tests.integration.autoscaler.test_resource_requests import request as gpu_request
-from tests.integration.autoscaler.watching import versions
-from tests.integration.controller.conftest import Operator
-from tests.integration.controller.helpers import Kube, example, names
-from tests.integration.polling import eventually
+from tests.support.builders import BASIC as NAME
+from tests.support.builders import RRR, example, gpu_request
+from tests.support.kube import Kube, names
+from tests.support.operators import Operator
+from tests.support.polling import eventually
+from tests.support.watching import versions
 
 pytestmark = pytest.mark.integration
 BAD, GOOD = "gpu-bad", "gpu-good"

@@ -26,12 +26,12 @@ from kubernetes_asyncio import client
 
 from rayscale.ray.address import OVERRIDE_FLAG
 from rayscale.ray.wire import SERVICE
-from rayscale.ray.wire import autoscaler_pb2 as pb
-from tests.integration.autoscaler.test_observability import Observed, autoscaler_rounds
-from tests.integration.autoscaler.test_ray_node_states import FakeGcs
-from tests.integration.controller.helpers import Kube, example
-from tests.integration.grpcserve import serving
-from tests.integration.polling import eventually
+from tests.support.builders import example
+from tests.support.fakes import FakeGcsServer
+from tests.support.grpcserve import serving
+from tests.support.kube import Kube
+from tests.support.operators import Observed, autoscaler_rounds
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 NAME = "raycluster-basic"
@@ -45,11 +45,7 @@ class Listener(grpc.GenericRpcHandler):  # type: ignore[misc]  # grpc has no typ
     def __init__(self) -> None:
         self.address = ""
         self.calls: list[tuple[str, str | None]] = []
-        self._state = grpc.unary_unary_rpc_method_handler(
-            FakeGcs().state,
-            request_deserializer=pb.GetClusterResourceStateRequest.FromString,
-            response_serializer=pb.GetClusterResourceStateReply.SerializeToString,
-        )
+        self._state = FakeGcsServer(NAME).state_handler()
 
     def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         metadata = dict(details.invocation_metadata or ())

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from kubernetes_asyncio import client
 
-from tests.integration.autoscaler.test_resource_requests import NAME, RRR, cpu_and_gpu_cluster, request
-from tests.integration.controller.conftest import Operator
-from tests.integration.controller.helpers import Kube, names
-from tests.integration.polling import eventually
+from tests.support.builders import BASIC as NAME
+from tests.support.builders import RRR, cpu_and_gpu_cluster, gpu_request
+from tests.support.kube import Kube, names
+from tests.support.operators import Operator
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 UNREACHABLE = "unreachable, running nodes are kept"
@@ -31,7 +32,7 @@ async def test_running_workers_stay_while_the_gcs_is_unreachable(
     )
     # Proof that rounds go on meanwhile: a request for a GPU is served (a round launches the
     # worker, later rounds see it start and run) while the idle CPU workers stay.
-    await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], request(1))
+    await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], gpu_request(1))
 
     async def satisfied() -> bool:
         body = await kube.objects.get_namespaced_custom_object(*RRR[:2], namespace, RRR[2], "reserve-gpus")

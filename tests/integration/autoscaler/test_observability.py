@@ -4,67 +4,23 @@ autoscaler's series, and KubeRay's kuberay_cluster_* series the controller expor
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-import aiohttp
 import pytest
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
-from prometheus_client.parser import text_string_to_metric_families
 
-from rayscale.ray.address import OVERRIDE_FLAG
-from tests.integration.autoscaler.test_resource_requests import NAME, RRR, cpu_and_gpu_cluster, request
-from tests.integration.autoscaler.watching import versions
-from tests.integration.controller.conftest import Operator, running
-from tests.integration.controller.helpers import Kube
-from tests.integration.polling import eventually
+from tests.support.builders import BASIC as NAME
+from tests.support.builders import RRR, cpu_and_gpu_cluster, gpu_request
+from tests.support.kube import Kube
+from tests.support.operators import Observed, Operator, autoscaler_rounds, running
+from tests.support.polling import eventually
+from tests.support.watching import versions
 
 pytestmark = pytest.mark.integration
 Sample = tuple[str, dict[str, str], float]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Observed(Operator):
-    """`rayscale run --mode all`, autoscaling every second, serving /metrics on a free port; it follows
-    `rayscale.io/gcs-address` unless `allow_override` is False."""
-
-    def __init__(
-        self, cluster: testcluster.ClusterHandle, namespace: str, *, allow_override: bool = True
-    ) -> None:
-        self.port = free_port()
-        extra = [
-            "--autoscaler-interval",
-            "1",
-            "--metrics-address",
-            "127.0.0.1",
-            "--metrics-port",
-            str(self.port),
-            *([OVERRIDE_FLAG] if allow_override else []),
-        ]
-        super().__init__(cluster, namespace, mode="all", extra=extra)
-
-    async def scrape(self) -> list[Sample]:
-        """The samples of /metrics; AssertionError (`eventually` tries again) while it does not answer."""
-        url = f"http://127.0.0.1:{self.port}/metrics"
-        try:
-            async with (
-                aiohttp.ClientSession() as session,
-                session.get(url, timeout=aiohttp.ClientTimeout(10)) as resp,
-            ):
-                assert resp.status == 200
-                text = await resp.text()
-        except aiohttp.ClientConnectionError as exc:
-            raise AssertionError(f"{url}: {exc}") from exc
-        return [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
 
 
 @pytest.fixture
@@ -115,14 +71,6 @@ def never_wiped(versions: list[dict[str, Any]]) -> None:
     assert times == sorted(times), f"a stale status.autoscaler written back: {times}"
 
 
-async def autoscaler_rounds(op: Observed) -> float:
-    return sum(
-        v
-        for n, labels, v in await op.scrape()
-        if n == "controller_runtime_reconcile_total" and labels["controller"] == "autoscaler"
-    )
-
-
 async def test_status_autoscaler_and_one_unmet_demand_event_beside_the_controller_status(
     api: client.ApiClient, namespace: str, observed: Observed
 ) -> None:
@@ -135,7 +83,7 @@ async def test_status_autoscaler_and_one_unmet_demand_event_beside_the_controlle
 async def _status_and_events(kube: Kube, observed: Observed) -> None:
     namespace = kube.ns
     await kube.create(cpu_and_gpu_cluster())
-    await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], request(3))
+    await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], gpu_request(3))
 
     async def groups() -> dict[str, Any] | None:
         status = (await kube.get(NAME)).get("status") or {}
@@ -212,7 +160,7 @@ async def test_metrics_show_the_cluster_and_forget_it_when_it_is_deleted(
     kube = Kube(api, namespace)
     created = await kube.create(cpu_and_gpu_cluster())
     uid = created["metadata"]["uid"]
-    await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], request(3))
+    await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], gpu_request(3))
 
     # The scale-up is counted as it is written; the round's gauges are set when the round ends.
     every = {

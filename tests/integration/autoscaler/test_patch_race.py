@@ -20,8 +20,8 @@ not happen in a given run): the end state must hold both the edit and the reques
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -30,16 +30,17 @@ from kubernetes_asyncio import client
 
 from rayscale.autoscaler import loop
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
-from rayscale.autoscaler.patch import build_patch
+from rayscale.autoscaler.patch import ClusterPatch, build_patch
 from rayscale.common.retry import Failed
 from rayscale.kube import ops
-from tests.integration.autoscaler.test_resource_requests import NAME, RRR, cpu_and_gpu_cluster, request
-from tests.integration.controller.conftest import Operator
-from tests.integration.controller.helpers import Kube
-from tests.integration.polling import eventually
+from tests.support.builders import BASIC as NAME
+from tests.support.builders import RRR, cpu_and_gpu_cluster, gpu_request
+from tests.support.fakes import EventLog, FakeSource
+from tests.support.kube import Kube
+from tests.support.operators import Operator
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
-Obj = Mapping[str, Any]
 Groups = dict[str, dict[str, Any]]
 
 
@@ -143,33 +144,6 @@ def worker_pod(name: str, namespace: str) -> dict[str, Any]:
     return {"metadata": meta, "status": {"phase": "Running", "conditions": ready}}
 
 
-class StaleSource:
-    """What the autoscaler's watch-fed indexes hold: the cluster as it was before the user's edit."""
-
-    def __init__(self, cluster: Obj, pods: Sequence[Obj], requests: Sequence[Obj]) -> None:
-        self._cluster, self._pods, self._requests = cluster, list(pods), list(requests)
-
-    def cluster(self, key: tuple[str, str]) -> Obj | None:
-        return self._cluster
-
-    def pods(self, key: tuple[str, str]) -> Sequence[Obj]:
-        return self._pods
-
-    def requests(self, key: tuple[str, str]) -> Sequence[Obj]:
-        return self._requests
-
-    def virtual_clusters(self, key: tuple[str, str]) -> Sequence[Obj]:
-        return []
-
-
-class Events:
-    def __init__(self) -> None:
-        self.posted: list[tuple[str, str]] = []
-
-    def post(self, obj: Obj, type_: str, reason: str, message: str, action: str = "") -> None:
-        self.posted.append((reason, message))
-
-
 class Spy:
     """The autoscaler's RayCluster patches (each with the HTTP status it got) and fresh reads."""
 
@@ -201,7 +175,7 @@ def cluster_body(race: Race) -> dict[str, Any]:
 
 
 def cpu_request(count: int) -> dict[str, Any]:
-    body = request(count)  # for `count` x {GPU: 1}
+    body = gpu_request(count)  # for `count` x {GPU: 1}
     body["metadata"]["name"] = "reserve-cpus"
     body["spec"]["bundles"][0]["resources"] = {"CPU": 1}
     return body
@@ -228,7 +202,9 @@ async def race_one_round(api: client.ApiClient, namespace: str, race: Race) -> R
     await kube.patch_json(NAME, race.edit)  # the user, after the copy was taken
     pods = [worker_pod(n, namespace) for n in race.pods]
     config = AutoscalerConfig(gcs_timeout=0.5, gcs_retries=0)
-    autoscaler = Autoscaler(api, StaleSource(stale, pods, requests), Events(), config)
+    # What the autoscaler's watch-fed indexes hold: the cluster as it was before the user's edit.
+    stale_source = FakeSource(stale, pods, requests)
+    autoscaler = Autoscaler(api, stale_source, EventLog(), config)
     try:
         after = await autoscaler.step((namespace, NAME))
     finally:
@@ -265,9 +241,9 @@ async def test_without_the_test_op_the_edit_is_lost(
     """The control: the same round with the resourceVersion test stripped from the patch."""
     build = build_patch  # the loop's, which the test replaces
 
-    def untested(*args: Any) -> list[dict[str, Any]] | None:
+    def untested(*args: Any) -> ClusterPatch | None:
         patch = build(*args)
-        return None if patch is None else [op for op in patch if op["op"] != "test"]
+        return None if patch is None else replace(patch, ops=[op for op in patch.ops if op["op"] != "test"])
 
     monkeypatch.setattr(loop, "build_patch", untested)
     done = await race_one_round(api, namespace, race)
@@ -282,7 +258,7 @@ async def test_user_edits_while_the_operator_scales(
     and raises the CPU group's minimum: the end state holds every edit and the request."""
     kube = Kube(api, namespace)
     await kube.create(cpu_and_gpu_cluster())  # groups cpu (index 0) and gpu (index 1)
-    await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], request(3))
+    await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], gpu_request(3))
     spare = cpu_group(groupName="spare", replicas=1, minReplicas=1, maxReplicas=1)
     await kube.patch_json(
         NAME,

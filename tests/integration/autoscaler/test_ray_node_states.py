@@ -11,67 +11,29 @@ node died it is replaced, without backoff.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import grpc
 import pytest
 from kubernetes_asyncio import client
 
-from rayscale.ray.wire import SERVICE
-from rayscale.ray.wire import autoscaler_pb2 as pb
-from tests.integration.controller.conftest import Operator
-from tests.integration.controller.helpers import Kube, example, names
-from tests.integration.grpcserve import serving
-from tests.integration.polling import eventually
+from tests.support.builders import example
+from tests.support.fakes import FakeGcsServer
+from tests.support.grpcserve import serving
+from tests.support.kube import Kube, names
+from tests.support.operators import Operator
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 NAME = "raycluster-basic"
 GROUP = "cpu"
-HEAD_RESOURCE = "node:__internal_head__"
-
-
-class FakeGcs:
-    """Ray's GCS as rayscale reads it: the head alive, workers as the test says."""
-
-    def __init__(self) -> None:
-        self.address = ""
-        self.dead: set[str] = set()  # pods whose Ray node is DEAD; others have no node at all
-        self.calls: list[float] = []  # monotonic time of each GetClusterResourceState
-
-    async def state(self, request: Any, context: Any) -> pb.GetClusterResourceStateReply:
-        self.calls.append(time.monotonic())
-        head = pb.NodeState(
-            node_id=hashlib.sha224(b"head").digest(),
-            instance_id=f"{NAME}-head",
-            total_resources={"CPU": 0.0, HEAD_RESOURCE: 1.0},
-            status=pb.NodeStatus.RUNNING,
-        )
-        dead = [
-            pb.NodeState(
-                node_id=hashlib.sha224(p.encode()).digest(), instance_id=p, status=pb.NodeStatus.DEAD
-            )
-            for p in sorted(self.dead)
-        ]
-        state = pb.ClusterResourceState(node_states=[head, *dead], cluster_session_name="session_test")
-        return pb.GetClusterResourceStateReply(cluster_resource_state=state)
-
-    def calls_since(self, moment: float) -> int:
-        return sum(1 for t in self.calls if t >= moment)
 
 
 @pytest.fixture
-async def gcs() -> AsyncIterator[FakeGcs]:
-    fake = FakeGcs()
-    handler = grpc.unary_unary_rpc_method_handler(
-        fake.state,
-        request_deserializer=pb.GetClusterResourceStateRequest.FromString,
-        response_serializer=pb.GetClusterResourceStateReply.SerializeToString,
-    )
-    methods = grpc.method_handlers_generic_handler(SERVICE.full_name, {"GetClusterResourceState": handler})
-    async with serving(methods) as fake.address:
+async def gcs() -> AsyncIterator[FakeGcsServer]:
+    fake = FakeGcsServer(NAME)
+    async with serving(fake.service()) as fake.address:
         yield fake
 
 
@@ -94,7 +56,7 @@ async def _group(kube: Kube) -> dict[str, Any]:
 
 
 async def test_a_running_worker_without_a_ray_node_is_kept_and_a_dead_one_replaced_without_backoff(
-    api: client.ApiClient, namespace: str, gcs: FakeGcs, autoscaling_operator: Operator
+    api: client.ApiClient, namespace: str, gcs: FakeGcsServer, autoscaling_operator: Operator
 ) -> None:
     kube = Kube(api, namespace)
     await kube.create(one_worker_cluster(gcs.address))

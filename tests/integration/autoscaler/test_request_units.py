@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from tests.integration.autoscaler.test_resource_requests import NAME, RRR, cpu_and_gpu_cluster
-from tests.integration.controller.conftest import Operator
-from tests.integration.controller.helpers import Kube
-from tests.integration.polling import eventually
+from tests.support.builders import BASIC as NAME
+from tests.support.builders import RRR, cpu_and_gpu_cluster
+from tests.support.kube import Kube
+from tests.support.operators import Operator
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -4,42 +4,18 @@ RayResourceRequests as the demand."""
 from __future__ import annotations
 
 import asyncio
-import copy
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
-from tests.integration.controller.conftest import Operator
-from tests.integration.controller.helpers import Kube, example
-from tests.integration.polling import eventually
+from tests.support.builders import BASIC as NAME
+from tests.support.builders import RRR, cpu_and_gpu_cluster, gpu_request
+from tests.support.kube import Kube
+from tests.support.operators import Operator
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
-RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")
-NAME = "raycluster-basic"
-
-
-def cpu_and_gpu_cluster() -> dict[str, Any]:
-    body = example("raycluster-basic.yaml")
-    # Nothing listens there: the GCS is unreachable at once, as on any cluster without Ray.
-    body["metadata"]["annotations"] = {"rayscale.io/gcs-address": "127.0.0.1:1"}
-    body["spec"]["enableInTreeAutoscaling"] = True
-    cpu = body["spec"]["workerGroupSpecs"][0]
-    cpu.update({"replicas": 0, "minReplicas": 0, "maxReplicas": 10})
-    gpu = copy.deepcopy(cpu)
-    gpu.update({"groupName": "gpu", "maxReplicas": 4})
-    gpu["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 1
-    body["spec"]["workerGroupSpecs"].append(gpu)
-    return body
-
-
-def request(gpus: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "rayscale.io/v1alpha1",
-        "kind": "RayResourceRequest",
-        "metadata": {"name": "reserve-gpus"},
-        "spec": {"clusterName": NAME, "bundles": [{"resources": {"GPU": 1}, "count": gpus}]},
-    }
 
 
 @pytest.fixture
@@ -62,7 +38,7 @@ async def test_request_scales_only_the_gpu_group_and_is_all_or_nothing(
     kube: Kube, autoscaling_operator: Operator
 ) -> None:
     await kube.create(cpu_and_gpu_cluster())
-    await kube.objects.create_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], request(3))
+    await kube.objects.create_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], gpu_request(3))
 
     async def satisfied() -> dict[str, Any] | None:
         status = await _request_status(kube)

@@ -12,10 +12,11 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from rayscale.api.virtualcluster_names import FINALIZER, VC_LABEL
-from tests.integration.autoscaler.test_resource_requests import NAME, cpu_and_gpu_cluster
-from tests.integration.controller.conftest import Operator
-from tests.integration.controller.helpers import Kube
-from tests.integration.polling import eventually
+from tests.support.builders import BASIC as NAME
+from tests.support.builders import cpu_and_gpu_cluster
+from tests.support.kube import Kube
+from tests.support.operators import Operator
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 

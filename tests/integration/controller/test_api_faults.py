@@ -13,9 +13,10 @@ from e2e.chaos.faultproxy import FaultProxy, Rule
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
-from tests.integration.controller.conftest import Operator, running
-from tests.integration.controller.helpers import Kube, example, label_values
-from tests.integration.polling import eventually
+from tests.support.builders import example
+from tests.support.kube import Kube, label_values
+from tests.support.operators import Operator, running
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 NAME = "raycluster-basic"

@@ -43,7 +43,7 @@ from hack.localk8s import testcluster
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.fuzz_specs import (
+from tests.support.fuzz_specs import (
     BASES,
     RAYCLUSTER,
     REQUEST,
@@ -55,10 +55,10 @@ from tests.fuzz_specs import (
     named_field,
     unforeseen,
 )
-from tests.integration.controller.conftest import Operator, running
-from tests.integration.controller.helpers import Kube
-from tests.integration.polling import eventually
-from tests.invalid_specs import MAX_INT32
+from tests.support.invalid_specs import MAX_INT32
+from tests.support.kube import Kube
+from tests.support.operators import Operator, running
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "60"))

@@ -21,10 +21,11 @@ import pytest
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client, watch
 
-from tests.integration.controller.conftest import Operator, running
-from tests.integration.controller.helpers import Kube, example
-from tests.integration.polling import eventually
-from tests.invalid_specs import CASES, BadSpec
+from tests.support.builders import example
+from tests.support.invalid_specs import CASES, BadSpec
+from tests.support.kube import Kube
+from tests.support.operators import Operator, running
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.request
 
 from hack.localk8s import testcluster
 
-from tests.integration.controller.conftest import Operator
-from tests.integration.polling import eventually
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.operators import Operator, free_port
+from tests.support.polling import eventually
 
 
 async def test_liveness_endpoint_reports_the_watch_probe(

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from tests.integration.controller.conftest import Operator
-from tests.integration.controller.helpers import Kube, example, label_values, names
-from tests.integration.polling import eventually
+from tests.support.builders import example
+from tests.support.kube import Kube, label_values, names
+from tests.support.operators import Operator
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 INDEX = "ray.io/worker-group-replica-index"

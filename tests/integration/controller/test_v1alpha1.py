@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from tests.integration.controller.conftest import Operator
-from tests.integration.controller.helpers import GROUP, PLURAL, Kube, example
-from tests.integration.polling import eventually
+from tests.support.builders import example
+from tests.support.kube import GROUP, PLURAL, Kube
+from tests.support.operators import Operator
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 NAME = "raycluster-basic"

@@ -19,9 +19,10 @@ import pytest
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
-from tests.integration.controller.conftest import Operator, running
-from tests.integration.controller.helpers import Kube, example
-from tests.integration.polling import eventually
+from tests.support.builders import example
+from tests.support.kube import Kube
+from tests.support.operators import Operator, running
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 ATTEMPTS = 6  # nominal times 0, 1, 3, 7, 15, 31 s; at least 24.8 s with the 20% jitter

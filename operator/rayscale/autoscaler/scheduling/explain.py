@@ -5,23 +5,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from rayscale.autoscaler.scheduling.fleet import HostKind
 from rayscale.autoscaler.scheduling.model import (
+    DemandKind,
     LabelConstraint,
     Placement,
     PlacementTarget,
     Selector,
     Strategy,
-    Target,
     Unmet,
     UnmetReason,
 )
 
-TARGETS = (Target.HEAD, Target.RUNNING, Target.PENDING, Target.NEW)  # indexed by pool rank
-
 
 @dataclass(slots=True)
 class _Entry:
-    kind: str
+    kind: DemandKind
     resources: Mapping[str, float] | None
     bundles: tuple[Mapping[str, float], ...] | None
     strategy: Strategy | None
@@ -30,7 +29,7 @@ class _Entry:
     bundle_selectors: tuple[Selector, ...]
     unit: str | None
     placed: int = 0
-    targets: dict[tuple[str, int], tuple[int, list[str]]] = field(default_factory=dict)
+    targets: dict[tuple[str, HostKind], tuple[int, list[str]]] = field(default_factory=dict)
     unmet: dict[UnmetReason, int] = field(default_factory=dict)
 
 
@@ -42,7 +41,7 @@ class Explainer:
 
     def entry(
         self,
-        kind: str,
+        kind: DemandKind,
         *,
         resources: Mapping[str, float] | None = None,
         bundles: tuple[Mapping[str, float], ...] | None = None,
@@ -69,7 +68,9 @@ class Explainer:
             )
         return key
 
-    def placed(self, key: tuple[object, ...], group: str, rank: int, units: int, names: list[str]) -> None:
+    def placed(
+        self, key: tuple[object, ...], group: str, rank: HostKind, units: int, names: list[str]
+    ) -> None:
         entry = self._entries[key]
         count, seen = entry.targets.get((group, rank), (0, []))
         seen.extend(names)
@@ -90,7 +91,7 @@ class Explainer:
             if not e.placed:
                 continue
             targets = tuple(
-                PlacementTarget(group, TARGETS[rank], count, tuple(sorted(set(names))))
+                PlacementTarget(group, rank.target, count, tuple(sorted(set(names))))
                 for (group, rank), (count, names) in sorted(e.targets.items())
             )
             out.append(

@@ -10,11 +10,27 @@ backoff and, in Conservative mode, the number of hosts already in flight.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 from rayscale.autoscaler.scheduling.catalog import HEAD_GROUP, Catalog
-from rayscale.autoscaler.scheduling.model import Options, RemovalCause, UnmetReason, UpscalingMode
+from rayscale.autoscaler.scheduling.model import Options, RemovalCause, Target, UnmetReason, UpscalingMode
 
-HEAD, RUNNING, PENDING, NEW = 0, 1, 2, 3  # kinds of host, in the order output lists them
+
+class HostKind(IntEnum):
+    """What a host is, in the order output lists them (and an index into per-kind counts)."""
+
+    HEAD = 0
+    RUNNING = 1
+    PENDING = 2
+    NEW = 3  # launched by this pass
+
+    @property
+    def target(self) -> Target:
+        """Where work placed on a host of this kind lands (the decision's name for it)."""
+        return _TARGETS[self]
+
+
+_TARGETS = (Target.HEAD, Target.RUNNING, Target.PENDING, Target.NEW)  # by HostKind
 
 NO_REPLICA = -1  # the head's replica
 
@@ -25,7 +41,7 @@ CONSERVATIVE_MIN_IN_FLIGHT = 5
 class Host:
     name: str | None  # None for hosts this pass launches
     group: int
-    rank: int  # HEAD, RUNNING, PENDING or NEW
+    rank: HostKind
     replica: int
     idle_seconds: float = 0.0
     pending_seconds: float = 0.0
@@ -54,7 +70,7 @@ class Fleet:
     removed: list[int] = field(default_factory=list)  # per group: replicas removed this pass
     launched: list[int] = field(default_factory=list)  # per group: replicas launched this pass
     backoff: list[bool] = field(default_factory=list)
-    live_hosts: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # by rank, removals excluded
+    live_hosts: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # by HostKind, removals excluded
     _saved: tuple[int, int, list[int], list[int]] | None = None
 
     def __post_init__(self) -> None:
@@ -69,11 +85,11 @@ class Fleet:
         """Replicas of the group after this pass's removals and launches."""
         return self.existing[group] - self.removed[group] + self.launched[group]
 
-    def host_count(self, rank: int | None = None) -> int:
+    def host_count(self, rank: HostKind | None = None) -> int:
         return sum(self.live_hosts) if rank is None else self.live_hosts[rank]
 
     def _in_flight(self) -> int:
-        return self.live_hosts[PENDING] + self.live_hosts[NEW]
+        return self.live_hosts[HostKind.PENDING] + self.live_hosts[HostKind.NEW]
 
     def blocked(self, group: int) -> UnmetReason | None:
         """Why the group cannot launch one more replica now, or None if it can."""
@@ -87,7 +103,7 @@ class Fleet:
             return UnmetReason.MAX_WORKERS
         if self.options.upscaling_mode is UpscalingMode.CONSERVATIVE:
             in_flight = self._in_flight()
-            limit = max(CONSERVATIVE_MIN_IN_FLIGHT, self.host_count(RUNNING))
+            limit = max(CONSERVATIVE_MIN_IN_FLIGHT, self.host_count(HostKind.RUNNING))
             if in_flight and in_flight + info.num_hosts > limit:
                 return UnmetReason.UPSCALING_LIMIT
         return None
@@ -103,14 +119,14 @@ class Fleet:
             room = min(room, (cap - self.host_count()) // info.num_hosts)
         if self.options.upscaling_mode is UpscalingMode.CONSERVATIVE:
             in_flight = self._in_flight()
-            limit = max(CONSERVATIVE_MIN_IN_FLIGHT, self.host_count(RUNNING))
+            limit = max(CONSERVATIVE_MIN_IN_FLIGHT, self.host_count(HostKind.RUNNING))
             room = min(room, max((limit - in_flight) // info.num_hosts, 0 if in_flight else 1))
         return max(room, 0)
 
     # -- changes -----------------------------------------------------------------
     def add_head(self) -> int:
         """The head as a host of no replica; returns its host id."""
-        self.hosts.append(Host("", HEAD_GROUP, HEAD, NO_REPLICA))
+        self.hosts.append(Host("", HEAD_GROUP, HostKind.HEAD, NO_REPLICA))
         return len(self.hosts) - 1
 
     def mark_worked(self, host: int) -> None:
@@ -137,10 +153,10 @@ class Fleet:
         ids = []
         for _ in self.catalog.groups[group].hosts:
             ids.append(len(self.hosts))
-            self.hosts.append(Host(None, group, NEW, rid))
+            self.hosts.append(Host(None, group, HostKind.NEW, rid))
         self.replicas.append(Replica(group, ids, None, worked=True))
         self.launched[group] += 1
-        self.live_hosts[NEW] += len(ids)
+        self.live_hosts[HostKind.NEW] += len(ids)
         return rid
 
     def remove(self, rid: int) -> None:

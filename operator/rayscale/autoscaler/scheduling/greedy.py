@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from rayscale.autoscaler.scheduling.catalog import GROUP_LABELS, Catalog, Shape
-from rayscale.autoscaler.scheduling.fleet import NEW, Fleet
+from rayscale.autoscaler.scheduling.fleet import Fleet, HostKind
 from rayscale.autoscaler.scheduling.model import UnmetReason
 from rayscale.autoscaler.scheduling.space import Vec, fit_count, sub
 from rayscale.cluster.accelerators import GPU
@@ -70,7 +70,7 @@ class Bin:
 
     host: int  # fleet host id
     group: int  # group index, HEAD_GROUP for the head
-    rank: int  # HEAD, RUNNING, PENDING or NEW
+    rank: HostKind
     total: Vec
     label_set: int
     priority: int
@@ -225,7 +225,8 @@ class Placer:
     def fresh(self, group: int, host: int = -1, position: int = 0) -> Bin:
         info = self.catalog.groups[group]
         total = info.hosts[position]
-        return Bin(host, group, NEW, total, GROUP_LABELS, info.spec.priority, (Load(total), Load(total)))
+        loads = (Load(total), Load(total))
+        return Bin(host, group, HostKind.NEW, total, GROUP_LABELS, info.spec.priority, loads)
 
     # -- a batch ---------------------------------------------------------------------
     def place(self, runs: Sequence[Run], source: int) -> Result:

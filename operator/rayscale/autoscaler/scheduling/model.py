@@ -62,6 +62,15 @@ class RemovalCause(StrEnum):
     NODE_DEAD = "NODE_DEAD"  # its Ray node died while the pod runs; replaced without backoff
 
 
+class DemandKind(StrEnum):
+    """What a placement or an unmet entry is of: pending tasks and actors (`Demand`), placement
+    groups (`Gang`) or requested bundles (`Constraint`)."""
+
+    DEMAND = "demand"
+    GANG = "gang"
+    CONSTRAINT = "constraint"
+
+
 class Target(StrEnum):
     """Where placed demand lands."""
 
@@ -232,7 +241,7 @@ class PlacementTarget:
 class Placement:
     """Where the placed units of one demand shape, gang or constraint bundle went."""
 
-    kind: str  # "demand" | "gang" | "constraint"
+    kind: DemandKind
     resources: Mapping[str, float] | None
     bundles: tuple[Mapping[str, float], ...] | None
     strategy: Strategy | None
@@ -246,7 +255,7 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class Unmet:
-    kind: str  # "demand" | "gang" | "constraint"
+    kind: DemandKind
     resources: Mapping[str, float] | None
     bundles: tuple[Mapping[str, float], ...] | None
     strategy: Strategy | None
@@ -302,7 +311,7 @@ def _selector_list(selector: Selector) -> list[dict[str, Any]]:
 
 
 def _what(u: Unmet | Placement) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": u.kind}
+    out: dict[str, Any] = {"kind": str(u.kind)}
     if u.unit is not None:
         out["unit"] = u.unit
     if u.strategy is not None:

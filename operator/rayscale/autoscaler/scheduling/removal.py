@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rayscale.autoscaler.scheduling.fleet import PENDING, RUNNING, Fleet, Host, Replica
+from rayscale.autoscaler.scheduling.fleet import Fleet, Host, HostKind, Replica
 from rayscale.autoscaler.scheduling.model import RemovalCause
 
 Removed = dict[int, RemovalCause]  # replica id -> cause
@@ -18,7 +18,7 @@ Removed = dict[int, RemovalCause]  # replica id -> cause
 def _order(fleet: Fleet, rid: int) -> tuple[bool, float, float, int, str]:
     replica = fleet.replicas[rid]
     hosts = [fleet.hosts[h] for h in replica.hosts]
-    has_ray = all(h.rank == RUNNING for h in hosts)
+    has_ray = all(h.rank == HostKind.RUNNING for h in hosts)
     idle = min(h.idle_seconds for h in hosts) if has_ray else 0.0
     used = sum(h.used_share for h in hosts) / len(hosts)
     return (has_ray, -idle, used, min(h.position for h in hosts), replica.name or "")
@@ -32,7 +32,7 @@ def _existing(fleet: Fleet, group: int | None = None) -> Iterator[int]:
 
 def _timed_out(fleet: Fleet, host: Host) -> bool:
     """A pending host past its limit: the boot limit once its pod is scheduled, else provisioning."""
-    if host.rank != PENDING:
+    if host.rank != HostKind.PENDING:
         return False
     options = fleet.options
     limit = options.max_node_boot_seconds if host.booting else options.max_node_provision_seconds
@@ -103,7 +103,7 @@ def idle(fleet: Fleet, removed: Removed) -> None:
         if timeout is None or replica.worked:
             continue
         hosts = [fleet.hosts[h] for h in replica.hosts]
-        if not all(h.rank == RUNNING and h.idle_seconds > timeout for h in hosts):
+        if not all(h.rank == HostKind.RUNNING and h.idle_seconds > timeout for h in hosts):
             continue
         if fleet.live(replica.group) - 1 < fleet.catalog.groups[replica.group].spec.min_replicas:
             continue

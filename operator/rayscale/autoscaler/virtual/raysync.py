@@ -26,7 +26,7 @@ def wanted(member: Member | None) -> dict[str, float]:
     return {key: VC_AMOUNT}
 
 
-def resizes(members: Mapping[str, Member], nodes: Sequence[ray.NodeState]) -> dict[str, dict[str, float]]:
+def resizes(members: Mapping[str, Member], nodes: Sequence[ray.RayNodeState]) -> dict[str, dict[str, float]]:
     """Per live Ray node (by pod name): the resize that gives it exactly its membership's
     resources (0 for a VC resource it must lose). Nodes already right are left out."""
     out: dict[str, dict[str, float]] = {}

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from rayscale.api.virtualcluster_names import job_resource, vc_resource
-from rayscale.autoscaler.scheduling.model import Node, NodeState, Unmet
+from rayscale.autoscaler.scheduling.model import DemandKind, Node, NodeState, Unmet
 from rayscale.autoscaler.status import WHY
 from rayscale.autoscaler.virtual.model import Member, VcPlan, VirtualCluster
 from rayscale.common.timefmt import rfc3339
@@ -80,7 +80,7 @@ def _condition(
 def _unmet(items: Sequence[Unmet]) -> list[dict[str, Any]]:
     out = []
     for u in items:
-        what = dict(u.resources or {}) if u.kind != "gang" else {"bundles": len(u.bundles or ())}
+        what = dict(u.resources or {}) if u.kind != DemandKind.GANG else {"bundles": len(u.bundles or ())}
         out.append(
             {
                 "reason": str(u.reason),

@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import ApiException
 
-from tests.integration.controller.helpers import GROUP, PLURAL, VERSION, Kube
+from tests.support.kube import GROUP, PLURAL, VERSION, Kube
 
 RETRY = (410, 429, 500, 503)  # gone (too old), too many requests, server errors
 RETRY_SECONDS = 0.5

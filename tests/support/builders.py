@@ -1,11 +1,54 @@
-"""Builders of RayCluster bodies and pods for controller unit tests."""
+"""Builders of RayCluster bodies and pods (the unit tests' factories), and the examples/ RayClusters
+the integration and e2e tests start from."""
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from rayscale.common import labels as L
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository
+EXAMPLES = ROOT / "examples"
+
+
+RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")  # group, version, plural
+BASIC = "raycluster-basic"  # the name of examples/raycluster-basic.yaml
+
+
+def example(name: str) -> dict[str, Any]:
+    """A RayCluster (or other object) of examples/, a fresh copy each time."""
+    body: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
+    return copy.deepcopy(body)
+
+
+def cpu_and_gpu_cluster() -> dict[str, Any]:
+    """examples/raycluster-basic.yaml autoscaled, with a GPU group beside its CPU group, both at 0
+    replicas, its GCS unreachable (the integration tests have no Ray)."""
+    body = example("raycluster-basic.yaml")
+    # Nothing listens there: the GCS is unreachable at once, as on any cluster without Ray.
+    body["metadata"]["annotations"] = {"rayscale.io/gcs-address": "127.0.0.1:1"}
+    body["spec"]["enableInTreeAutoscaling"] = True
+    cpu = body["spec"]["workerGroupSpecs"][0]
+    cpu.update({"replicas": 0, "minReplicas": 0, "maxReplicas": 10})
+    gpu = copy.deepcopy(cpu)
+    gpu.update({"groupName": "gpu", "maxReplicas": 4})
+    gpu["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 1
+    body["spec"]["workerGroupSpecs"].append(gpu)
+    return body
+
+
+def gpu_request(gpus: int) -> dict[str, Any]:
+    """The RayResourceRequest ``reserve-gpus``: `gpus` bundles of 1 GPU for `cpu_and_gpu_cluster`."""
+    return {
+        "apiVersion": "rayscale.io/v1alpha1",
+        "kind": "RayResourceRequest",
+        "metadata": {"name": "reserve-gpus"},
+        "spec": {"clusterName": BASIC, "bundles": [{"resources": {"GPU": 1}, "count": gpus}]},
+    }
 
 
 def container(name: str = "ray", cpu: str = "1", memory: str = "2Gi", **limits: str) -> dict[str, Any]:
@@ -108,3 +151,29 @@ def with_status(body: dict[str, Any], **status: Any) -> dict[str, Any]:
     out = copy.deepcopy(body)
     out["status"] = status
     return out
+
+
+# ---- for the autoscaler
+
+
+def gpu_group(replicas: int = 0) -> dict[str, Any]:
+    """A worker group of 1 GPU per pod, up to 4 replicas."""
+    g = group("gpu", replicas=replicas, max_replicas=4)
+    g["template"]["spec"]["containers"] = [container("ray-worker", **{"nvidia.com/gpu": "1"})]
+    return g
+
+
+def rc(*groups: dict[str, Any], rv: str = "42") -> dict[str, Any]:
+    """An autoscaled RayCluster ``ns/rc`` with `groups`, as a watch gives it (a resourceVersion)."""
+    body = cluster(*groups, autoscaling=True)
+    body["metadata"]["resourceVersion"] = rv
+    return body
+
+
+def rrr(gpus: int, *, generation: int = 1, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The RayResourceRequest ``ns/reserve`` of `gpus` bundles of 1 GPU for ``rc``."""
+    return {
+        "metadata": {"name": "reserve", "namespace": "ns", "generation": generation},
+        "spec": {"clusterName": "rc", "bundles": [{"resources": {"GPU": 1}, "count": gpus}]},
+        "status": status or {},
+    }

@@ -1,21 +1,21 @@
-"""Small async helpers over the real API for controller integration tests."""
+"""Small async helpers over a real API server for integration and e2e tests: RayClusters, their pods,
+Services, Events and conditions in one namespace."""
 
 from __future__ import annotations
 
-import copy
-from pathlib import Path
+import contextlib
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
-import yaml
+from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+from tests.support.polling import eventually
+
 GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
-
-
-def example(name: str) -> dict[str, Any]:
-    body: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
-    return copy.deepcopy(body)
 
 
 class Kube:
@@ -99,3 +99,34 @@ def names(pods: list[Any]) -> set[str]:
 
 def label_values(pods: list[Any], key: str) -> list[str]:
     return sorted(p.metadata.labels.get(key, "") for p in pods)
+
+
+def established(cluster: testcluster.ClusterHandle, crd: str) -> bool:
+    """The CRD `crd` (e.g. ``rayclusters.ray.io``) says Established=True."""
+    body = json.loads(cluster.kubectl_run("get", f"crd/{crd}", "-o", "json"))
+    conds = (body.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+
+
+@contextlib.asynccontextmanager
+async def fresh_namespace(api: client.ApiClient, test: str) -> AsyncIterator[str]:
+    """A new namespace named after `test`, with its default ServiceAccount; deleted on the way out
+    (without waiting)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", test.lower()).strip("-")[:40].strip("-")
+    name = f"t-{slug}-{uuid.uuid4().hex[:5]}"
+    core = client.CoreV1Api(api)
+    await core.create_namespace(
+        client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"rayscale.io/test": "true"}))
+    )
+    # The serviceaccount controller must have made the default ServiceAccount before
+    # pods can be created in the namespace.
+    await eventually(
+        lambda: _has_default_sa(core, name), timeout=30, message=f"ServiceAccount default in {name}"
+    )
+    yield name
+    await core.delete_namespace(name)
+
+
+async def _has_default_sa(core: client.CoreV1Api, namespace: str) -> bool:
+    sas = await core.list_namespaced_service_account(namespace)
+    return any(sa.metadata.name == "default" for sa in sas.items)

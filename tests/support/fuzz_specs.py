@@ -4,7 +4,7 @@ for the fuzz test on a real API server (tests/integration/controller/test_fuzz_s
 Every object starts from a valid one (examples/, normalised to a few pods at most) and gets one or
 two edits: values of the wrong type anywhere, counts at the int32 and int64 edges, negative counts,
 quantities like "1e999999", empty, duplicate and reserved group names, bad rayStartParams, pod
-templates of the wrong shape, the bad specs of tests/invalid_specs.py, keys removed. Some objects stay
+templates of the wrong shape, the bad specs of tests/support/invalid_specs.py, keys removed. Some objects stay
 inside the schema and valid, some the API server refuses, most it admits and rayscale must explain.
 A quarter of the RayClusters are updates: the valid one runs first, then gets the edited spec.
 
@@ -23,10 +23,8 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import yaml
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
@@ -35,10 +33,10 @@ from rayscale.cluster.validation import Invalid
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.reconcile import UNPLANNABLE, plan_cluster
 from rayscale.controller.snapshot import ClusterSnapshot
-from tests.invalid_specs import CASES, MAX_INT32
+from tests.support.builders import example
+from tests.support.invalid_specs import CASES, MAX_INT32
 
 Body = dict[str, Any]
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RAYCLUSTER, REQUEST = "RayCluster", "RayResourceRequest"
 TARGET = "fuzz-target"  # the autoscaling RayCluster the requests name (the test creates it)
 
@@ -130,8 +128,7 @@ def _normalised(body: Body) -> Body:
 
 
 def _load(name: str) -> Body:
-    body: Body = yaml.safe_load((EXAMPLES / name).read_text())
-    return _normalised(body)
+    return _normalised(example(name))
 
 
 BASES: dict[str, Body] = {
@@ -297,7 +294,7 @@ def edit_spec(draw: Draw, spec: Body) -> str:
 
 
 def edit_known_bad(draw: Draw, spec: Body) -> str:
-    """One of tests/invalid_specs.py's bad specs (they need the base's shape: applied first)."""
+    """One of tests/support/invalid_specs.py's bad specs (they need the base's shape: applied first)."""
     case = draw(st.sampled_from(CASES))
     try:
         body = case.apply({"spec": spec})

@@ -1,4 +1,5 @@
-"""Polling with deadlines: the only way integration tests wait."""
+"""Waiting in tests. Integration and e2e tests poll with a deadline (`eventually`), the only way they
+wait; unit tests let the event loop run until something holds, without sleeping (`until`)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,12 @@ async def eventually(
         if time.monotonic() >= deadline:
             raise Timeout(f"not true after {timeout:.0f}s: {message or check!r}; last: {last!r}")
         await asyncio.sleep(interval)
+
+
+async def until(predicate: Callable[[], bool], *, turns: int = 1000) -> None:
+    """Yield to the loop until `predicate` holds (bounded: fails instead of hanging)."""
+    for _ in range(turns):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never held")
