@@ -27,6 +27,7 @@ from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 from tests.support.kube import Kube
 from tests.support.polling import eventually
+from tests.support.watching import end_watch
 
 from rayscale.ray.client import GcsClient, GcsError
 from rayscale.ray.model import ClusterState, RayNodeState
@@ -287,11 +288,7 @@ class PodClock:
             await asyncio.wait_for(started.wait(), 30)
             yield clock
         finally:
-            events.stop()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            await events.close()
+            await end_watch(events, task)
 
 
 # ---------------------------------------------------------------------------- timings

@@ -52,6 +52,7 @@ from kubernetes_asyncio import client, config, watch
 from tests.support.builders import example
 from tests.support.kube import GROUP, PLURAL, VERSION
 from tests.support.operators import AUTOSCALING_EXTRA, KubeRayOperator, Operator
+from tests.support.watching import end_watch
 
 SUITE = "control-plane"
 ROOT = Path(__file__).resolve().parents[2]
@@ -323,15 +324,6 @@ async def following(run: Run) -> AsyncIterator[None]:
         yield
     finally:
         await end_watch(events, task)
-
-
-async def end_watch(events: watch.Watch, task: asyncio.Task[None]) -> None:
-    """Stop a watch and the task that follows it."""
-    events.stop()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    await events.close()
 
 
 async def edit(run: Run, objects: Any, name: str) -> None:

@@ -69,7 +69,6 @@ from e2e.chaos.controlplane import (
     FAULTS,
     MAX_REPLICAS,
     Run,
-    end_watch,
     raycluster,
     until,
 )
@@ -79,6 +78,7 @@ from hack.localk8s import testcluster
 from kubernetes_asyncio import client, config, watch
 from tests.support.kube import GROUP, PLURAL, VERSION
 from tests.support.operators import Operator
+from tests.support.watching import end_watch
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "e2e" / ".results" / "soak"

@@ -40,11 +40,16 @@ async def watched(
     try:
         yield seen
     finally:
-        events.stop()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await events.close()
+        await end_watch(events, task)
+
+
+async def end_watch(events: watch.Watch, task: asyncio.Task[None]) -> None:
+    """Stop a watch and the task that follows it."""
+    events.stop()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await events.close()
 
 
 def _version(event: dict[str, Any]) -> dict[str, Any] | None:
