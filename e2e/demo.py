@@ -570,7 +570,7 @@ def rayscale_status(demo: Demo, outcome: Outcome) -> None:
     """What `rayscale status` says once the workers are gone: each replica's life and the decisions
     that launched and removed them (read before the demo's rayscale stops)."""
     say("rayscale's own account of what happened (`rayscale status`, newest decisions first):")
-    command = [*status_command(demo).split(), "--decisions", "12"]
+    command = [*status_command(demo).split(), "--decisions", "50"]  # all it keeps
     out = subprocess.run(command, env={**os.environ, "KUBECONFIG": demo.kubeconfig, "COLUMNS": "100"},
                          capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
     if out.returncode != 0:
