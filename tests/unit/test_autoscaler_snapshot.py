@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from tests.support.builders import cluster, group, pod
 
-from rayscale.autoscaler.scenario import ScenarioError
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import (
     Constraint,
@@ -31,6 +30,7 @@ from rayscale.autoscaler.snapshot import (
     ray_missing_since,
     short_groups,
 )
+from rayscale.autoscaler.spec_reader import SpecError
 from rayscale.ray import model as ray
 
 NOW = datetime(2026, 1, 1, 1, 0, 0, tzinfo=UTC)  # the factory's pods were created an hour earlier
@@ -479,5 +479,5 @@ def test_the_pod_limit_caps_the_decision_and_refuses_specs_beyond_it() -> None:
     assert {u.reason for u in decision.unmet} == {UnmetReason.MAX_WORKERS}
 
     over = rc(a=group("a", replicas=100_000, max_replicas=2**31 - 1))
-    with pytest.raises(ScenarioError, match=r"^spec.workerGroupSpecs\[0\]\.replicas: 100000 replicas"):
+    with pytest.raises(SpecError, match=r"^spec.workerGroupSpecs\[0\]\.replicas: 100000 replicas"):
         build_snapshot(over, [], None, [], (), NOW, max_pods=10_000)

@@ -42,7 +42,9 @@ from tests.kuberay.oracle import kuberay_version
 from tests.support.builders import cluster, container, group
 
 from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
+from rayscale.autoscaler.scenario import parse_scenario
 from rayscale.autoscaler.snapshot import build_snapshot
+from rayscale.autoscaler.spec_reader import SpecError, read_spec
 from rayscale.cluster import accelerators, fields, naming
 from rayscale.cluster.accelerators import GPU, TPU, is_gpu_key, is_tpu_slice_head_resource
 from rayscale.cluster.host import host_labels, host_resources
@@ -311,7 +313,7 @@ def check_host_resources(doc: documents.Document, meta: ClusterMeta, spec: RayCl
     for name, raw, parsed in _groups(doc.body, spec):
         if parsed is None:
             pod = pods.head_pod(meta, spec)
-            assumed, labels = host_resources(raw, is_head=True), host_labels(raw)
+            assumed, labels = host_resources(spec.head_group_spec), host_labels(spec.head_group_spec)
         else:
             pod = pods.worker_pod(meta, spec, parsed, replica_index=0)
             assumed, labels = dict(snapshot[name].resources), dict(snapshot[name].labels)
@@ -346,7 +348,25 @@ def check_fault_tolerance(doc: documents.Document, meta: ClusterMeta, spec: RayC
     assert (plan.add_finalizer == redis_cleanup.FINALIZER) == on, doc.id
 
 
-CHECKS = (check_head_address, check_host_resources, check_token_secret, check_fault_tolerance)
+def check_simulate_reads_as_the_loop(
+    doc: documents.Document, meta: ClusterMeta, spec: RayClusterSpec
+) -> None:
+    """``rayscale simulate`` on the manifest sees the groups and options the live loop plans with."""
+    live = read_spec(doc.body, check=True)
+    assert live.spec == spec, doc.id
+    simulated = parse_scenario({"cluster": doc.body})
+    assert simulated.groups == live.groups, doc.id
+    assert simulated.options == live.options, doc.id
+    assert build_snapshot(doc.body, [], None, [], (), NOW).groups == live.groups, doc.id
+
+
+CHECKS = (
+    check_head_address,
+    check_host_resources,
+    check_token_secret,
+    check_fault_tolerance,
+    check_simulate_reads_as_the_loop,
+)
 
 
 def check_all(doc: documents.Document) -> bool:
@@ -363,6 +383,18 @@ def check_all(doc: documents.Document) -> bool:
 def test_controller_and_autoscaler_agree(doc: documents.Document) -> None:
     if not check_all(doc):
         pytest.skip("rayscale refuses this RayCluster: nothing is built from it")
+
+
+@pytest.mark.parametrize("doc", DOCUMENTS, ids=[d.id for d in DOCUMENTS])
+def test_the_autoscaler_refuses_what_the_controller_refuses(doc: documents.Document) -> None:
+    """The autoscaler's reader and the controller's validation give one verdict, in the same words."""
+    parsed = parse_and_validate(ClusterMeta.from_body(doc.body), doc.body.get("spec") or {})
+    if isinstance(parsed, Invalid):
+        with pytest.raises(SpecError) as refused:
+            read_spec(doc.body, check=True)
+        assert str(refused.value) == parsed.message
+    else:
+        assert read_spec(doc.body, check=True).spec == parsed
 
 
 def test_most_documents_are_checked() -> None:

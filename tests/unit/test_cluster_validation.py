@@ -47,7 +47,7 @@ def _head_env(body: dict[str, Any], name: str, value: str) -> dict[str, Any]:
          "spec.workerGroupSpecs[0].suspend: not allowed with enableInTreeAutoscaling"),
         (_head_env(cluster(group()), "RAY_enable_autoscaler_v2", "1"),
          "spec.headGroupSpec.template: env RAY_enable_autoscaler_v2 requires enableInTreeAutoscaling"),
-        (cluster(group(maxReplicas="many")), "spec.workerGroupSpecs.0.maxReplicas: "
+        (cluster(group(maxReplicas="many")), "spec.workerGroupSpecs[0].maxReplicas: "
          "Input should be a valid integer, unable to parse string as an integer"),
     ],
 )  # fmt: skip

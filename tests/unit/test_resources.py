@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from rayscale.api.raycluster import HeadGroupSpec, WorkerGroupSpec
 from rayscale.cluster.accelerators import tpu_accelerator_type
-from rayscale.cluster.host import host_labels, host_resources
+from rayscale.cluster.host import host_labels
+from rayscale.cluster.host import host_resources as typed_host_resources
 from rayscale.resources import QuantityError, parse_quantity, parse_resource_map, parse_resources_param
 
 GI = 1024**3
@@ -89,6 +91,11 @@ def test_resources_param_rejects(text: str) -> None:
 )
 def test_tpu_accelerator_type(topology: str, accelerator: str, expected: str | None) -> None:
     assert tpu_accelerator_type(topology, accelerator) == expected
+
+
+def host_resources(spec: dict[str, Any]) -> dict[str, float]:
+    """`host_resources` of a group given as YAML (a plain mapping)."""
+    return typed_host_resources(WorkerGroupSpec.model_validate({"groupName": "g", "template": {}} | spec))
 
 
 def group(
@@ -191,7 +198,8 @@ def test_host_resources(spec: dict[str, Any], expected: dict[str, float]) -> Non
 
 def test_host_resources_head_is_derived_the_same_way() -> None:
     spec = group(limits={"cpu": "2", "memory": "4G"}, params={"num-cpus": "0"})
-    assert host_resources(spec, is_head=True) == {"memory": 4e9}
+    del spec["groupName"]
+    assert typed_host_resources(HeadGroupSpec.model_validate(spec)) == {"memory": 4e9}
 
 
 def test_host_resources_names_the_bad_field() -> None:
@@ -203,8 +211,12 @@ def test_host_resources_names_the_bad_field() -> None:
 
 def test_host_labels() -> None:
     spec = {"rayStartParams": {"labels": "zone=a, tier=gold"}, "labels": {"zone": "b", "pool": "x"}}
-    assert host_labels(spec) == {"zone": "b", "tier": "gold", "pool": "x"}
-    assert host_labels({}) == {}
+    assert host_labels(WorkerGroupSpec.model_validate({"groupName": "g", "template": {}} | spec)) == {
+        "zone": "b",
+        "tier": "gold",
+        "pool": "x",
+    }
+    assert host_labels(WorkerGroupSpec(group_name="g", template={})) == {}
 
 
 # ----------------------------------------------------------------------------- bounded quantities

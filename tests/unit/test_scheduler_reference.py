@@ -309,6 +309,7 @@ def test_kuberay_group_idle_timeouts() -> None:
     cluster = raycluster(
         worker_group("short", {"num-cpus": "1"}, maxReplicas=1, idleTimeoutSeconds=10),
         worker_group("long", {"num-cpus": "2"}, maxReplicas=1, idleTimeoutSeconds=30),
+        version="v2",  # a group's own idle timeout needs autoscaler v2
     )
     nodes = [node("s", "short", idleSeconds=20), node("l", "long", idleSeconds=20)]
     assert removed(decide({"cluster": cluster, "nodes": nodes})) == {"s": "IDLE"}

@@ -76,7 +76,12 @@ def test_simulate_reads_json_from_stdin(
         (
             {
                 "cluster": {
-                    "spec": {"workerGroupSpecs": [{"groupName": "g", "rayStartParams": {"num-cpus": "x"}}]}
+                    "spec": {
+                        "headGroupSpec": {"template": {"spec": {"containers": [{}]}}},
+                        "workerGroupSpecs": [
+                            {"groupName": "g", "rayStartParams": {"num-cpus": "x"}, "template": {}}
+                        ],
+                    }
                 }
             },
             "cluster.spec.workerGroupSpecs[0]",
@@ -137,13 +142,14 @@ def test_unreadable_and_invalid_files_exit_2(tmp_path: Path, capsys: pytest.Capt
 def test_cluster_manifest_derives_groups_and_options() -> None:
     cluster = {
         "spec": {
+            "headGroupSpec": {"template": {"spec": {"containers": [{}]}}},
             "autoscalerOptions": {"idleTimeoutSeconds": 30, "upscalingMode": "Conservative"},
             "workerGroupSpecs": [
                 {
                     "groupName": "gpu",
                     "minReplicas": 1,
                     "maxReplicas": 4,
-                    "numOfHosts": 0,
+                    "numOfHosts": 1,
                     "labels": {"zone": "a"},
                     "template": {
                         "spec": {

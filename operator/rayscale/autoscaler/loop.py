@@ -84,6 +84,7 @@ from rayscale.autoscaler.ray_report import (
 from rayscale.autoscaler.requests import INVALID_BUNDLES, decision_status, pending_status, status_patch
 from rayscale.autoscaler.scheduling.model import Decision, RemovalCause, Snapshot
 from rayscale.autoscaler.snapshot import build_snapshot, is_unborn, ray_missing_since, short_groups
+from rayscale.autoscaler.spec_reader import ScalingSpec, SpecError, read_spec
 from rayscale.autoscaler.status import (
     REFRESH_SECONDS,
     GcsHealth,
@@ -110,8 +111,6 @@ from rayscale.autoscaler.view import Observed, cluster_view, fleet_entry
 from rayscale.autoscaler.virtual.apply import VirtualClusters
 from rayscale.autoscaler.virtual.plan import plan as plan_with_vcs
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
-from rayscale.cluster.meta import ClusterMeta
-from rayscale.cluster.validation import Invalid, parse_and_validate
 from rayscale.common.pods import is_head, is_terminating, phase, pod_name
 from rayscale.common.retry import Failed, spec_version
 from rayscale.common.workqueue import WorkQueue
@@ -352,28 +351,34 @@ class Autoscaler:
             return None
         if (cluster.get("metadata") or {}).get("deletionTimestamp"):
             return None
-        if not beside and (problem := self._invalid(cluster)):
-            # rayscale's controller refuses the spec (SpecValid=False) and builds nothing for it:
-            # nothing to autoscale, and planning must not meet what the validation keeps out.
-            message = f"RayCluster {key[1]} cannot be autoscaled: {problem}"[:1000]
-            await self._write_statuses(key, requests, functools.partial(pending_status, message=message))
+        try:
+            scaling = self._read(cluster)
+        except SpecError as exc:
+            # rayscale's controller refuses the spec (SpecValid=False) and builds nothing for it, or
+            # (beside KubeRay) it cannot be read: nothing to autoscale, and planning must not meet
+            # what the validation keeps out.
+            await self._unscalable(key, requests, exc)
             return None
         state = await self._gcs_state(key, cluster)
         held = self._trust(key, state)
         refused = ""
         for _ in range(CONFLICT_ATTEMPTS):
             try:
-                planned = await self._plan_and_patch(key, cluster, state, requests, held)
+                planned = await self._plan_and_patch(key, cluster, scaling, state, requests, held)
             except Conflict as exc:  # re-plan on the cluster as it is now
                 refused = str(exc)
                 fresh = await ops.get_raycluster(self.api, *key)
                 if fresh is None:
                     return None
                 cluster = fresh
+                try:
+                    scaling = self._read(cluster)
+                except SpecError as exc:
+                    await self._unscalable(key, requests, exc)
+                    return None
                 continue
             except ValueError as exc:  # an unreadable spec; the controller reports it on the cluster
-                message = f"RayCluster {key[1]} cannot be autoscaled: {exc}"[:1000]
-                await self._write_statuses(key, requests, functools.partial(pending_status, message=message))
+                await self._unscalable(key, requests, exc)
                 return None
             status = functools.partial(decision_status, decision=planned.decision)
             await self._write_statuses(key, requests, status)
@@ -385,20 +390,21 @@ class Autoscaler:
         # patch breaks a validation rule), or a cluster changing under every patch. Back off.
         return Failed(f"patch refused {CONFLICT_ATTEMPTS} times, the last: {refused}")
 
-    def _invalid(self, cluster: Obj) -> str | None:
-        """Why the controller refuses `cluster`'s spec (its SpecValid message), or None."""
-        spec = cluster.get("spec")
-        parsed = parse_and_validate(
-            ClusterMeta.from_body(cluster),
-            spec if isinstance(spec, Mapping) else {},
-            max_pods=self.config.max_pods,
-        )
-        return parsed.message if isinstance(parsed, Invalid) else None
+    async def _unscalable(self, key: ClusterKey, requests: Sequence[Obj], problem: ValueError) -> None:
+        """Say on each request why `key` is not autoscaled (its controller reports the spec)."""
+        message = f"RayCluster {key[1]} cannot be autoscaled: {problem}"[:1000]
+        await self._write_statuses(key, requests, functools.partial(pending_status, message=message))
+
+    def _read(self, cluster: Obj) -> ScalingSpec:
+        """`cluster` as the scheduler sees it; SpecError when rayscale's controller refuses it (beside
+        KubeRay's operator: when it cannot be read)."""
+        return read_spec(cluster, check=not self.config.beside_kuberay, max_pods=self.config.max_pods)
 
     async def _plan_and_patch(
         self,
         key: ClusterKey,
         cluster: Obj,
+        scaling: ScalingSpec,
         state: ClusterState | None,
         requests: Sequence[Obj],
         held: Hold | None = None,
@@ -428,6 +434,7 @@ class Autoscaler:
             missing_since=missing,
             draining=draining,
             max_pods=self.config.max_pods,
+            scaling=scaling,
         )
         memory.short_since = {g: short_since.get(g, now) for g in short_groups(snapshot)}
         reading = self.vclusters.read(key, cluster, self.source.virtual_clusters(key), pods)

@@ -30,7 +30,7 @@ from rayscale.autoscaler.scheduling.model import (
     Strategy,
     UpscalingMode,
 )
-from rayscale.cluster.host import host_labels, host_resources
+from rayscale.autoscaler.spec_reader import SpecError, read_spec
 from rayscale.resources import QuantityError, quantity_to_float
 
 T = TypeVar("T")
@@ -321,43 +321,13 @@ def _options(data: Mapping[str, Any], base: Options) -> Options:
     )
 
 
-def from_raycluster(manifest: Any, path: str = "cluster") -> tuple[tuple[Group, ...], Options]:
-    """Worker groups and autoscaler options of a RayCluster manifest (as the operator reads it)."""
-    spec = as_map(as_map(manifest, path).get("spec"), f"{path}.spec")
-    groups = []
-    for i, item in enumerate(as_list(spec.get("workerGroupSpecs"), f"{path}.spec.workerGroupSpecs")):
-        where = f"{path}.spec.workerGroupSpecs[{i}]"
-        group = as_map(item, where)
-        if group.get("suspend") is True:
-            continue
-        if not isinstance(group.get("groupName"), str):
-            raise fail(f"{where}.groupName", "must be a string")
-        try:
-            host = host_resources(group)
-        except QuantityError as exc:
-            raise fail(where, str(exc)) from None
-        low = integer(group, "minReplicas", where, 0)
-        high = integer(group, "maxReplicas", where, UNLIMITED)
-        groups.append(
-            Group(
-                name=group["groupName"],
-                resources=host,
-                labels=host_labels(group),
-                min_replicas=low,
-                max_replicas=max(high, low),
-                num_of_hosts=max(integer(group, "numOfHosts", where, 1, minimum=-(2**31)), 1),
-                idle_timeout_seconds=_number(group, "idleTimeoutSeconds", where, None),
-                priority=integer(group, "priority", where, 0, minimum=-(2**31)),
-            )
-        )
-    auto = as_map(spec.get("autoscalerOptions"), f"{path}.spec.autoscalerOptions")
-    options = Options(
-        idle_timeout_seconds=_number(auto, "idleTimeoutSeconds", f"{path}.spec.autoscalerOptions", 60.0),
-        upscaling_mode=_enum(
-            auto, "upscalingMode", f"{path}.spec.autoscalerOptions", UpscalingMode, UpscalingMode.DEFAULT
-        ),
-    )
-    return tuple(groups), options
+def _cluster(manifest: Any) -> tuple[tuple[Group, ...], Options]:
+    """A scenario's ``cluster:``: read as the operator reads a live one (`spec_reader.read_spec`)."""
+    try:
+        scaling = read_spec(as_map(manifest, "cluster"))
+    except SpecError as exc:
+        raise ScenarioError(f"cluster.{exc}") from None
+    return scaling.groups, scaling.options
 
 
 def parse_scenario(data: Any) -> Snapshot:
@@ -368,7 +338,7 @@ def parse_scenario(data: Any) -> Snapshot:
     if "cluster" in top and "groups" in top:
         raise fail("groups", "give either cluster or groups, not both")
     if "cluster" in top:
-        groups, options = from_raycluster(top["cluster"])
+        groups, options = _cluster(top["cluster"])
     else:
         groups = tuple(_group(g, f"groups[{i}]") for i, g in enumerate(as_list(top.get("groups"), "groups")))
         options = Options()

@@ -1,7 +1,7 @@
 """The scheduler's Snapshot of one live cluster: spec, pods, Ray's GCS state and RayResourceRequests.
 
-Groups come from the RayCluster spec (the code `rayscale simulate` uses). Nodes are the worker
-pods joined with the GCS node states by pod name (a Ray node's ``instance_id``):
+Groups come from the RayCluster spec as `spec_reader` reads it (as `rayscale simulate` does).
+Nodes are the worker pods joined with the GCS node states by pod name (a Ray node's ``instance_id``):
 
 - terminating: the pod has a deletionTimestamp, is listed in its group's ``workersToDelete``,
   or has failed (the controller replaces it);
@@ -29,7 +29,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from rayscale.api.raycluster import WorkerGroupSpec
+from rayscale.api.raycluster import RayClusterSpec
 from rayscale.autoscaler.demand import (
     gcs_constraints,
     gcs_demands,
@@ -37,14 +37,13 @@ from rayscale.autoscaler.demand import (
     head_node,
     request_constraints,
 )
-from rayscale.autoscaler.scenario import ScenarioError, from_raycluster
 from rayscale.autoscaler.scheduling.model import (
     Group,
     Node,
     NodeState,
     Snapshot,
 )
-from rayscale.cluster.limits import pods_problem
+from rayscale.autoscaler.spec_reader import ScalingSpec, read_spec
 from rayscale.cluster.replicas import expected_replicas
 from rayscale.common import labels as L
 from rayscale.common.pods import (
@@ -97,6 +96,7 @@ def build_snapshot(
     missing_since: Mapping[str, datetime] | None = None,
     draining: Collection[str] = (),
     max_pods: int | None = None,
+    scaling: ScalingSpec | None = None,
 ) -> Snapshot:
     """The Snapshot of `cluster`; `pods` are its pods, `requests` the RayResourceRequests in its namespace.
 
@@ -111,19 +111,16 @@ def build_snapshot(
     yet; they are draining whatever the GCS says.
 
     `max_pods`: the worker pods the cluster may have (``--max-pods-per-cluster``; None: no limit).
-    A spec asking for more is refused (ScenarioError) before any per-replica work, and the
+    A spec asking for more is refused (SpecError) before any per-replica work, and the
     decision never goes past it (``max_workers``, only set when the groups' maxima could).
 
-    Raises ScenarioError or pydantic's ValidationError when the spec cannot be read.
+    `scaling`: the cluster as `spec_reader.read_spec` read it, when the caller has already;
+    otherwise it is read here (only the CRD's shape is required). Raises SpecError when the
+    spec cannot be read.
     """
-    groups, options = from_raycluster(cluster)
-    if max_pods is not None:
-        specs = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
-        if problem := pods_problem([WorkerGroupSpec.model_validate(s) for s in specs], max_pods):
-            raise ScenarioError(problem)
-        if sum(g.max_replicas * g.num_of_hosts for g in groups) > max_pods:
-            cap = max_pods if options.max_workers is None else min(options.max_workers, max_pods)
-            options = dataclasses.replace(options, max_workers=cap)
+    if scaling is None:
+        scaling = read_spec(cluster, check=False, max_pods=max_pods)
+    groups, options = scaling.groups, scaling.options
     groups = tuple(dataclasses.replace(g, backoff=g.name in backing_off) for g in groups)
     options = dataclasses.replace(
         options,
@@ -136,7 +133,7 @@ def build_snapshot(
     clocks = _Clocks(now, missing_since or {}, frozenset(draining))
     return Snapshot(
         groups=groups,
-        nodes=_nodes(cluster, groups, pods, state, clocks, short_since or {}),
+        nodes=_nodes(scaling.spec, groups, pods, state, clocks, short_since or {}),
         demands=gcs_demands(state),
         gangs=gcs_gangs(state),
         constraints=constraints,
@@ -191,20 +188,12 @@ class _Clocks:
         return 0.0 if moment is None else max((self.now - moment).total_seconds(), 0.0)
 
 
-def _listed(cluster: Obj) -> dict[str, set[str]]:
+def _listed(spec: RayClusterSpec) -> dict[str, set[str]]:
     """Group name -> the pod names in its scaleStrategy.workersToDelete."""
-    out: dict[str, set[str]] = {}
-    for spec in (cluster.get("spec") or {}).get("workerGroupSpecs") or []:
-        names = ((spec.get("scaleStrategy") or {}).get("workersToDelete")) or []
-        out[str(spec.get("groupName"))] = {str(n) for n in names}
-    return out
-
-
-def _spec_replicas(cluster: Obj) -> dict[str, int]:
-    """Group name -> the replicas the controller is bringing up (its own rule)."""
-    specs = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
-    parsed = (WorkerGroupSpec.model_validate(s) for s in specs)
-    return {g.group_name: expected_replicas(g) for g in parsed}
+    return {
+        g.group_name: set(g.scale_strategy.workers_to_delete or ()) if g.scale_strategy else set()
+        for g in spec.workers
+    }
 
 
 def _not_running(pod: Obj, base: Node, clocks: _Clocks) -> Node:
@@ -310,7 +299,7 @@ def _group_unlabelled(nodes: list[Node], groups: Mapping[str, Group]) -> list[No
 
 
 def _nodes(
-    cluster: Obj,
+    spec: RayClusterSpec,
     groups: Sequence[Group],
     pods: Sequence[Obj],
     state: ray.ClusterState | None,
@@ -318,14 +307,14 @@ def _nodes(
     short_since: Mapping[str, datetime],
 ) -> tuple[Node, ...]:
     by_name = {g.name: g for g in groups}
-    listed = _listed(cluster)
+    listed = _listed(spec)
     nodes: list[Node] = []
     for pod in sorted(pods, key=pod_name):
         group = by_name.get(pod_group(pod))
         if group is not None and is_worker(pod):
             nodes.append(_node(pod, group, listed.get(group.name, set()), state, clocks))
     nodes = _group_unlabelled(nodes, by_name)
-    wanted = _spec_replicas(cluster)
+    wanted = {g.group_name: expected_replicas(g) for g in spec.workers}  # the controller's own rule
     for group in groups:
         live = {
             n.replica or n.name

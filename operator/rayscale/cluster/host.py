@@ -26,10 +26,11 @@ this):
   Ray adds itself on the first host of a slice.
 
 The labels of a host are the group's ``labels`` map, which the controller passes as ``ray start
---labels`` (the validation refuses ``rayStartParams.labels``; `host_labels` still reads it, for
-scenario files).
+--labels`` (rayscale's validation refuses ``rayStartParams.labels``; `host_labels` still reads it,
+for clusters KubeRay's operator runs).
 
-Group specs are plain mappings with the camelCase keys of the RayCluster YAML.
+`host_resources` and `host_labels` take the typed group specs of ``rayscale.api.raycluster``; the
+``start_*`` helpers take the parts the controller's pod builder has at hand.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
+from rayscale.api.raycluster import HeadGroupSpec, WorkerGroupSpec
 from rayscale.cluster.accelerators import (
     CONTAINER_ACCELERATORS,
     GKE_TPU_ACCELERATOR_LABEL,
@@ -58,6 +60,7 @@ __all__ = [
     "LABELS_PARAM",
     "MEMORY",
     "RESOURCES_PARAM",
+    "GroupSpec",
     "container_amounts",
     "group_map_amounts",
     "host_labels",
@@ -77,6 +80,8 @@ RESOURCES_PARAM = "resources"
 LABELS_PARAM = "labels"
 
 Amounts = dict[str, Decimal]
+#: A head or worker group spec: both say the same about their hosts.
+GroupSpec = HeadGroupSpec | WorkerGroupSpec
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -177,8 +182,8 @@ def container_amounts(container: Mapping[str, Any], *, requests_too: bool = Fals
     return out
 
 
-def _ray_container(group_spec: Mapping[str, Any]) -> Mapping[str, Any]:
-    containers = _mapping(_mapping(group_spec.get("template")).get("spec")).get("containers") or []
+def _ray_container(template: Mapping[str, Any]) -> Mapping[str, Any]:
+    containers = _mapping(_mapping(template).get("spec")).get("containers") or []
     return _mapping(containers[0]) if isinstance(containers, list) and containers else {}
 
 
@@ -229,24 +234,22 @@ def labels_param(labels: Mapping[str, str] | None) -> str | None:
 # ---- what the autoscaler assumes
 
 
-def host_resources(group_spec: Mapping[str, Any], *, is_head: bool = False) -> dict[str, float]:
-    """The Ray resources of ONE host (pod) of a head or worker group spec (a ``headGroupSpec`` or one
-    ``workerGroupSpecs`` entry as a plain mapping), as the autoscaler assumes them.
+def host_resources(group: GroupSpec) -> dict[str, float]:
+    """The Ray resources of ONE host (pod) of a head or worker group, as the autoscaler assumes them.
 
-    Keys with a zero amount are dropped. Raises QuantityError for malformed values.
-    ``is_head`` is accepted for symmetry with KubeRay; head and worker hosts derive the same way.
+    Keys with a zero amount are dropped. Raises QuantityError for malformed values (which
+    rayscale's validation refuses before anything reads them).
     """
-    del is_head  # the derivation is the same; the flag documents the caller's intent
-    resources = container_amounts(_ray_container(group_spec), requests_too=True)
-    from_params = param_amounts(_mapping(group_spec.get("rayStartParams")))
-    from_group = group_map_amounts(_mapping(group_spec.get("resources")))
+    resources = container_amounts(_ray_container(group.template), requests_too=True)
+    from_params = param_amounts(group.ray_start_params)
+    from_group = group_map_amounts(group.resources)
     if RAY_ACCELERATORS.intersection(from_params) or RAY_ACCELERATORS.intersection(from_group):
         for name in RAY_ACCELERATORS:  # KubeRay adds a container accelerator only when none is named
             resources.pop(name, None)
     resources.update(from_params)
     resources.update(from_group)
     if resources.get(TPU, 0) > 0:
-        selector = _mapping(_mapping(_mapping(group_spec.get("template")).get("spec")).get("nodeSelector"))
+        selector = _mapping(_mapping(group.template.get("spec")).get("nodeSelector"))
         pod_type = tpu_accelerator_type(
             str(selector.get(GKE_TPU_TOPOLOGY_LABEL, "")), str(selector.get(GKE_TPU_ACCELERATOR_LABEL, ""))
         )
@@ -255,15 +258,14 @@ def host_resources(group_spec: Mapping[str, Any], *, is_head: bool = False) -> d
     return {key: float(amount) for key, amount in sorted(resources.items()) if amount != 0}
 
 
-def host_labels(group_spec: Mapping[str, Any]) -> dict[str, str]:
+def host_labels(group: GroupSpec) -> dict[str, str]:
     """The Ray node labels of a group's hosts: ``rayStartParams.labels`` then the ``labels`` map."""
     labels: dict[str, str] = {}
-    raw = _mapping(group_spec.get("rayStartParams")).get(LABELS_PARAM)
-    if isinstance(raw, str):
+    raw = (group.ray_start_params or {}).get(LABELS_PARAM)
+    if raw is not None:
         for item in raw.split(","):
             key, sep, value = item.partition("=")
             if sep and key.strip():
                 labels[key.strip()] = value.strip()
-    for key, value in _mapping(group_spec.get("labels")).items():
-        labels[str(key)] = str(value)
+    labels.update(group.labels or {})
     return labels

@@ -119,6 +119,16 @@ def validate_metadata(meta: ClusterMeta) -> Invalid | None:
     return None
 
 
+def spec_error(exc: ValidationError) -> str:
+    """The first problem pydantic found in a spec, as a field path and a message:
+    ``spec.workerGroupSpecs[0].groupName: Field required``."""
+    err = exc.errors()[0]
+    where = "spec"
+    for part in err["loc"]:
+        where += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return f"{where}: {err['msg']}"
+
+
 def parse_and_validate(
     meta: ClusterMeta, raw: Mapping[str, Any], *, max_pods: int = DEFAULT_MAX_PODS
 ) -> RayClusterSpec | Invalid:
@@ -129,9 +139,7 @@ def parse_and_validate(
     try:
         spec = RayClusterSpec.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        return Invalid("InvalidRayClusterSpec", f"spec.{where}: {err['msg']}")
+        return Invalid("InvalidRayClusterSpec", spec_error(exc))
     message = validate_spec(meta, spec, max_pods=max_pods)
     return Invalid("InvalidRayClusterSpec", message) if message else spec
 

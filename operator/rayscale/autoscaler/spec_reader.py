@@ -1,0 +1,109 @@
+"""How the autoscaler reads a RayCluster: its typed spec, then the scheduler's groups and options.
+
+The live loop and ``rayscale simulate`` (a scenario's ``cluster:``, ``--from-cluster``) both read
+a cluster here, so a spec simulates exactly as the operator scales it.
+
+``check=True`` applies rayscale's own validation first (the checks its controller makes before it
+builds anything; metadata is checked when the manifest names the cluster). Beside KubeRay's
+operator (``check=False``) only the CRD's shape is required: KubeRay decides what it accepts.
+Suspended worker groups are not scaled and are left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
+from rayscale.autoscaler.scheduling.model import Group, Options, UpscalingMode
+from rayscale.cluster.host import host_labels, host_resources
+from rayscale.cluster.limits import pods_problem
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.cluster.validation import spec_error, validate_metadata, validate_spec
+from rayscale.resources import QuantityError
+
+__all__ = ["DEFAULT_IDLE_TIMEOUT_SECONDS", "ScalingSpec", "SpecError", "read_spec", "scaling_of"]
+
+#: Ray's autoscaler removes an idle worker after this long unless the spec says otherwise.
+DEFAULT_IDLE_TIMEOUT_SECONDS = 60.0
+
+
+class SpecError(ValueError):
+    """A spec the autoscaler cannot act on; the message names the field (``spec.…``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalingSpec:
+    """A RayCluster as the scheduler sees it: the typed spec and what it derives from it."""
+
+    spec: RayClusterSpec
+    groups: tuple[Group, ...]
+    options: Options
+
+
+def read_spec(manifest: Mapping[str, Any], *, check: bool = True, max_pods: int | None = None) -> ScalingSpec:
+    """The ScalingSpec of a RayCluster manifest; SpecError when it cannot be read (or, with
+    `check`, when rayscale's controller would refuse it).
+
+    `max_pods`: the worker pods a cluster may have (None: no limit). A spec whose minima ask for
+    more is refused; one whose maxima could go past it gets ``max_workers`` capped there.
+    """
+    raw = manifest.get("spec")
+    try:
+        spec = RayClusterSpec.model_validate(raw if isinstance(raw, Mapping) else {})
+    except ValidationError as exc:
+        raise SpecError(spec_error(exc)) from None
+    if check:
+        meta = ClusterMeta.from_body(manifest)
+        if meta.name and (invalid := validate_metadata(meta)):
+            raise SpecError(invalid.message)
+        kwargs = {} if max_pods is None else {"max_pods": max_pods}
+        if problem := validate_spec(meta, spec, **kwargs):
+            raise SpecError(problem)
+    elif max_pods is not None and (problem := pods_problem(spec.workers, max_pods)):
+        raise SpecError(problem)
+    groups, options = scaling_of(spec)
+    if max_pods is not None and sum(g.max_replicas * g.num_of_hosts for g in groups) > max_pods:
+        cap = max_pods if options.max_workers is None else min(options.max_workers, max_pods)
+        options = dataclasses.replace(options, max_workers=cap)
+    return ScalingSpec(spec, groups, options)
+
+
+def scaling_of(spec: RayClusterSpec) -> tuple[tuple[Group, ...], Options]:
+    """The scheduler's worker groups (suspended ones left out) and options of a typed spec."""
+    groups = tuple(
+        _group(f"spec.workerGroupSpecs[{i}]", g) for i, g in enumerate(spec.workers) if g.suspend is not True
+    )
+    auto = spec.autoscaler_options
+    idle = auto.idle_timeout_seconds if auto is not None else None
+    if idle is not None and idle < 0:
+        raise SpecError(f"spec.autoscalerOptions.idleTimeoutSeconds: must be >= 0 ({idle})")
+    mode = auto.upscaling_mode if auto is not None else None
+    options = Options(
+        idle_timeout_seconds=DEFAULT_IDLE_TIMEOUT_SECONDS if idle is None else float(idle),
+        upscaling_mode=UpscalingMode(mode or UpscalingMode.DEFAULT),
+    )
+    return groups, options
+
+
+def _group(path: str, group: WorkerGroupSpec) -> Group:
+    try:
+        resources = host_resources(group)
+    except QuantityError as exc:
+        raise SpecError(f"{path}.{exc}") from None
+    idle = group.idle_timeout_seconds
+    if idle is not None and idle < 0:
+        raise SpecError(f"{path}.idleTimeoutSeconds: must be >= 0 ({idle})")
+    return Group(
+        name=group.group_name,
+        resources=resources,
+        labels=host_labels(group),
+        min_replicas=max(group.min_replicas, 0),
+        max_replicas=max(group.max_replicas, group.min_replicas, 0),
+        num_of_hosts=max(group.num_of_hosts, 1),
+        idle_timeout_seconds=None if idle is None else float(idle),
+        priority=group.priority,
+    )
