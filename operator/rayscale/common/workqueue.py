@@ -21,6 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
+from rayscale.common.flow import working_for
 from rayscale.common.retry import Failed, RetryBackoff
 
 log = logging.getLogger(__name__)
@@ -148,7 +149,8 @@ class WorkQueue(Generic[K]):
             outcome: float | Failed | None
             result: str | None = "error"
             try:
-                outcome = await self._work(key)
+                with working_for(key):  # the API requests of this round share tokens as its own flow
+                    outcome = await self._work(key)
                 result = result_of(outcome)
             except asyncio.CancelledError:
                 result = None

@@ -1,8 +1,11 @@
 """A configured kubernetes-asyncio ApiClient: in-cluster, or $KUBECONFIG / ~/.kube/config.
 
-With ``qps > 0`` every request it sends first takes a token from a TokenBucket (``--kube-api-qps``
-and ``--kube-api-burst``). kopf's own watches use kopf's session, not this client, and are not
-limited; kopf writes nothing (rayscale's handlers only index and queue).
+With ``qps > 0`` every request it sends first takes a token (``--kube-api-qps`` and
+``--kube-api-burst``) from a FairTokenBucket, which serves the RayClusters waiting for tokens in
+turn. Events are written under a bucket of their own of the same size, as client-go's event
+recorder has its own client (KubeRay's operator included): a burst of pod creates and the Events
+that say so do not halve each other's rate. kopf's own watches use kopf's session, not this
+client, and are not limited; kopf writes nothing (rayscale's handlers only index and queue).
 
 With a `fence`, every write (any method but GET, HEAD and OPTIONS) checks it twice: when the
 request is made (before waiting for a rate-limit token) and again once it has its connection, just
@@ -15,31 +18,36 @@ from __future__ import annotations
 import os
 import socket
 import types
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client, config
 
 from rayscale import __version__
+from rayscale.common import flow
 from rayscale.fence import WriteFence
-from rayscale.kube.ratelimit import TokenBucket
+from rayscale.kube.ratelimit import FairTokenBucket, Limiter, TokenBucket
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class RayscaleApiClient(client.ApiClient):
-    """An ApiClient whose requests wait for a token of `bucket` (if any), and whose writes are
-    refused when `fence` (if any) is closed."""
+    """An ApiClient whose requests wait for a token of `bucket` (if any; of `flow_buckets[f]` when
+    sent by a task of flow f, see `rayscale.common.flow`), and whose writes are refused when `fence`
+    (if any) is closed."""
 
     def __init__(
         self,
         configuration: client.Configuration,
         *,
-        bucket: TokenBucket | None = None,
+        bucket: Limiter | None = None,
+        flow_buckets: Mapping[Hashable, Limiter] | None = None,
         fence: WriteFence | None = None,
     ) -> None:
         super().__init__(configuration=configuration)
         self.bucket = bucket
+        self.flow_buckets = dict(flow_buckets or {})
         self.fence = fence
         if fence is not None:
             _fence_connections(self.rest_client, fence)
@@ -47,8 +55,9 @@ class RayscaleApiClient(client.ApiClient):
     async def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if self.fence is not None and method.upper() not in READS:
             self.fence.check(f"{method} {url}")
-        if self.bucket is not None:
-            await self.bucket.take()
+        limiter = self.flow_buckets.get(flow.current(), self.bucket) if self.flow_buckets else self.bucket
+        if limiter is not None:
+            await limiter.take()
         return await super().request(method, url, *args, **kwargs)
 
 
@@ -86,8 +95,12 @@ async def make_api_client(
     else:
         await config.load_kube_config(config_file=path, client_configuration=cfg)
     cfg.connection_pool_maxsize = 64
-    bucket = TokenBucket(qps, burst) if qps > 0 else None
-    api = RayscaleApiClient(cfg, bucket=bucket, fence=fence)
+    if qps > 0:
+        bucket = FairTokenBucket(TokenBucket(qps, burst))
+        events: dict[Hashable, Limiter] = {flow.EVENTS: TokenBucket(qps, burst)}
+        api = RayscaleApiClient(cfg, bucket=bucket, flow_buckets=events, fence=fence)
+    else:
+        api = RayscaleApiClient(cfg, fence=fence)
     api.user_agent = user_agent()
     return api
 

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio import client
 
+from rayscale.common.flow import EVENTS, working_for
 from rayscale.kube import ops
 from rayscale.kube.correlator import Correlated, EventCorrelator, object_key
 from rayscale.kube.fairqueue import FairQueue
@@ -131,6 +132,10 @@ class EventRecorder:
                       where, self._queue.pending(object_key(event)))  # fmt: skip
 
     async def _run(self) -> None:
+        with working_for(EVENTS):  # the API client's own bucket for Events
+            await self._serve()
+
+    async def _serve(self) -> None:
         while True:
             key, item = await self._queue.get()
             try:
