@@ -6,8 +6,8 @@
 - scenarios.py: scheduler scenarios written briefly, and the decision read back
 - views.py: one cluster's view as the autoscaler observes it (the view and the status page)
 - fakes.py: the fakes: clocks, an Event sink, the controller's and the autoscaler's sources and
-  Kubernetes writes (rayscale.kube.ops monkeypatched), Ray's GCS (client and gRPC server), the
-  autoscaler as the status server asks it
+  Kubernetes writes (rayscale.kube.ops monkeypatched), Ray's GCS (client, and gRPC server with a
+  raylet), the autoscaler as the status server asks it
 - fake_kube_api.py: a fake Kubernetes API server on a thread, for `rayscale status`
 - polling.py: `eventually` (integration and e2e tests wait only with it) and `until` (unit tests)
 - kube.py, watching.py, grpcserve.py: over a real API server: RayClusters, pods, Events, fresh

@@ -4,6 +4,7 @@ the integration and e2e tests start from."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,11 @@ def container(name: str = "ray", cpu: str = "1", memory: str = "2Gi", **limits: 
             "limits": {"cpu": cpu, "memory": memory, **limits},
         },
     }
+
+
+def container_env(container: Mapping[str, Any]) -> dict[str, Any]:
+    """A built container's environment: each variable's value (or its valueFrom), by name."""
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
 
 
 def group(

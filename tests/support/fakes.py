@@ -1,8 +1,9 @@
 """The fakes the unit and integration tests share, one of each: clocks (`ManualClock`, `LoopClock`), an
 Event sink that keeps what is posted (`EventLog`), what the controller reads and writes
 (`FakeClusterSource`, `FakeKubeOps`: rayscale.kube.ops monkeypatched), what the autoscaler reads and
-writes (`FakeSource`, `FakeApi`), Ray's GCS as the autoscaler's client (`FakeGcs`) and as a gRPC server
-(`FakeGcsServer`), and the autoscaler as the status API and page ask it (`FakeAutoscaler`).
+writes (`FakeSource`, `FakeApi`), Ray's GCS as the autoscaler's client (`FakeGcs`) and, with a raylet,
+as a gRPC server (`FakeGcsServer`: the GCS and raylet clients' unit tests, the integration tests), and
+the autoscaler as the status API and page ask it (`FakeAutoscaler`).
 
 The fake API server of `rayscale status` (a thread serving HTTP) is tests/support/fake_kube_api.py.
 """
@@ -12,19 +13,23 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import grpc
 import pytest
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
 
 from rayscale.autoscaler import loop
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
+from rayscale.cluster.limits import DEFAULT_MAX_PODS
 from rayscale.kube import ops
 from rayscale.ray import model as ray
+from rayscale.ray import wire
 from rayscale.ray.client import GcsCallError, GcsUnavailable
-from rayscale.ray.wire import SERVICE
 from rayscale.ray.wire import autoscaler_pb2 as pb
 from tests.support.builders import group, rc
 
@@ -37,27 +42,49 @@ HEAD_RESOURCE = "node:__internal_head__"
 
 
 class ManualClock:
-    """A monotonic clock (a callable returning seconds) that moves only when a test sets `now`."""
+    """A monotonic clock (a callable returning seconds) that moves only when a test sets `now`, or
+    when the code under test sleeps on it (`sleep`): virtual time, in which a sleep also runs what the
+    test scheduled up to then (`call_at`)."""
 
     def __init__(self, now: float = 1000.0) -> None:
         self.now = now
+        self._scheduled: list[tuple[float, Callable[[], None]]] = []
 
     def __call__(self) -> float:
         return self.now
+
+    def call_at(self, when: float, action: Callable[[], None]) -> None:
+        """Run `action` once a sleep takes the clock to `when` or past it."""
+        self._scheduled.append((when, action))
+
+    async def sleep(self, seconds: float) -> None:
+        """Move the clock on by `seconds` at once, then run the actions due by then, in order."""
+        self.now += seconds
+        due = [item for item in self._scheduled if item[0] <= self.now]
+        self._scheduled = [item for item in self._scheduled if item[0] > self.now]
+        for _, action in due:
+            action()
 
 
 class LoopClock:
     """Virtual time: the monotonic clock (backoff, grace) and the wall clock (pod ages) move together."""
 
+    # where the wall clock starts: the builders' pods are an hour old then
+    START = datetime(2026, 1, 1, 1, 0, 0, tzinfo=UTC)
+
     def __init__(self) -> None:
         self.t = 1000.0
-        self.wall = datetime(2026, 1, 1, 1, 0, 0, tzinfo=UTC)  # the builders' pods are an hour old
+        self.wall = self.START
 
     def mono(self) -> float:
         return self.t
 
     def now(self) -> datetime:
         return self.wall
+
+    def wall_at(self, seconds: float) -> datetime:
+        """The wall time `seconds` after the start (before it, if negative)."""
+        return self.START + timedelta(seconds=seconds)
 
     def advance(self, seconds: float) -> None:
         self.t += seconds
@@ -225,10 +252,11 @@ def autoscaler(
     clock: LoopClock | None = None,
     *,
     allow_override: bool = False,
+    max_pods: int = DEFAULT_MAX_PODS,
 ) -> Autoscaler:
     """The autoscaler on `source`, in virtual time, rounds every 5 s (no API client: `FakeApi`)."""
     clock = clock or LoopClock()
-    config = AutoscalerConfig(interval=5, allow_gcs_address_override=allow_override)
+    config = AutoscalerConfig(interval=5, allow_gcs_address_override=allow_override, max_pods=max_pods)
     return Autoscaler(None, source, events or EventLog(), config, clock=clock.mono, wall_clock=clock.now)  # type: ignore[arg-type]
 
 
@@ -366,23 +394,59 @@ class FakeKubeOps:
         return True
 
 
-# ---- Ray's GCS served over gRPC
+# ---- Ray's GCS (and a raylet) served over gRPC
+
+
+class Rpc(NamedTuple):
+    """One method `FakeGcsServer` serves: its service, its request and its reply."""
+
+    service: ServiceDescriptor
+    request: type[Message]
+    reply: type[Message]
 
 
 class FakeGcsServer:
-    """Ray's GCS as rayscale reads it over gRPC (``GetClusterResourceState``): the head of RayCluster
-    `cluster` alive, a fixed session, and for the workers only what the test says (no node by
-    default, or a DEAD node for the pods in `dead`). Serve `handler()` with
-    tests/support/grpcserve.py's `serving`."""
+    """Ray's GCS, and a raylet, served over gRPC from the test process, decoding what it gets with the
+    same generated messages: every method of rayscale's protos (`METHODS`), i.e. the
+    AutoscalerStateService (the autoscaler's reads, drains and reports), the info services (nodes,
+    jobs, actors, placement groups) and the raylet's NodeManagerService (resize). Serve
+    `services()` (every method; or only some) with tests/support/grpcserve.py's `serving`, at `address`.
 
-    def __init__(self, cluster: str) -> None:
+    Every call is kept as (method, request, metadata) in `calls`, in order. A method answers
+    `replies[method]`, else its empty reply; DrainNode accepts by default; and a fake made for the
+    RayCluster `cluster` answers GetClusterResourceState as that cluster's GCS: its head alive, a fixed
+    session, and for the workers only what the test says (no node by default, a DEAD node for each pod
+    in `dead`). `failures[method]` lists the status codes a method answers with first; with `hang`,
+    every call answers DEADLINE_EXCEEDED (as when the client's own deadline passes).
+    """
+
+    # every method of the services rayscale's protos declare (rayscale.ray.wire), by name
+    METHODS: ClassVar[Mapping[str, Rpc]] = {
+        method.name: Rpc(service, GetMessageClass(method.input_type), GetMessageClass(method.output_type))
+        for service in wire.SERVICES
+        for method in service.methods
+    }
+
+    def __init__(self, cluster: str = "") -> None:
         self.cluster = cluster
         self.address = ""
+        self.calls: list[tuple[str, Any, dict[str, str]]] = []
+        self._called_at: list[float] = []  # the monotonic time of each call in `calls`
+        self.replies: dict[str, Message] = {"DrainNode": pb.DrainNodeReply(is_accepted=True)}
+        self.failures: dict[str, list[grpc.StatusCode]] = {}
+        self.hang = False
         self.dead: set[str] = set()  # pods whose Ray node is DEAD; others have no node at all
-        self.calls: list[float] = []  # monotonic time of each GetClusterResourceState
 
-    async def state(self, request: Any, context: Any) -> pb.GetClusterResourceStateReply:
-        self.calls.append(time.monotonic())
+    def count(self, method: str) -> int:
+        """How many calls of `method` were made."""
+        return sum(1 for name, _, _ in self.calls if name == method)
+
+    def calls_since(self, moment: float) -> int:
+        """How many times the state was read (GetClusterResourceState) since monotonic `moment`."""
+        called = zip(self.calls, self._called_at, strict=True)
+        return sum(1 for (name, _, _), t in called if name == "GetClusterResourceState" and t >= moment)
+
+    def _cluster_state(self) -> pb.GetClusterResourceStateReply:
         head = pb.NodeState(
             node_id=hashlib.sha224(b"head").digest(),
             instance_id=f"{self.cluster}-head",
@@ -398,21 +462,49 @@ class FakeGcsServer:
         state = pb.ClusterResourceState(node_states=[head, *dead], cluster_session_name="session_test")
         return pb.GetClusterResourceStateReply(cluster_resource_state=state)
 
-    def calls_since(self, moment: float) -> int:
-        return sum(1 for t in self.calls if t >= moment)
+    def _reply(self, method: str) -> Message:
+        if method in self.replies:
+            return self.replies[method]
+        if method == "GetClusterResourceState" and self.cluster:
+            return self._cluster_state()
+        return self.METHODS[method].reply()
 
-    def state_handler(self) -> grpc.RpcMethodHandler[Any, Any]:
-        """``GetClusterResourceState``'s handler."""
+    def handler(self, method: str) -> grpc.RpcMethodHandler[Any, Any]:
+        """The handler of one method (a key of `METHODS`)."""
+
+        async def serve(request: Message, context: grpc.aio.ServicerContext[Any, Any]) -> Message:
+            metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
+            self.calls.append((method, request, metadata))
+            self._called_at.append(time.monotonic())
+            pending = self.failures.get(method)
+            if pending:
+                await context.abort(pending.pop(0), f"injected by the test ({method})")
+            if self.hang:
+                await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "hung")
+            return self._reply(method)
+
         return grpc.unary_unary_rpc_method_handler(
-            self.state,
-            request_deserializer=pb.GetClusterResourceStateRequest.FromString,
-            response_serializer=pb.GetClusterResourceStateReply.SerializeToString,
+            serve,
+            request_deserializer=self.METHODS[method].request.FromString,
+            response_serializer=lambda reply: reply.SerializeToString(),
         )
 
+    def state_handler(self) -> grpc.RpcMethodHandler[Any, Any]:
+        """``GetClusterResourceState``'s handler, for a server that finds its handlers itself."""
+        return self.handler("GetClusterResourceState")
+
+    def services(self, *methods: str) -> tuple[grpc.GenericRpcHandler, ...]:
+        """The services of `methods` (default: every method in `METHODS`), to serve."""
+        by_service: dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]] = {}
+        for method in methods or self.METHODS:
+            by_service.setdefault(self.METHODS[method].service.full_name, {})[method] = self.handler(method)
+        return tuple(grpc.method_handlers_generic_handler(name, found) for name, found in by_service.items())
+
     def service(self) -> grpc.GenericRpcHandler:
-        """The AutoscalerStateService with ``GetClusterResourceState`` alone, to serve."""
-        methods = {"GetClusterResourceState": self.state_handler()}
-        return grpc.method_handlers_generic_handler(SERVICE.full_name, methods)
+        """The AutoscalerStateService with ``GetClusterResourceState`` alone, to serve: what the
+        autoscaler's rounds read (the integration tests; any other call answers UNIMPLEMENTED)."""
+        (state_only,) = self.services("GetClusterResourceState")
+        return state_only
 
 
 # ---- the autoscaler as the status API and page ask it

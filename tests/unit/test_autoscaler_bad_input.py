@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 from tests.support.builders import group, rc
-from tests.support.fakes import KEY, EventLog, FakeApi, FakeSource
+from tests.support.fakes import KEY, EventLog, FakeApi, FakeSource, autoscaler
 
-from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.kube import ops
 
 OUT_OF_RANGE = "is out of range: quantities are limited to ±9223372036854775807 (2^63-1)"
@@ -23,10 +22,6 @@ def request(name: str, resources: dict[str, Any], count: int = 1) -> dict[str, A
         "spec": {"clusterName": "rc", "bundles": bundles},
         "status": {},
     }
-
-
-def autoscaler(source: FakeSource, events: EventLog, max_pods: int = 10_000) -> Autoscaler:
-    return Autoscaler(None, source, events, AutoscalerConfig(interval=5, max_pods=max_pods))  # type: ignore[arg-type]
 
 
 async def test_a_bad_request_is_refused_with_an_event_and_the_cluster_scales_for_the_others(

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
-from tests.support.builders import cluster, group, pod
+from tests.support.builders import group, pod, rc
 
 from rayscale.autoscaler.patch import ClusterPatch, GroupPatch, JsonPatch, build_patch, writable
 from rayscale.autoscaler.scheduler import schedule
@@ -15,12 +14,6 @@ from rayscale.autoscaler.snapshot import UNBORN_PREFIX, build_snapshot
 from rayscale.ray import model as ray
 
 TEST = {"op": "test", "path": "/metadata/resourceVersion", "value": "42"}
-
-
-def rc(*groups: dict[str, Any]) -> dict[str, Any]:
-    body = cluster(*groups, autoscaling=True)
-    body["metadata"]["resourceVersion"] = "42"
-    return body
 
 
 def decide(groups: dict[str, tuple[int, int]], *removals: tuple[str, str]) -> Decision:

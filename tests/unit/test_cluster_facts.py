@@ -39,7 +39,7 @@ import pytest
 import yaml
 from tests.kuberay import documents
 from tests.kuberay.oracle import kuberay_version
-from tests.support.builders import cluster, container, group
+from tests.support.builders import cluster, container, container_env, group
 
 from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
 from rayscale.autoscaler.scenario import parse_scenario
@@ -219,13 +219,9 @@ def _valid(body: Body) -> tuple[ClusterMeta, RayClusterSpec] | None:
     return None if isinstance(parsed, Invalid) else (meta, parsed)
 
 
-def _env(container: Mapping[str, Any]) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env") or []}
-
-
 def ray_start_flags(pod: Mapping[str, Any]) -> dict[str, str]:
     """The flags of the pod's generated ``ray start``, as the shell hands them to Ray."""
-    words = shlex.split(_env(pod["spec"]["containers"][0])["KUBERAY_GEN_RAY_START_CMD"])
+    words = shlex.split(container_env(pod["spec"]["containers"][0])["KUBERAY_GEN_RAY_START_CMD"])
     assert words[:2] == ["ray", "start"], words
     flags = {}
     for word in words[2:]:
@@ -297,7 +293,7 @@ def check_head_address(doc: documents.Document, meta: ClusterMeta, spec: RayClus
         worker = pods.worker_pod(meta, spec, g, replica_index=0)
         assert ray_start_flags(worker)["address"] == dialled, doc.id
         ray = worker["spec"]["containers"][0]
-        assert (_env(ray)["RAY_ADDRESS"], _env(ray)["FQ_RAY_IP"]) == (dialled, host), doc.id
+        assert (container_env(ray)["RAY_ADDRESS"], container_env(ray)["FQ_RAY_IP"]) == (dialled, host), doc.id
         for init in worker["spec"].get("initContainers") or []:
             if init["name"] == "wait-gcs-ready":
                 assert f"--address {dialled} " in init["args"][0], doc.id
@@ -335,7 +331,7 @@ def check_token_secret(doc: documents.Document, meta: ClusterMeta, spec: RayClus
     assert ref is not None, doc.id
     workers = [pods.worker_pod(meta, spec, g, replica_index=0) for g in spec.workers]
     for pod in [pods.head_pod(meta, spec), *workers]:
-        selector = _env(pod["spec"]["containers"][0])["RAY_AUTH_TOKEN"]["secretKeyRef"]
+        selector = container_env(pod["spec"]["containers"][0])["RAY_AUTH_TOKEN"]["secretKeyRef"]
         assert (meta.namespace, selector["name"], selector["key"]) == (ref.namespace, ref.name, ref.key)
     if tokenauth.needs_secret(auth):
         assert tokenauth.secret_manifest(meta, auth)["metadata"]["name"] == ref.name, doc.id

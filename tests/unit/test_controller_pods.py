@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.support.builders import cluster, group
+from tests.support.builders import cluster, container_env, group
 
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster import ft
@@ -18,10 +18,6 @@ FQDN = "rc-head-svc.ns.svc.cluster.local"
 
 def _setup(body: dict[str, Any]) -> tuple[ClusterMeta, RayClusterSpec]:
     return ClusterMeta.from_body(body), RayClusterSpec.model_validate(body["spec"])
-
-
-def _env(container: dict[str, Any]) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
 
 
 def test_worker_pod_names_labels_owner() -> None:
@@ -79,7 +75,7 @@ def test_worker_env_in_kuberay_order() -> None:
         "RAY_NODE_TYPE_NAME", "KUBERAY_GEN_RAY_START_CMD", "RAY_PORT", "RAY_ADDRESS",
         "RAY_USAGE_STATS_KUBERAY_IN_USE", "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE",
     ]  # fmt: skip
-    env = _env(ray)
+    env = container_env(ray)
     assert env["FQ_RAY_IP"] == FQDN
     assert env["RAY_IP"] == "rc-head-svc"
     assert env["RAY_ADDRESS"] == f"{FQDN}:6379"
@@ -116,7 +112,7 @@ def test_shm_metrics_port_init_container() -> None:
     assert init["name"] == "wait-gcs-ready"
     assert f"ray health-check --address {FQDN}:6379" in init["args"][0]
     assert init["resources"]["limits"] == {"cpu": "200m", "memory": "256Mi"}
-    assert _env(init)["FQ_RAY_IP"] == FQDN
+    assert container_env(init)["FQ_RAY_IP"] == FQDN
 
 
 def test_a_shared_mem_volume_of_the_template_is_mounted_not_added_twice() -> None:
@@ -138,11 +134,11 @@ def test_a_custom_head_service_name_is_what_workers_dial() -> None:
     pod = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]
     ray = pod["containers"][0]
     assert f"--address={fqdn}:6379" in ray["args"][0]
-    assert _env(ray)["FQ_RAY_IP"] == fqdn
-    assert _env(ray)["RAY_ADDRESS"] == f"{fqdn}:6379"
+    assert container_env(ray)["FQ_RAY_IP"] == fqdn
+    assert container_env(ray)["RAY_ADDRESS"] == f"{fqdn}:6379"
     (init,) = pod["initContainers"]
     assert f"ray health-check --address {fqdn}:6379" in init["args"][0]
-    assert _env(init)["FQ_RAY_IP"] == fqdn
+    assert container_env(init)["FQ_RAY_IP"] == fqdn
 
 
 def test_head_pod_autoscaling_has_no_monitor_and_no_sidecar() -> None:
@@ -150,7 +146,7 @@ def test_head_pod_autoscaling_has_no_monitor_and_no_sidecar() -> None:
     pod = pods.head_pod(meta, spec)
     containers = pod["spec"]["containers"]
     assert [c["name"] for c in containers] == ["ray-head"]
-    env = _env(containers[0])
+    env = container_env(containers[0])
     assert "--no-monitor" in env["KUBERAY_GEN_RAY_START_CMD"]
     assert env["KUBERAY_GEN_RAY_START_CMD"].startswith("ray start --head ")
     assert env["RAY_ADDRESS"] == "127.0.0.1:6379"
@@ -218,7 +214,7 @@ def test_headless_worker_service_only_for_multi_host() -> None:
 def _head_env_and_policy(**spec: Any) -> tuple[dict[str, Any], str | None]:
     meta, parsed = _setup(cluster(group(), **spec))
     pod = pods.head_pod(meta, parsed)
-    return _env(pod["spec"]["containers"][0]), pod["spec"].get("restartPolicy")
+    return container_env(pod["spec"]["containers"][0]), pod["spec"].get("restartPolicy")
 
 
 def test_autoscaling_without_a_version_runs_ray_autoscaler_v2() -> None:
@@ -239,11 +235,13 @@ def test_autoscaling_without_a_version_runs_ray_autoscaler_v2() -> None:
     body = cluster(group(), autoscaling=True)
     body["spec"]["headGroupSpec"]["template"]["spec"]["containers"] = [user]
     meta, parsed = _setup(body)
-    assert _env(pods.head_pod(meta, parsed)["spec"]["containers"][0])["RAY_enable_autoscaler_v2"] == "0"
+    assert (
+        container_env(pods.head_pod(meta, parsed)["spec"]["containers"][0])["RAY_enable_autoscaler_v2"] == "0"
+    )
     # workers never get it
     meta, parsed = _setup(cluster(group(), autoscaling=True))
     worker = pods.worker_pod(meta, parsed, parsed.workers[0], replica_index=0)["spec"]["containers"][0]
-    assert "RAY_enable_autoscaler_v2" not in _env(worker)
+    assert "RAY_enable_autoscaler_v2" not in container_env(worker)
 
 
 def _token_cluster(**auth: Any) -> tuple[ClusterMeta, RayClusterSpec]:
@@ -258,10 +256,10 @@ def test_token_auth_env_from_the_clusters_secret_in_ray_and_wait_gcs_ready() -> 
     ref = {"secretKeyRef": {"name": "rc", "key": "auth_token"}}
     worker = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]
     for container in (worker["containers"][0], worker["initContainers"][0]):
-        env = _env(container)
+        env = container_env(container)
         assert (env["RAY_AUTH_MODE"], env["RAY_AUTH_TOKEN"]) == ("token", ref)
     head = pods.head_pod(meta, spec)["spec"]["containers"][0]
-    assert _env(head)["RAY_AUTH_TOKEN"] == ref
+    assert container_env(head)["RAY_AUTH_TOKEN"] == ref
     assert tokenauth.needs_secret(spec.auth_options)
     secret = tokenauth.secret_manifest(meta, spec.auth_options)
     assert secret["metadata"]["name"] == "rc"
@@ -272,7 +270,7 @@ def test_token_auth_env_from_the_clusters_secret_in_ray_and_wait_gcs_ready() -> 
 def test_token_auth_with_a_named_secret_or_kubernetes_tokens_needs_no_secret() -> None:
     meta, spec = _token_cluster(secretName="mine")
     ray = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
-    assert _env(ray)["RAY_AUTH_TOKEN"] == {"secretKeyRef": {"name": "mine", "key": "auth_token"}}
+    assert container_env(ray)["RAY_AUTH_TOKEN"] == {"secretKeyRef": {"name": "mine", "key": "auth_token"}}
     assert not tokenauth.needs_secret(spec.auth_options)
 
     meta, spec = _token_cluster(enableK8sTokenAuth=True)
@@ -284,7 +282,7 @@ def test_token_auth_with_a_named_secret_or_kubernetes_tokens_needs_no_secret() -
     } in pod["volumes"]
     mount = {"name": "ray-token", "mountPath": "/var/run/secrets/ray.io/serviceaccount", "readOnly": True}
     for container in (pod["containers"][0], pod["initContainers"][0]):
-        env = _env(container)
+        env = container_env(container)
         assert (env["RAY_AUTH_MODE"], env["RAY_ENABLE_K8S_TOKEN_AUTH"]) == ("token", "true")
         assert "RAY_AUTH_TOKEN" not in env
         assert mount in container["volumeMounts"]
@@ -304,7 +302,7 @@ def test_token_auth_keeps_the_templates_own_variables() -> None:
 def test_no_token_auth_no_variables() -> None:
     meta, spec = _setup(cluster(group()))
     ray = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
-    assert "RAY_AUTH_MODE" not in _env(ray)
+    assert "RAY_AUTH_MODE" not in container_env(ray)
     assert not tokenauth.needs_secret(spec.auth_options)
 
 
@@ -323,7 +321,7 @@ def test_gcs_fault_tolerance_with_redis_options() -> None:
     assert head["metadata"]["annotations"]["ray.io/ft-enabled"] == "true"
     assert head["metadata"]["annotations"]["ray.io/external-storage-namespace"] == "uid-1"
     ray = head["spec"]["containers"][0]
-    env = _env(ray)
+    env = container_env(ray)
     assert env["RAY_REDIS_ADDRESS"] == "redis:6379"
     assert env["RAY_external_storage_namespace"] == "uid-1"
     assert env["REDIS_USERNAME"] == "ray"
@@ -332,8 +330,8 @@ def test_gcs_fault_tolerance_with_redis_options() -> None:
     assert "--redis-password=$REDIS_PASSWORD" in command
     assert "--redis-username=$REDIS_USERNAME" in command
     worker = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
-    assert _env(worker)["RAY_gcs_rpc_server_reconnect_timeout_s"] == "600"
-    assert "RAY_REDIS_ADDRESS" not in _env(worker)
+    assert container_env(worker)["RAY_gcs_rpc_server_reconnect_timeout_s"] == "600"
+    assert "RAY_REDIS_ADDRESS" not in container_env(worker)
 
 
 def test_gcs_fault_tolerance_by_annotation_and_storage_namespace() -> None:
@@ -342,7 +340,7 @@ def test_gcs_fault_tolerance_by_annotation_and_storage_namespace() -> None:
     spec.head_group_spec.ray_start_params = {"redis-password": "secret"}
     head = pods.head_pod(meta, spec)
     assert head["metadata"]["annotations"]["ray.io/external-storage-namespace"] == "mine"
-    env = _env(head["spec"]["containers"][0])
+    env = container_env(head["spec"]["containers"][0])
     assert (env["RAY_external_storage_namespace"], env["REDIS_PASSWORD"]) == ("mine", "secret")
     assert "RAY_REDIS_ADDRESS" not in env
 
@@ -353,7 +351,7 @@ def test_no_gcs_fault_tolerance() -> None:
     assert head["metadata"]["annotations"]["ray.io/ft-enabled"] == "false"
     assert "ray.io/external-storage-namespace" not in head["metadata"]["annotations"]
     worker = pods.worker_pod(meta, spec, spec.workers[0], replica_index=0)["spec"]["containers"][0]
-    assert "RAY_gcs_rpc_server_reconnect_timeout_s" not in _env(worker)
+    assert "RAY_gcs_rpc_server_reconnect_timeout_s" not in container_env(worker)
 
 
 def test_serve_service_for_the_annotation_with_the_heads_serving_ports() -> None:

@@ -1,12 +1,13 @@
-"""Leader election on a Lease: the decisions, and the elector against an in-memory Lease on virtual time."""
+"""Leader election on a Lease: the decisions, and the elector against an in-memory Lease on virtual time
+(tests/support/fakes.py's ManualClock, from 0: a sleep moves it on)."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
 
 import pytest
+from tests.support.fakes import ManualClock
 
 from rayscale.fence import WriteFence
 from rayscale.kube.leader import (
@@ -22,27 +23,6 @@ from rayscale.kube.leader import (
 
 class Stop(Exception):
     """Ends a loop that would otherwise run forever."""
-
-
-class Clock:
-    """Virtual time: a sleep moves it on, and runs what was scheduled up to then."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.scheduled: list[tuple[float, Callable[[], None]]] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def at(self, when: float, action: Callable[[], None]) -> None:
-        self.scheduled.append((when, action))
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += seconds
-        due = [item for item in self.scheduled if item[0] <= self.now]
-        self.scheduled = [item for item in self.scheduled if item[0] > self.now]
-        for _, action in due:
-            action()
 
 
 class FakeLease:
@@ -81,7 +61,7 @@ class FakeLease:
         return self._store(record)
 
 
-def elector(lease: FakeLease, identity: str, clock: Clock) -> LeaderElector:
+def elector(lease: FakeLease, identity: str, clock: ManualClock) -> LeaderElector:
     return LeaderElector(lease, identity, clock=clock, wall=lambda: f"t={clock.now}", sleep=clock.sleep)
 
 
@@ -115,7 +95,7 @@ def test_timings_must_be_ordered() -> None:
 
 
 async def test_one_holder_at_a_time_and_takeover_after_expiry() -> None:
-    lease, clock = FakeLease(), Clock()
+    lease, clock = FakeLease(), ManualClock(0.0)
     a, b = elector(lease, "a", clock), elector(lease, "b", clock)
     assert await a.try_acquire_or_renew()
     assert lease.record is not None
@@ -143,7 +123,7 @@ async def test_one_holder_at_a_time_and_takeover_after_expiry() -> None:
 
 
 async def test_two_candidates_racing_for_a_new_lease_get_one_winner() -> None:
-    lease, clock = FakeLease(), Clock()
+    lease, clock = FakeLease(), ManualClock(0.0)
     a, b = elector(lease, "a", clock), elector(lease, "b", clock)
     # Both read "no Lease"; a creates first, b's create conflicts.
     original_get = lease.get
@@ -160,7 +140,7 @@ async def test_two_candidates_racing_for_a_new_lease_get_one_winner() -> None:
 
 
 async def test_release_frees_the_lease_for_the_standby_at_once() -> None:
-    lease, clock = FakeLease(), Clock()
+    lease, clock = FakeLease(), ManualClock(0.0)
     a, b = elector(lease, "a", clock), elector(lease, "b", clock)
     assert await a.try_acquire_or_renew()
     assert not await b.try_acquire_or_renew()
@@ -171,7 +151,7 @@ async def test_release_frees_the_lease_for_the_standby_at_once() -> None:
 
 
 async def test_release_never_overwrites_a_new_holder() -> None:
-    lease, clock = FakeLease(), Clock()
+    lease, clock = FakeLease(), ManualClock(0.0)
     a, b = elector(lease, "a", clock), elector(lease, "b", clock)
     assert await a.try_acquire_or_renew()
     assert not await b.try_acquire_or_renew()
@@ -183,7 +163,7 @@ async def test_release_never_overwrites_a_new_holder() -> None:
 
 
 async def test_hold_returns_when_renewals_fail_for_the_renew_deadline() -> None:
-    lease, clock = FakeLease(), Clock()
+    lease, clock = FakeLease(), ManualClock(0.0)
     a = elector(lease, "a", clock)
     assert await a.try_acquire_or_renew()
     lease.down = True
@@ -192,16 +172,16 @@ async def test_hold_returns_when_renewals_fail_for_the_renew_deadline() -> None:
 
 
 async def test_hold_survives_a_short_outage() -> None:
-    lease, clock = FakeLease(), Clock()
+    lease, clock = FakeLease(), ManualClock(0.0)
     a = elector(lease, "a", clock)
     assert await a.try_acquire_or_renew()
     lease.down = True
-    clock.at(5, lambda: setattr(lease, "down", False))  # renewals at t=2 and t=4 fail, t=6 works
+    clock.call_at(5, lambda: setattr(lease, "down", False))  # renewals at t=2 and t=4 fail, t=6 works
 
     def stop() -> None:
         raise Stop
 
-    clock.at(7, stop)
+    clock.call_at(7, stop)
     with pytest.raises(Stop):
         await a.hold()
     assert lease.record is not None
@@ -210,7 +190,7 @@ async def test_hold_survives_a_short_outage() -> None:
 
 
 async def test_hold_returns_at_once_when_someone_else_holds_the_lease() -> None:
-    lease, clock = FakeLease(), Clock()
+    lease, clock = FakeLease(), ManualClock(0.0)
     a = elector(lease, "a", clock)
     assert await a.try_acquire_or_renew()
     assert lease.record is not None
@@ -221,7 +201,7 @@ async def test_hold_returns_at_once_when_someone_else_holds_the_lease() -> None:
 
 
 async def test_acquire_waits_and_says_for_whom(caplog: pytest.LogCaptureFixture) -> None:
-    lease, clock = FakeLease(), Clock()
+    lease, clock = FakeLease(), ManualClock(0.0)
     a, b = elector(lease, "a", clock), elector(lease, "b", clock)
     assert await a.try_acquire_or_renew()
     with caplog.at_level(logging.INFO, logger="rayscale.kube.leader"):
@@ -235,7 +215,7 @@ async def test_acquire_waits_and_says_for_whom(caplog: pytest.LogCaptureFixture)
 class SlowLease(FakeLease):
     """Each read takes `delay` seconds of virtual time: the renewal is stamped when it began."""
 
-    def __init__(self, clock: Clock, delay: float) -> None:
+    def __init__(self, clock: ManualClock, delay: float) -> None:
         super().__init__()
         self.clock, self.delay = clock, delay
 
@@ -245,7 +225,7 @@ class SlowLease(FakeLease):
 
 
 async def test_the_fence_opens_from_the_start_of_each_renewal_for_the_renew_deadline() -> None:
-    clock = Clock()
+    clock = ManualClock(0.0)
     lease = SlowLease(clock, delay=1.5)
     fence = WriteFence(clock)
     fence.close()
@@ -263,7 +243,7 @@ async def test_the_fence_opens_from_the_start_of_each_renewal_for_the_renew_dead
 
 
 async def test_the_fence_closes_when_the_lease_is_lost_or_released() -> None:
-    lease, clock = FakeLease(), Clock()
+    lease, clock = FakeLease(), ManualClock(0.0)
     fence = WriteFence(clock)
     a = LeaderElector(lease, "a", clock=clock, wall=lambda: "t", sleep=clock.sleep, fence=fence)
     assert await a.try_acquire_or_renew()
@@ -282,7 +262,7 @@ async def test_the_fence_closes_when_the_lease_is_lost_or_released() -> None:
 
 
 async def test_a_renewal_that_fails_leaves_the_fence_to_close_at_the_deadline() -> None:
-    lease, clock = FakeLease(), Clock()
+    lease, clock = FakeLease(), ManualClock(0.0)
     fence = WriteFence(clock)
     a = LeaderElector(lease, "a", clock=clock, wall=lambda: "t", sleep=clock.sleep, fence=fence)
     assert await a.try_acquire_or_renew()

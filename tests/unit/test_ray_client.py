@@ -1,8 +1,9 @@
 """GcsClient against an in-process gRPC server that implements AutoscalerStateService.
 
-The fake server decodes requests with the same generated messages, so these tests check what
-goes over the wire (method paths, request bytes, auth metadata), the retry policy and the
-errors; tests/integration/test_ray_gcs.py checks the same client against a real Ray head.
+The fake server (tests/support/fakes.py's FakeGcsServer) decodes requests with the same generated
+messages, so these tests check what goes over the wire (method paths, request bytes, auth metadata),
+the retry policy and the errors; tests/integration/test_ray_gcs.py checks the same client against a
+real Ray head.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 import pytest
+from tests.support.fakes import FakeGcsServer
+from tests.support.grpcserve import serving
 
 from rayscale.fence import Fenced, WriteFence
 from rayscale.ray import client as client_module
@@ -30,96 +32,20 @@ from rayscale.ray.model import (
     ResourceDemand,
     ResourceRequest,
 )
-from rayscale.ray.wire import SERVICE, method_path
 from rayscale.ray.wire import autoscaler_pb2 as pb
+from rayscale.ray.wire import method_path
 
 NODE = bytes(range(28))
-Handler = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Any]
-
-
-@dataclass
-class FakeGcs:
-    """Records every call; `failures[method]` lists status codes to answer with before succeeding."""
-
-    address: str = ""
-    calls: list[tuple[str, Any, dict[str, str]]] = field(default_factory=list)
-    failures: dict[str, list[grpc.StatusCode]] = field(default_factory=dict)
-    state: pb.ClusterResourceState = field(default_factory=pb.ClusterResourceState)
-    drain_reply: pb.DrainNodeReply = field(default_factory=lambda: pb.DrainNodeReply(is_accepted=True))
-    hang: bool = False
-
-    def count(self, method: str) -> int:
-        return sum(1 for name, _, _ in self.calls if name == method)
-
-    async def _enter(self, method: str, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
-        self.calls.append((method, request, metadata))
-        pending = self.failures.get(method)
-        if pending:
-            await context.abort(pending.pop(0), f"injected by the test ({method})")
-        if self.hang:
-            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "hung")
-
-    async def get_state(
-        self, request: pb.GetClusterResourceStateRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> pb.GetClusterResourceStateReply:
-        await self._enter("GetClusterResourceState", request, context)
-        return pb.GetClusterResourceStateReply(cluster_resource_state=self.state)
-
-    async def drain(
-        self, request: pb.DrainNodeRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> pb.DrainNodeReply:
-        await self._enter("DrainNode", request, context)
-        return self.drain_reply
-
-    async def report(
-        self, request: pb.ReportAutoscalingStateRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> pb.ReportAutoscalingStateReply:
-        await self._enter("ReportAutoscalingState", request, context)
-        return pb.ReportAutoscalingStateReply()
-
-    async def constrain(
-        self, request: pb.RequestClusterResourceConstraintRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> pb.RequestClusterResourceConstraintReply:
-        await self._enter("RequestClusterResourceConstraint", request, context)
-        return pb.RequestClusterResourceConstraintReply()
-
-
-def _handler(fn: Handler, request_type: Any, reply_type: Any) -> grpc.RpcMethodHandler[Any, Any]:
-    return grpc.unary_unary_rpc_method_handler(
-        fn, request_deserializer=request_type.FromString, response_serializer=reply_type.SerializeToString
-    )
 
 
 @pytest.fixture
-async def gcs() -> AsyncIterator[FakeGcs]:
-    fake = FakeGcs()
-    server = grpc.aio.server()
-    handlers = {
-        "GetClusterResourceState": _handler(
-            fake.get_state, pb.GetClusterResourceStateRequest, pb.GetClusterResourceStateReply
-        ),
-        "DrainNode": _handler(fake.drain, pb.DrainNodeRequest, pb.DrainNodeReply),
-        "ReportAutoscalingState": _handler(
-            fake.report, pb.ReportAutoscalingStateRequest, pb.ReportAutoscalingStateReply
-        ),
-        "RequestClusterResourceConstraint": _handler(
-            fake.constrain,
-            pb.RequestClusterResourceConstraintRequest,
-            pb.RequestClusterResourceConstraintReply,
-        ),
-    }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    fake.address = f"127.0.0.1:{port}"
-    try:
+async def gcs() -> AsyncIterator[FakeGcsServer]:
+    fake = FakeGcsServer()
+    async with serving(*fake.services()) as fake.address:
         yield fake
-    finally:
-        await server.stop(grace=None)
 
 
-def _client(gcs: FakeGcs, **kwargs: Any) -> GcsClient:
+def _client(gcs: FakeGcsServer, **kwargs: Any) -> GcsClient:
     kwargs.setdefault("backoff", 0.01)
     kwargs.setdefault("timeout", 5.0)
     return GcsClient(gcs.address, **kwargs)
@@ -139,14 +65,15 @@ def test_method_paths() -> None:
         method_path("GetClusterStatus")  # Ray has it; rayscale does not declare it
 
 
-async def test_get_cluster_resource_state(gcs: FakeGcs) -> None:
-    gcs.state = pb.ClusterResourceState(
+async def test_get_cluster_resource_state(gcs: FakeGcsServer) -> None:
+    served = pb.ClusterResourceState(
         cluster_resource_state_version=3,
         node_states=[pb.NodeState(node_id=NODE, instance_id="pod-a", status=pb.IDLE, idle_duration_ms=900)],
         pending_resource_requests=[
             pb.ResourceRequestByCount(request=pb.ResourceRequest(resources_bundle={"GPU": 1.0}), count=2)
         ],
     )
+    gcs.replies["GetClusterResourceState"] = pb.GetClusterResourceStateReply(cluster_resource_state=served)
     async with _client(gcs) as client:
         state = await client.get_cluster_resource_state()
     assert state.version == 3
@@ -157,8 +84,8 @@ async def test_get_cluster_resource_state(gcs: FakeGcs) -> None:
     assert "authorization" not in gcs.calls[0][2]
 
 
-async def test_drain_node_sends_the_request(gcs: FakeGcs) -> None:
-    gcs.drain_reply = pb.DrainNodeReply(is_accepted=False, rejection_reason_message="no longer idle")
+async def test_drain_node_sends_the_request(gcs: FakeGcsServer) -> None:
+    gcs.replies["DrainNode"] = pb.DrainNodeReply(is_accepted=False, rejection_reason_message="no longer idle")
     async with _client(gcs) as client:
         result = await client.drain_node(NODE.hex(), message="idle 61s", deadline_ms=123)
     assert result == DrainResult(accepted=False, rejection_reason="no longer idle")
@@ -169,20 +96,20 @@ async def test_drain_node_sends_the_request(gcs: FakeGcs) -> None:
     assert request.deadline_timestamp_ms == 123
 
 
-async def test_drain_node_preemption(gcs: FakeGcs) -> None:
+async def test_drain_node_preemption(gcs: FakeGcsServer) -> None:
     async with _client(gcs) as client:
         assert await client.drain_node(NODE.hex(), DrainReason.PREEMPTION) == DrainResult(accepted=True)
     assert gcs.calls[0][1].reason == pb.DRAIN_NODE_REASON_PREEMPTION
 
 
-async def test_bad_node_id_fails_before_any_call(gcs: FakeGcs) -> None:
+async def test_bad_node_id_fails_before_any_call(gcs: FakeGcsServer) -> None:
     async with _client(gcs) as client:
         with pytest.raises(ValueError, match="not a Ray node id"):
             await client.drain_node("pod-a")
     assert gcs.calls == []
 
 
-async def test_report_autoscaling_state(gcs: FakeGcs) -> None:
+async def test_report_autoscaling_state(gcs: FakeGcsServer) -> None:
     state = AutoscalingState(
         last_seen_cluster_resource_state_version=5,
         autoscaler_state_version=9,
@@ -199,7 +126,7 @@ async def test_report_autoscaling_state(gcs: FakeGcs) -> None:
     assert [dict(r.resources_bundle) for r in sent.infeasible_resource_requests] == [{"GPU": 1.0}]
 
 
-async def test_a_method_ray_does_not_have_is_a_call_error(gcs: FakeGcs) -> None:
+async def test_a_method_ray_does_not_have_is_a_call_error(gcs: FakeGcsServer) -> None:
     gcs.failures["ReportAutoscalingState"] = [grpc.StatusCode.UNIMPLEMENTED]
     async with _client(gcs) as client:
         with pytest.raises(GcsCallError) as caught:
@@ -208,7 +135,7 @@ async def test_a_method_ray_does_not_have_is_a_call_error(gcs: FakeGcs) -> None:
     assert gcs.count("ReportAutoscalingState") == 1
 
 
-async def test_request_cluster_resource_constraint(gcs: FakeGcs) -> None:
+async def test_request_cluster_resource_constraint(gcs: FakeGcsServer) -> None:
     async with _client(gcs) as client:
         await client.request_cluster_resource_constraint([ResourceDemand(ResourceRequest({"GPU": 1}), 3)])
     request = gcs.calls[0][1]
@@ -216,7 +143,7 @@ async def test_request_cluster_resource_constraint(gcs: FakeGcs) -> None:
     assert (dict(by_count.request.resources_bundle), by_count.count) == ({"GPU": 1.0}, 3)
 
 
-async def test_token_is_sent_as_a_bearer_authorization(gcs: FakeGcs) -> None:
+async def test_token_is_sent_as_a_bearer_authorization(gcs: FakeGcsServer) -> None:
     async with _client(gcs, token=" s3cret\n") as client:
         await client.get_cluster_resource_state()
         await client.drain_node(NODE.hex())
@@ -224,7 +151,7 @@ async def test_token_is_sent_as_a_bearer_authorization(gcs: FakeGcs) -> None:
 
 
 @pytest.mark.parametrize("code", [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED])
-async def test_transient_errors_are_retried(gcs: FakeGcs, code: grpc.StatusCode) -> None:
+async def test_transient_errors_are_retried(gcs: FakeGcsServer, code: grpc.StatusCode) -> None:
     gcs.failures["GetClusterResourceState"] = [code, code]
     async with _client(gcs, retries=2) as client:
         state = await client.get_cluster_resource_state()
@@ -232,7 +159,7 @@ async def test_transient_errors_are_retried(gcs: FakeGcs, code: grpc.StatusCode)
     assert gcs.count("GetClusterResourceState") == 3
 
 
-async def test_retries_run_out(gcs: FakeGcs) -> None:
+async def test_retries_run_out(gcs: FakeGcsServer) -> None:
     gcs.failures["DrainNode"] = [grpc.StatusCode.UNAVAILABLE] * 5
     async with _client(gcs, retries=1) as client:
         with pytest.raises(GcsUnavailable) as raised:
@@ -243,7 +170,7 @@ async def test_retries_run_out(gcs: FakeGcs) -> None:
     assert raised.value.address == gcs.address
 
 
-async def test_other_errors_are_not_retried(gcs: FakeGcs) -> None:
+async def test_other_errors_are_not_retried(gcs: FakeGcsServer) -> None:
     gcs.failures["GetClusterResourceState"] = [grpc.StatusCode.UNAUTHENTICATED]
     async with _client(gcs, retries=3) as client:
         with pytest.raises(GcsCallError) as raised:
@@ -253,7 +180,7 @@ async def test_other_errors_are_not_retried(gcs: FakeGcs) -> None:
     assert gcs.count("GetClusterResourceState") == 1
 
 
-async def test_client_timeout_is_unavailable(gcs: FakeGcs) -> None:
+async def test_client_timeout_is_unavailable(gcs: FakeGcsServer) -> None:
     gcs.hang = True  # the server answers DEADLINE_EXCEEDED, as when our own deadline passes
     async with _client(gcs, retries=1, timeout=0.5) as client:
         with pytest.raises(GcsUnavailable, match="DEADLINE_EXCEEDED"):
@@ -271,7 +198,7 @@ async def test_nothing_listening_is_unavailable() -> None:
     assert raised.value.code == "UNAVAILABLE"
 
 
-async def test_client_recovers_after_failures_and_can_be_closed_twice(gcs: FakeGcs) -> None:
+async def test_client_recovers_after_failures_and_can_be_closed_twice(gcs: FakeGcsServer) -> None:
     client = _client(gcs, retries=0)
     gcs.failures["GetClusterResourceState"] = [grpc.StatusCode.UNAVAILABLE]
     with pytest.raises(GcsUnavailable):
@@ -290,22 +217,23 @@ def test_bad_settings(kwargs: dict[str, float]) -> None:
         GcsClient("127.0.0.1:1", **kwargs)  # type: ignore[arg-type]
 
 
-async def test_debug_command_prints_the_state(gcs: FakeGcs, capsys: pytest.CaptureFixture[str]) -> None:
-    gcs.state = pb.ClusterResourceState(node_states=[pb.NodeState(node_id=NODE, instance_id="pod-a")])
+async def test_debug_command_prints_the_state(gcs: FakeGcsServer, capsys: pytest.CaptureFixture[str]) -> None:
+    served = pb.ClusterResourceState(node_states=[pb.NodeState(node_id=NODE, instance_id="pod-a")])
+    gcs.replies["GetClusterResourceState"] = pb.GetClusterResourceStateReply(cluster_resource_state=served)
     assert await asyncio.to_thread(debug.main, [gcs.address]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["nodes"][0]["instance_id"] == "pod-a"
     assert printed["nodes"][0]["node_id"] == NODE.hex()
 
 
-async def test_debug_command_reports_errors(gcs: FakeGcs, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_debug_command_reports_errors(gcs: FakeGcsServer, capsys: pytest.CaptureFixture[str]) -> None:
     gcs.failures["GetClusterResourceState"] = [grpc.StatusCode.UNAUTHENTICATED]
     assert await asyncio.to_thread(debug.main, [gcs.address]) == 1
     assert "GcsCallError" in capsys.readouterr().err
 
 
 async def test_a_closed_write_fence_stops_every_call_that_changes_ray(
-    gcs: FakeGcs, monkeypatch: pytest.MonkeyPatch
+    gcs: FakeGcsServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fence = WriteFence()
     fence.close()

@@ -1,21 +1,21 @@
 """The GCS info services (nodes, jobs, actors, placement groups) and the raylet's resize call.
 
 The converters are checked on messages built with rayscale's generated bindings; the clients
-against an in-process gRPC server that serves the same services, so the method paths, request
-bytes, token and error handling are what goes over the wire. tests/integration/test_ray_gcs.py
-checks the same calls against a real Ray head.
+against an in-process gRPC server that serves the same services (tests/support/fakes.py's
+FakeGcsServer), so the method paths, request bytes, token and error handling are what goes over
+the wire. tests/integration/test_ray_gcs.py checks the same calls against a real Ray head.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 import pytest
-from google.protobuf.message import Message
+from tests.support.fakes import FakeGcsServer
+from tests.support.grpcserve import serving
 
 from rayscale.ray import convert
 from rayscale.ray.client import GcsCallError, GcsClient, GcsUnavailable
@@ -294,71 +294,14 @@ def test_resize_request_refuses(resources: dict[str, float], error: str) -> None
 # ---- the clients against a fake GCS and raylet ----
 
 
-@dataclass
-class FakeServer:
-    """Serves the info services and NodeManagerService; `replies[method]` is what a method answers,
-    `failures[method]` status codes to answer with first."""
-
-    address: str = ""
-    calls: list[tuple[str, Any, dict[str, str]]] = field(default_factory=list)
-    replies: dict[str, Message] = field(default_factory=dict)
-    failures: dict[str, list[grpc.StatusCode]] = field(default_factory=dict)
-
-    def handler(
-        self, method: str, request_type: type[Message], reply_type: type[Message]
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        async def serve(request: Message, context: grpc.aio.ServicerContext[Any, Any]) -> Message:
-            metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
-            self.calls.append((method, request, metadata))
-            pending = self.failures.get(method)
-            if pending:
-                await context.abort(pending.pop(0), f"injected by the test ({method})")
-            return self.replies.get(method) or reply_type()
-
-        return grpc.unary_unary_rpc_method_handler(
-            serve,
-            request_deserializer=request_type.FromString,
-            response_serializer=lambda reply: reply.SerializeToString(),
-        )
-
-
-SERVED: dict[str, tuple[Any, type[Message], type[Message]]] = {
-    "GetAllNodeInfo": (NODE_INFO, service_pb.GetAllNodeInfoRequest, service_pb.GetAllNodeInfoReply),
-    "GetAllJobInfo": (JOB_INFO, service_pb.GetAllJobInfoRequest, service_pb.GetAllJobInfoReply),
-    "GetAllActorInfo": (ACTOR_INFO, service_pb.GetAllActorInfoRequest, service_pb.GetAllActorInfoReply),
-    "GetAllPlacementGroup": (
-        PLACEMENT_GROUP_INFO,
-        service_pb.GetAllPlacementGroupRequest,
-        service_pb.GetAllPlacementGroupReply,
-    ),
-    "ResizeLocalResourceInstances": (
-        NODE_MANAGER,
-        raylet_pb.ResizeLocalResourceInstancesRequest,
-        raylet_pb.ResizeLocalResourceInstancesReply,
-    ),
-}
-
-
 @pytest.fixture
-async def server() -> AsyncIterator[FakeServer]:
-    fake = FakeServer()
-    grpc_server = grpc.aio.server()
-    by_service: dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]] = {}
-    for method, (service, request_type, reply_type) in SERVED.items():
-        by_service.setdefault(service.full_name, {})[method] = fake.handler(method, request_type, reply_type)
-    grpc_server.add_generic_rpc_handlers(
-        tuple(grpc.method_handlers_generic_handler(name, handlers) for name, handlers in by_service.items())
-    )
-    port = grpc_server.add_insecure_port("127.0.0.1:0")
-    await grpc_server.start()
-    fake.address = f"127.0.0.1:{port}"
-    try:
+async def server() -> AsyncIterator[FakeGcsServer]:
+    fake = FakeGcsServer()
+    async with serving(*fake.services()) as fake.address:
         yield fake
-    finally:
-        await grpc_server.stop(grace=None)
 
 
-async def test_get_all_node_info(server: FakeServer) -> None:
+async def test_get_all_node_info(server: FakeGcsServer) -> None:
     server.replies["GetAllNodeInfo"] = service_pb.GetAllNodeInfoReply(
         node_info_list=[
             gcs_pb.GcsNodeInfo(node_id=NODE_A, node_manager_port=1, is_head_node=True),
@@ -375,7 +318,7 @@ async def test_get_all_node_info(server: FakeServer) -> None:
     assert [r.HasField("state_filter") for _, r, _ in server.calls] == [False, True]
 
 
-async def test_get_all_job_actor_and_placement_group_info(server: FakeServer) -> None:
+async def test_get_all_job_actor_and_placement_group_info(server: FakeGcsServer) -> None:
     server.replies["GetAllJobInfo"] = service_pb.GetAllJobInfoReply(
         job_info_list=[gcs_pb.JobTableData(job_id=JOB, is_dead=True)]
     )
@@ -407,10 +350,10 @@ async def test_get_all_job_actor_and_placement_group_info(server: FakeServer) ->
     ],
 )
 async def test_an_error_in_the_reply_status_is_a_call_error(
-    server: FakeServer, call: Callable[[GcsClient], Any], method: str
+    server: FakeGcsServer, call: Callable[[GcsClient], Any], method: str
 ) -> None:
     # the GCS answers gRPC OK and puts its own error (Ray's status code) in the reply
-    reply_type = SERVED[method][2]
+    reply_type = FakeGcsServer.METHODS[method].reply
     server.replies[method] = reply_type(status=service_pb.GcsStatus(code=17, message="not found"))
     async with GcsClient(server.address, retries=3) as gcs:
         with pytest.raises(GcsCallError) as raised:
@@ -424,7 +367,7 @@ async def test_an_error_in_the_reply_status_is_a_call_error(
     assert len(server.calls) == 1  # not retried
 
 
-async def test_resize_local_resources(server: FakeServer) -> None:
+async def test_resize_local_resources(server: FakeGcsServer) -> None:
     server.replies["ResizeLocalResourceInstances"] = raylet_pb.ResizeLocalResourceInstancesReply(
         total_resources={"CPU": 4.0, "rayscale.io/vc/team-a": 2.0}
     )
@@ -437,7 +380,7 @@ async def test_resize_local_resources(server: FakeServer) -> None:
     assert metadata["authorization"] == "Bearer s3cret"
 
 
-async def test_raylet_errors_and_retries(server: FakeServer) -> None:
+async def test_raylet_errors_and_retries(server: FakeGcsServer) -> None:
     server.failures["ResizeLocalResourceInstances"] = [grpc.StatusCode.UNAVAILABLE] * 2 + [
         grpc.StatusCode.ABORTED  # what a 2.60 raylet answers for GPU (a unit-instance resource)
     ]
