@@ -21,6 +21,7 @@ import kopf
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.common import labels as L
 from rayscale.common import pods
+from rayscale.common.scope import Scope
 from rayscale.controller.runner import ClusterKey, ControllerConfig, RayClusterController
 from rayscale.fence import WRITE_FENCE, Fenced
 from rayscale.kube.client import make_api_client
@@ -36,6 +37,7 @@ RAYRESOURCEREQUESTS = ("rayscale.io", "v1alpha1", "rayresourcerequests")
 RAYVIRTUALCLUSTERS = ("rayscale.io", "v1alpha1", "rayvirtualclusters")
 INDEXES = (
     "rayclusters_by_name",
+    "foreign_rayclusters",
     "ray_pods_by_group",
     "ray_services_by_cluster",
     "rayresourcerequests_by_cluster",
@@ -53,7 +55,7 @@ class Runtime:
     """Shared through kopf's memo: set up at startup, used by every handler."""
 
     config: ControllerConfig
-    namespaces: list[str] | None
+    namespaces: list[str] | None  # names or kopf's patterns; None: every namespace
     autoscaler_config: AutoscalerConfig | None = None  # None: no autoscaler
     run_controller: bool = True
     kube_api_qps: float = 0.0  # 0: no client-side rate limit
@@ -69,10 +71,21 @@ class Runtime:
     # With leader election: stop renewing and release the Lease (writes are fenced from then on).
     # Called first thing on a clean stop, so a standby takes over while this replica winds down.
     hand_over: Callable[[], Awaitable[None]] | None = None
+    # Which RayClusters are this operator's (--cluster-selector; its namespaces are kopf's to filter)
+    scope: Scope = dataclasses.field(default_factory=Scope)
+    # The RayClusters handed to the controller and the autoscaler so far: one that leaves the scope
+    # is handed over once more, so that both let go of it.
+    owned: set[ClusterKey] = dataclasses.field(default_factory=set)
 
 
 class IndexSource:
-    """The controller's view of the cluster, read from kopf's indexes."""
+    """The controller's view of the cluster, read from kopf's indexes.
+
+    A RayCluster outside this operator's `Scope` (another shard's) is not there, and neither are
+    the RayResourceRequests and RayVirtualClusters bound to it: the autoscaler lets go of it
+    without a word. A RayCluster that does not exist at all is not there either, but its requests
+    and virtual clusters are: they are told so, as without shards.
+    """
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -92,17 +105,29 @@ class IndexSource:
     def services(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
         return list(self._index("ray_services_by_cluster").get(key, ()))
 
+    def foreign(self, key: ClusterKey) -> bool:
+        """`key` is a RayCluster that exists and is another shard's."""
+        return key in self._index("foreign_rayclusters") and key not in self._index("rayclusters_by_name")
+
     def requests(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
+        if self.foreign(key):
+            return []
         return list(self._index("rayresourcerequests_by_cluster").get(key, ()))
 
     def virtual_clusters(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
+        if self.foreign(key):
+            return []
         return list(self._index("rayvirtualclusters_by_cluster").get(key, ()))
 
     def cluster_keys(self) -> Sequence[ClusterKey]:
         return list(self._index("rayclusters_by_name"))
 
     def resource_versions(self) -> dict[ClusterKey, str]:
+        """Every RayCluster the watch delivered, this shard's or not, at its resourceVersion."""
         out: dict[ClusterKey, str] = {}
+        for key, versions in self._index("foreign_rayclusters").items():
+            for version in versions:
+                out[key] = version
         for key, store in self._index("rayclusters_by_name").items():
             for body in store:
                 out[key] = body["metadata"].get("resourceVersion", "")
@@ -130,6 +155,10 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     settings.execution.max_workers = 4
     settings.watching.label_selectors["pods"] = L.RAY_CLUSTER
     settings.watching.label_selectors["services"] = L.RAY_CLUSTER
+    # --cluster-selector is applied here, not by the API server: a RayCluster whose labels move it
+    # to another shard must be seen leaving (and one that is deleted told apart from one that is
+    # another shard's, for its requests and virtual clusters), so the watch delivers every
+    # RayCluster of the watched namespaces and the index keeps only this shard's (docs/scaling.md).
 
     api = await make_api_client(qps=runtime.kube_api_qps, burst=runtime.kube_api_burst, fence=WRITE_FENCE)
     runtime.recorder = EventRecorder(api)
@@ -179,10 +208,25 @@ async def shutdown(memo: Any, **_: Any) -> None:
 
 
 @kopf.index(*RAYCLUSTERS, registry=registry)
-async def rayclusters_by_name(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def rayclusters_by_name(
+    namespace: str | None, name: str, body: kopf.Body, memo: Any, **_: Any
+) -> dict[Any, Any]:
+    if not memo.runtime.scope.owns(body):
+        return {}
     obj = dict(body)
     obj["metadata"] = {k: v for k, v in body.metadata.items() if k != "managedFields"}
     return {(namespace or "", name): obj}
+
+
+@kopf.index(*RAYCLUSTERS, registry=registry)
+async def foreign_rayclusters(
+    namespace: str | None, name: str, body: kopf.Body, memo: Any, **_: Any
+) -> dict[Any, Any]:
+    """The RayClusters of other shards (--cluster-selector): only that they exist, and their
+    resourceVersion (the watch-health check compares it)."""
+    if memo.runtime.scope.owns(body):
+        return {}
+    return {(namespace or "", name): body.metadata.get("resourceVersion", "")}
 
 
 @kopf.index("pods", labels={L.RAY_CLUSTER: kopf.PRESENT}, registry=registry)
@@ -239,8 +283,14 @@ def _mark(
     memo: Any, kwargs: Mapping[str, Any], key: ClusterKey, reason: str, *, controller: bool = True
 ) -> None:
     """Mark `key` for the controller (unless `controller` is False) and the autoscaler, which
-    records `reason` (the kind of object that changed) as its next round's trigger."""
+    records `reason` (the kind of object that changed) as its next round's trigger. Nothing for
+    another shard's RayCluster (its pods, requests, virtual clusters)."""
     runtime = _attach(memo, kwargs)
+    if not IndexSource(runtime).foreign(key):
+        _hand(runtime, key, reason, controller=controller)
+
+
+def _hand(runtime: Runtime, key: ClusterKey, reason: str, *, controller: bool = True) -> None:
     if controller and runtime.controller is not None:
         runtime.controller.mark(key)
     if runtime.autoscaler is not None:
@@ -251,10 +301,25 @@ def _mark(
 async def raycluster_event(
     type: str | None, namespace: str | None, name: str, body: kopf.Body, memo: Any, **kwargs: Any
 ) -> None:
+    """A RayCluster of this shard is marked; one that was and is no longer (deleted, or its labels
+    moved it to another shard) is marked once more, so that both halves let go of it (its series
+    go with it); another shard's is not touched."""
     runtime: Runtime = memo.runtime
+    key = (namespace or "", name)
+    ours = type != "DELETED" and runtime.scope.owns(body)
+    if not ours and key not in runtime.owned:
+        return
     if runtime.run_controller and runtime.metrics is not None:  # series of the RayCluster controller
-        runtime.metrics.raycluster_watched(body, deleted=type == "DELETED")
-    _mark(memo, kwargs, (namespace or "", name), "RayCluster")
+        runtime.metrics.raycluster_watched(body, deleted=not ours)
+    if ours:
+        runtime.owned.add(key)
+    else:
+        runtime.owned.discard(key)
+        if type != "DELETED":
+            log.info(
+                "RayCluster %s/%s left this operator's scope (%s): let go", *key, runtime.scope.describe()
+            )
+    _hand(_attach(memo, kwargs), key, "RayCluster")
 
 
 @kopf.on.event("pods", labels={L.RAY_CLUSTER: kopf.PRESENT}, registry=registry)
@@ -267,8 +332,9 @@ async def ray_service_event(
     namespace: str | None, labels: Mapping[str, str], memo: Any, **kwargs: Any
 ) -> None:
     runtime = _attach(memo, kwargs)
-    if runtime.controller is not None:
-        runtime.controller.mark((namespace or "", labels[L.RAY_CLUSTER]))
+    key = (namespace or "", labels[L.RAY_CLUSTER])
+    if runtime.controller is not None and not IndexSource(runtime).foreign(key):
+        runtime.controller.mark(key)
 
 
 @kopf.on.event(*RAYRESOURCEREQUESTS, registry=registry)

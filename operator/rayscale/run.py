@@ -9,7 +9,9 @@ import logging
 import os
 import signal
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from rayscale.common.scope import Scope, check_namespace_pattern, check_shard_name, parse_selector
 
 if TYPE_CHECKING:
     from prometheus_client import Gauge
@@ -21,14 +23,29 @@ if TYPE_CHECKING:
 log = logging.getLogger("rayscale")
 MODES = ("all", "controller", "autoscaler")
 LOST_STOP_SECONDS = 3.0  # the renew deadline (10 s) + this stays below the lease duration (15 s)
+T = TypeVar("T")
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run the operator")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("-n", "--namespace", action="append", dest="namespaces", metavar="NS",
-                       help="watch this namespace (repeatable)")  # fmt: skip
+                       type=_checked(check_namespace_pattern),
+                       help="watch this namespace, or every namespace matching a pattern (repeatable; "
+                       "a namespace matching any -n is watched): a glob with '*' and '?' ('team-*'), "
+                       "and after it, joined by commas, '!glob' to leave some out ('team-*,!team-test'); "
+                       "a pattern that starts with '!' means every namespace but those ('!kube-*'). Quote "
+                       "patterns in a shell")  # fmt: skip
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
+    p.add_argument("--cluster-selector", type=_checked(parse_selector), metavar="SELECTOR",
+                   help="act only on the RayClusters whose labels match this Kubernetes label selector "
+                   "('shard=a', 'shard in (a,b)', '!shard', 'tier!=batch,shard'): the controller, the "
+                   "autoscaler and the status API leave every other RayCluster, its pods and its "
+                   "requests alone, and let go of a RayCluster whose labels stop matching (another "
+                   "shard's operator takes it). Default: every RayCluster")  # fmt: skip
+    p.add_argument("--shard", type=_checked(check_shard_name), metavar="NAME",
+                   help="name of this operator's shard (a DNS label); its Lease is then "
+                   "'rayscale-NAME' unless --leader-election-id names one")  # fmt: skip
     p.add_argument("--mode", choices=MODES, default="all", help="which halves to run (default: all)")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
     p.add_argument("--liveness", default="http://0.0.0.0:8081/healthz",
@@ -53,8 +70,11 @@ def register(subparsers: Any) -> None:
                    help="take a Lease before acting, so only one of several replicas is active")  # fmt: skip
     p.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE") or "default",
                    help="namespace of the Lease (default: $POD_NAMESPACE or 'default')")  # fmt: skip
-    p.add_argument("--leader-election-id", default="rayscale",
-                   help="name of the Lease (default: %(default)s)")  # fmt: skip
+    p.add_argument("--leader-election-id", metavar="NAME",
+                   help="name of the Lease; shards need one each (default: 'rayscale-SHARD' with "
+                   "--shard; 'rayscale' for an operator of every RayCluster or of namespaces named "
+                   "one by one; else 'rayscale-' and a digest of -n and --cluster-selector, so that "
+                   "shards started without --shard never share a Lease)")  # fmt: skip
     p.add_argument("--kube-api-qps", type=float, default=100.0,
                    help="sustained requests per second rayscale sends to the API server, 0 for no "
                    "limit (default: %(default)s)")  # fmt: skip
@@ -90,6 +110,50 @@ def register(subparsers: Any) -> None:
                    "it (default: %(default)s)")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.set_defaults(handler=_cmd_run)
+
+
+def _checked(check: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse type from a check that raises ValueError: argparse then refuses the value with
+    the check's message and exits with status 2, before anything starts."""
+
+    def convert(text: str) -> T:
+        try:
+            return check(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+
+    convert.__name__ = check.__name__  # what argparse names in "invalid <name> value" without a message
+    return convert
+
+
+def scope_of(args: argparse.Namespace) -> Scope:
+    """What this operator owns: its namespaces (or every one), its RayClusters, its shard name."""
+    return Scope(tuple(args.namespaces or ()), args.cluster_selector, args.shard or "")
+
+
+def lease_of(args: argparse.Namespace) -> str:
+    """The Lease this operator's replicas elect a leader on: ``--leader-election-id``, else named
+    after its shard (`Scope.lease_name`)."""
+    return str(args.leader_election_id or scope_of(args).lease_name())
+
+
+def _log_scope(args: argparse.Namespace, scope: Scope) -> None:
+    if scope == Scope():
+        return
+    shard = f"shard {scope.shard}: " if scope.shard else ""
+    lease = f"; Lease {args.leader_election_namespace}/{lease_of(args)}" if args.leader_elect else ""
+    log.info("%sacting on the RayClusters of %s%s", shard, scope.describe(), lease)
+    if args.leader_elect and not args.leader_election_id and scope.sharded and not scope.shard:
+        log.warning(
+            "the Lease's name is derived from -n and --cluster-selector: when they change, so does "
+            "the Lease, and a new replica does not wait for an old one; name the shard (--shard) to "
+            "keep one Lease"
+        )
+    elif args.leader_elect and not args.leader_election_id and not scope.sharded:
+        log.info(
+            "other rayscale operators watching other namespaces must elect on other Leases "
+            "(--shard or --leader-election-id), or they wait for this one"
+        )
 
 
 def _at_least_one(text: str) -> int:
@@ -170,6 +234,8 @@ async def _run(args: argparse.Namespace, metrics: Metrics, served: web_api.Serve
         sidecar_autoscaler=args.mode == "controller",
         max_pods=args.max_pods_per_cluster,
     )
+    scope = scope_of(args)
+    _log_scope(args, scope)
     namespaces: list[str] | None = args.namespaces or None
     autoscaler = None
     if args.mode in ("all", "autoscaler"):
@@ -182,10 +248,12 @@ async def _run(args: argparse.Namespace, metrics: Metrics, served: web_api.Serve
             beside_kuberay=args.mode == "autoscaler",
             max_pods=args.max_pods_per_cluster,
             allow_gcs_address_override=args.allow_gcs_address_override,
+            owns=scope.owns,
         )
     runtime = handlers.Runtime(
         config=config,
         namespaces=namespaces,
+        scope=scope,
         autoscaler_config=autoscaler,
         run_controller=args.mode in ("all", "controller"),
         metrics=metrics,
@@ -205,7 +273,7 @@ async def _run(args: argparse.Namespace, metrics: Metrics, served: web_api.Serve
         )
 
     if args.leader_elect:
-        leading = metrics.leader.labels(args.leader_election_id)
+        leading = metrics.leader.labels(lease_of(args))
         return await run_as_leader(args, run_kopf, leading, runtime, served)
     await run_kopf()
     return 0
@@ -232,7 +300,7 @@ async def run_as_leader(
     # reconciles. Every other write waits for the Lease (the fence opens with each renewal).
     WRITE_FENCE.close()
     api = await make_api_client()
-    store = KubeLeaseStore(api, args.leader_election_namespace, args.leader_election_id)
+    store = KubeLeaseStore(api, args.leader_election_namespace, lease_of(args))
     elector = LeaderElector(store, default_identity(), fence=WRITE_FENCE)
     served.leading = lambda: elector.is_leader and WRITE_FENCE.is_open
     served.holder = lambda: elector.holder

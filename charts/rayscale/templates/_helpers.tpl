@@ -101,3 +101,68 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: ["events"]
   verbs: ["create", "patch"]
 {{- end -}}
+
+{{/* The namespaces that get a Role each: every watched namespace when all are named one by one;
+empty (a ClusterRole) when some shard, or the one operator, watches every namespace or a pattern
+(`team-*`, `!kube-*`: namespaces not known when the chart is installed). */}}
+{{- define "rayscale.rbacNamespaces" -}}
+{{- $all := list -}}
+{{- $clusterwide := false -}}
+{{- if .Values.shards -}}
+{{- range .Values.shards -}}
+{{- if not .namespaces -}}{{- $clusterwide = true -}}{{- end -}}
+{{- $all = concat $all (.namespaces | default list) -}}
+{{- end -}}
+{{- else -}}
+{{- $all = include "rayscale.watchNamespaces" . | fromJsonArray -}}
+{{- if not $all -}}{{- $clusterwide = true -}}{{- end -}}
+{{- end -}}
+{{- range $all -}}
+{{- if regexMatch "[*?!,]" . -}}{{- $clusterwide = true -}}{{- end -}}
+{{- end -}}
+{{- if $clusterwide -}}
+{{- list | toJson -}}
+{{- else -}}
+{{- $all | uniq | sortAlpha | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Leases the release elects leaders on: `<fullname>`, or `<fullname>-<shard>` for each shard. */}}
+{{- define "rayscale.leases" -}}
+{{- $fullname := include "rayscale.fullname" . -}}
+{{- $leases := list -}}
+{{- range .Values.shards -}}
+{{- $leases = append $leases (printf "%s-%s" $fullname .name) -}}
+{{- end -}}
+{{- $leases | default (list $fullname) | toJson -}}
+{{- end -}}
+
+{{/* Shards that cannot work as asked fail the install, saying why. */}}
+{{- define "rayscale.checkShards" -}}
+{{- $fullname := include "rayscale.fullname" . -}}
+{{- if or .Values.singleNamespaceInstall .Values.watchNamespace -}}
+{{- fail "shards: each shard names its namespaces; leave singleNamespaceInstall and watchNamespace unset" -}}
+{{- end -}}
+{{- $names := list -}}
+{{- $scopes := dict -}}
+{{- range .Values.shards -}}
+{{- if has .name $names -}}
+{{- fail (printf "shards: two shards are named %q" .name) -}}
+{{- end -}}
+{{- $names = append $names .name -}}
+{{- if gt (len (printf "%s-%s" $fullname .name)) 63 -}}
+{{- fail (printf "shards: %s-%s (the shard's Deployment and Lease) is longer than 63 characters: shorten the shard's name or fullnameOverride" $fullname .name) -}}
+{{- end -}}
+{{- if and (not $.Values.leaderElectionEnabled) (gt (int (.replicas | default $.Values.replicas)) 1) -}}
+{{- fail (printf "shards: shard %s has more than one replica without leaderElectionEnabled" .name) -}}
+{{- end -}}
+{{- if and (gt (len $.Values.shards) 1) (not .namespaces) (not .clusterSelector) -}}
+{{- fail (printf "shards: shard %s has neither namespaces nor a clusterSelector, so it takes every RayCluster, the other shards' too" .name) -}}
+{{- end -}}
+{{- $scope := printf "%s|%s" (.namespaces | default list | uniq | sortAlpha | join ",") (.clusterSelector | default "") -}}
+{{- if hasKey $scopes $scope -}}
+{{- fail (printf "shards: shards %s and %s take the same RayClusters (the same namespaces and clusterSelector)" (get $scopes $scope) .name) -}}
+{{- end -}}
+{{- $_ := set $scopes $scope .name -}}
+{{- end -}}
+{{- end -}}

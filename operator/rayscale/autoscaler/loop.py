@@ -150,6 +150,9 @@ class AutoscalerConfig:
     # --allow-gcs-address-override: follow rayscale.io/gcs-address (and send the token there)
     allow_gcs_address_override: bool = False
     slow_start_seconds: float = SLOW_START_SECONDS  # a replica starting longer: ReplicaSlowToStart
+    # --cluster-selector: is a RayCluster read fresh from the API server still this operator's? (its
+    # labels may have moved it to another shard since the watch delivered it)
+    owns: Callable[[Obj], bool] = lambda _: True
 
 
 @dataclasses.dataclass
@@ -368,7 +371,7 @@ class Autoscaler:
             except Conflict as exc:  # re-plan on the cluster as it is now
                 refused = str(exc)
                 fresh = await ops.get_raycluster(self.api, *key)
-                if fresh is None:
+                if fresh is None or not self.config.owns(fresh):  # gone, or moved to another shard
                     return None
                 cluster = fresh
                 try:

@@ -206,6 +206,12 @@ async def list_rayclusters(api: client.ApiClient, namespace: str | None) -> list
     return items
 
 
+async def list_namespaces(api: client.ApiClient) -> list[str]:
+    """The names of every namespace."""
+    body = await send(_core(api).list_namespace(_preload_content=False), "list namespaces", body=True)
+    return [str(item["metadata"]["name"]) for item in body.get("items", [])]
+
+
 JSON_PATCH = "application/json-patch+json"
 RRR_GROUP, RRR_VERSION, RRR_PLURAL = "rayscale.io", "v1alpha1", "rayresourcerequests"
 

@@ -1,7 +1,8 @@
 """Detect a stalled watch: objects the API server has changed that the watch never delivered.
 
-Every `interval` seconds, LIST the RayClusters and compare each resourceVersion with the one
-the watch-fed index holds. A mismatch that is still there at the next check (the watch had a
+Every `interval` seconds, LIST the RayClusters of the watched namespaces (those that match, when
+they are given as patterns: `rayscale.common.scope`) and compare each resourceVersion with the
+one the watch-fed indexes hold. A mismatch that is still there at the next check (the watch had a
 whole interval to deliver it) means the watch is stuck; the liveness probe then fails and
 Kubernetes restarts the operator.
 """
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 
 from kubernetes_asyncio import client
 
+from rayscale.common.scope import is_pattern, namespace_matches
 from rayscale.kube import ops
 
 log = logging.getLogger(__name__)
@@ -40,7 +42,7 @@ class WatchHealth:
 
     async def check_once(self) -> None:
         listed: dict[Key, str] = {}
-        for ns in self.namespaces or [None]:  # type: ignore[list-item]
+        for ns in await self._watched():
             for obj in await ops.list_rayclusters(self.api, ns):
                 meta = obj["metadata"]
                 listed[(meta["namespace"], meta["name"])] = meta["resourceVersion"]
@@ -54,6 +56,15 @@ class WatchHealth:
             log.error("RayCluster watch looks stalled: %s", self.problem)
         self.stalled = behind
         self.last_check = time.monotonic()
+
+    async def _watched(self) -> list[str | None]:
+        """The namespaces to LIST: every one (None), the names given, or those matching the patterns."""
+        if not self.namespaces:
+            return [None]
+        if not any(is_pattern(n) for n in self.namespaces):
+            return list(self.namespaces)
+        existing = await ops.list_namespaces(self.api)
+        return [ns for ns in existing if any(namespace_matches(ns, p) for p in self.namespaces)]
 
     async def run(self) -> None:
         while True:
