@@ -26,6 +26,7 @@ from rayscale.controller.runner import ClusterKey, ControllerConfig, RayClusterC
 from rayscale.fence import WRITE_FENCE, Fenced
 from rayscale.kube.client import make_api_client
 from rayscale.kube.events import EventRecorder
+from rayscale.kube.kopf_storage import NoDiffBase
 from rayscale.kube.watchhealth import WatchHealth
 from rayscale.metrics import Metrics, process_registry
 
@@ -139,9 +140,7 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     runtime: Runtime = memo.runtime
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=PREFIX, key="last-handled-configuration"
-    )
+    settings.persistence.diffbase_storage = NoDiffBase()  # no handler diffs an object
     settings.posting.level = logging.WARNING
     settings.posting.loggers = False
     settings.posting.reporting_component = "rayscale"

@@ -80,8 +80,19 @@ def _fence_connections(rest: Any, fence: WriteFence) -> None:
     connector = old.connector
     old.detach()  # the connector is handed over, not closed
     rest.pool_manager = aiohttp.ClientSession(
-        connector=connector, trust_env=True, read_bufsize=2**21, trace_configs=[trace]
+        connector=connector, trust_env=_proxy_in_env(), read_bufsize=2**21, trace_configs=[trace]
     )
+
+
+#: The variables through which aiohttp's ``trust_env`` takes a proxy from the environment.
+PROXY_VARIABLES = ("https_proxy", "http_proxy", "all_proxy", "HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
+
+
+def _proxy_in_env() -> bool:
+    """Whether the session should read the environment (``trust_env``): only when a proxy is set
+    there. With ``trust_env`` aiohttp also looks for ~/.netrc on a thread for every request, a
+    thread hop and a file lookup per API call that the API server's credentials never need."""
+    return any(os.environ.get(name) for name in PROXY_VARIABLES)
 
 
 async def make_api_client(
