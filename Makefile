@@ -157,6 +157,10 @@ bench-fleet: install cluster-build ## one operator, 1,000 RayClusters / 10,000 p
 bench-autoscaler: install cluster-build ## the autoscaler on the local control plane: RayResourceRequest -> patched replicas -> Running pods
 	$(PY) -m bench.autoscaler_reaction --write-docs
 
+.PHONY: bench-vs-kuberay
+bench-vs-kuberay: install cluster-build kuberay-operator ## the controller beside KubeRay's own operator (its defaults; rayscale's settings): scale-up, 50 and 1,000 clusters, head of line, scale-down, CPU, RSS (about an hour; VS_ARGS="--reps 2 --cases ..." for less)
+	$(PY) -m bench.vs_kuberay --write-docs $(VS_ARGS)
+
 # ---- Ray GCS protobuf bindings (operator/rayscale/ray/protos; generated, git-ignored) ----
 RAY_PROTOS := operator/rayscale/ray/protos
 RAY_PROTO_STAMP := $(RAY_PROTOS)/.generated

@@ -22,11 +22,10 @@ import argparse
 import asyncio
 import contextlib
 import math
-import os
 import statistics
 import sys
 import time
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from hack.localk8s import testcluster
@@ -47,6 +46,7 @@ from bench.operator_scale import (
     raycluster,
     warm_up,
 )
+from bench.procstat import cpu_seconds, memory_kib
 
 TITLE = "## Operator at fleet scale"
 COMMAND = ".venv/bin/python -m bench.operator_fleet --write-docs"
@@ -56,14 +56,18 @@ CREATE_CONCURRENCY = 50  # RayCluster create calls in flight
 
 
 class FleetWatch(PodWatch):
-    """PodWatch that keeps per-cluster tallies, so each event costs O(1) however many pods exist."""
+    """PodWatch that keeps per-cluster tallies, so each event costs O(1) however many pods exist.
 
-    def __init__(self, core: Any, namespace: str, clusters: set[str], per_cluster: int) -> None:
+    `sizes`: each followed cluster's pod count; a cluster's pods all exist (all run) once that many
+    of its pods were seen (seen Running). Milestones "created" and "running": every cluster's did.
+    """
+
+    def __init__(self, core: Any, namespace: str, sizes: Mapping[str, int]) -> None:
         super().__init__(core, namespace)
-        self.clusters = clusters
-        self.per_cluster = per_cluster
-        self.created: dict[str, set[str]] = {c: set() for c in clusters}
-        self.running: dict[str, set[str]] = {c: set() for c in clusters}
+        self.sizes = dict(sizes)
+        self.clusters = set(sizes)
+        self.created: dict[str, set[str]] = {c: set() for c in self.clusters}
+        self.running: dict[str, set[str]] = {c: set() for c in self.clusters}
         self.all_created: dict[str, float] = {}  # cluster -> when its pods all existed
         self.all_running: dict[str, float] = {}
 
@@ -75,11 +79,11 @@ class FleetWatch(PodWatch):
             return
         now = time.monotonic()
         self.created[cluster].add(meta["name"])
-        if len(self.created[cluster]) >= self.per_cluster:
+        if len(self.created[cluster]) >= self.sizes[cluster]:
             self.all_created.setdefault(cluster, now)
         if (pod.get("status") or {}).get("phase") == "Running":
             self.running[cluster].add(meta["name"])
-            if len(self.running[cluster]) >= self.per_cluster:
+            if len(self.running[cluster]) >= self.sizes[cluster]:
                 self.all_running.setdefault(cluster, now)
 
     def _update(self) -> None:
@@ -151,22 +155,6 @@ async def extra_nodes(core: Any, count: int) -> Any:
             await core.delete_collection_node(label_selector=selector)
 
 
-def memory_kib(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM of a process, in KiB."""
-    found: dict[str, int] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            found[key] = int(value.split()[0])
-    return found
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def spread(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     p90 = ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)]
@@ -183,7 +171,7 @@ async def fleet(
     try:
         async with extra_nodes(core, math.ceil(pods / 100)):
             with operator(cluster, ns) as proc:
-                watch = FleetWatch(core, ns, set(names), per_cluster)
+                watch = FleetWatch(core, ns, dict.fromkeys(names, per_cluster))
                 task = asyncio.create_task(watch.run())
                 try:
                     await asyncio.wait_for(watch.synced.wait(), timeout=60)

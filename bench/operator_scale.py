@@ -64,8 +64,11 @@ PR_SET_PDEATHSIG = 1
 # --------------------------------------------------------------------------- objects
 
 
-def raycluster(name: str, replicas: int) -> dict[str, Any]:
-    """A RayCluster: a head and one worker group `cpu`, every pod 100m CPU / 128Mi."""
+def raycluster(name: str, replicas: int, max_replicas: int | None = None) -> dict[str, Any]:
+    """A RayCluster: a head and one worker group `cpu`, every pod 100m CPU / 128Mi.
+
+    The group's `maxReplicas` is `max_replicas`, else the larger of `replicas` and 100.
+    """
     resources = {"requests": POD_RESOURCES, "limits": POD_RESOURCES}
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
@@ -84,7 +87,7 @@ def raycluster(name: str, replicas: int) -> dict[str, Any]:
                     "groupName": "cpu",
                     "replicas": replicas,
                     "minReplicas": 0,
-                    "maxReplicas": max(replicas, 100),
+                    "maxReplicas": max(replicas, 100) if max_replicas is None else max_replicas,
                     "rayStartParams": {},
                     "template": {
                         "spec": {
@@ -121,6 +124,14 @@ class PodWatch:
         phase = (pod.get("status") or {}).get("phase", "")
         self.pods[meta["name"]] = (meta.get("labels") or {}, phase, bool(meta.get("deletionTimestamp")))
 
+    def _remove(self, name: str) -> None:
+        """The pod `name` is gone (a DELETED event)."""
+        self.pods.pop(name, None)
+
+    def _reset(self) -> None:
+        """Forget every pod: a full list follows (the start, or a 410 Gone)."""
+        self.pods.clear()
+
     def _update(self) -> None:
         now = time.monotonic()
         for name, check in self.checks.items():
@@ -148,7 +159,7 @@ class PodWatch:
                     listing = json.loads(await resp.read())
                 finally:
                     resp.release()
-                self.pods.clear()
+                self._reset()
                 for pod in listing["items"]:
                     self._set(pod)
                 rv = listing["metadata"]["resourceVersion"]
@@ -175,7 +186,7 @@ class PodWatch:
                     if event["type"] == "BOOKMARK":
                         continue
                     if event["type"] == "DELETED":
-                        self.pods.pop(obj["metadata"]["name"], None)
+                        self._remove(obj["metadata"]["name"])
                     else:
                         self._set(obj)
                     self._update()
@@ -198,8 +209,9 @@ class PodWatch:
 
 
 @contextlib.asynccontextmanager
-async def watching(core: Any, namespace: str) -> Any:
-    watch = PodWatch(core, namespace)
+async def watching(core: Any, namespace: str, watch: PodWatch | None = None) -> Any:
+    """(watch, its task): `watch` (a new PodWatch of the namespace by default) running and synced."""
+    watch = PodWatch(core, namespace) if watch is None else watch
     task = asyncio.create_task(watch.run())
     try:
         await asyncio.wait_for(watch.synced.wait(), timeout=60)
@@ -217,18 +229,37 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-@contextlib.contextmanager
-def operator(cluster: testcluster.ClusterHandle, namespace: str) -> Iterator[subprocess.Popen[bytes]]:
-    """`rayscale run --namespace NS` as a subprocess, stopped on the way out (and if we die).
+def rayscale_command(namespace: str) -> list[str]:
+    """`rayscale run --namespace NS` as the benchmarks run it: default settings, no listening ports.
 
     With ``--allow-gcs-address-override``: the benchmarks point clusters at a fake GCS (or at
     nothing) with the annotation ``rayscale.io/gcs-address``.
     """
-    log = Path(tempfile.mkstemp(prefix=f"rayscale-bench-{namespace}-", suffix=".log")[1])
+    return [sys.executable, "-m", "rayscale", "run", "--namespace", namespace,
+            "--liveness", "", "--metrics-port", "0", "--status-port", "0",
+            "--allow-gcs-address-override"]  # fmt: skip
+
+
+@contextlib.contextmanager
+def operator(cluster: testcluster.ClusterHandle, namespace: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`rayscale run --namespace NS` (`rayscale_command`) as a subprocess, stopped on the way out."""
     env = {**cluster.env, "PYTHONPATH": str(ROOT / "operator")}
-    cmd = [sys.executable, "-m", "rayscale", "run", "--namespace", namespace,
-           "--liveness", "", "--metrics-port", "0", "--status-port", "0",
-           "--allow-gcs-address-override"]  # fmt: skip
+    with process(rayscale_command(namespace), env, "rayscale", namespace) as proc:
+        yield proc
+
+
+@contextlib.contextmanager
+def process(
+    cmd: list[str], env: dict[str, str], label: str, namespace: str, log: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """An operator's process, its output in a log file (`log`, else a new temporary file); stopped on
+    the way out (and if we die).
+
+    SIGTERM to its process group, then SIGKILL; the log is printed (its end) when the body failed,
+    else removed.
+    """
+    if log is None:
+        log = Path(tempfile.mkstemp(prefix=f"{label}-bench-{namespace}-", suffix=".log")[1])
     with log.open("ab") as out:
         proc = subprocess.Popen(
             cmd,
@@ -252,7 +283,7 @@ def operator(cluster: testcluster.ClusterHandle, namespace: str) -> Iterator[sub
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
         if failed:
-            print(f"--- rayscale log ({log}) ---\n{log.read_text(errors='replace')[-4000:]}", file=sys.stderr)
+            print(f"--- {label} log ({log}) ---\n{log.read_text(errors='replace')[-4000:]}", file=sys.stderr)
         else:
             log.unlink(missing_ok=True)
 
@@ -329,11 +360,13 @@ def in_cluster(name: str) -> Callable[[dict[str, str]], bool]:
     return lambda labels: labels.get("ray.io/cluster") == name
 
 
-async def warm_up(objects: Any, watch: PodWatch, task: asyncio.Task[None], ns: str) -> None:
-    """A head-only RayCluster whose head is Running: the operator is up and watching."""
-    await objects.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, raycluster("warmup", 0))
-    watch.milestone("warmup", lambda w: w.count(in_cluster("warmup"), running=True) >= 1)
-    await watch.wait(["warmup"], time.monotonic() + 120, task)
+async def warm_up(
+    objects: Any, watch: PodWatch, task: asyncio.Task[None], ns: str, name: str = "warmup"
+) -> None:
+    """A head-only RayCluster `name` whose head is Running: the operator is up and watching."""
+    await objects.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, raycluster(name, 0))
+    watch.milestone(name, lambda w: w.count(in_cluster(name), running=True) >= 1)
+    await watch.wait([name], time.monotonic() + 120, task)
 
 
 # --------------------------------------------------------------------------- the cases
