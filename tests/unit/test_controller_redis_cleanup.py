@@ -6,12 +6,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from tests.support.builders import cluster, group
+from tests.support.builders import cluster, group, pod
+from tests.support.fakes import EventLog, FakeKubeOps
 
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.validation import parse_and_validate
 from rayscale.controller import redis_cleanup
+from rayscale.controller.apply import PlanApplier
 from rayscale.controller.expectations import ScaleExpectations
+from rayscale.controller.finalize import HEAD_GONE_POLL, redis_cleanup_step
 from rayscale.controller.reconcile import plan_cluster
 from rayscale.controller.snapshot import ClusterSnapshot
 
@@ -76,3 +79,18 @@ def test_job_finished_and_deletion_timeout() -> None:
     assert redis_cleanup.deletion_timed_out(meta, now - timedelta(seconds=300), now)
     short = ClusterMeta.from_body(_ft(annotations={"ray.io/gcs-ft-deletion-timeout": "10"}))
     assert redis_cleanup.deletion_timed_out(short, now - timedelta(seconds=10), now)
+
+
+async def test_a_deleted_cluster_loses_its_ray_pods_but_not_the_cleanup_jobs_pod(
+    kube_ops: FakeKubeOps, event_log: EventLog
+) -> None:
+    """The Job's pod carries the cluster's label too: deleting it with the Ray pods would kill the
+    very cleanup the finalizer waits for."""
+    body = _ft(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=[redis_cleanup.FINALIZER])
+    job_pod = pod("rc-redis-cleanup-x7k2p", "redis-cleanup")
+    job_pod["metadata"]["labels"]["ray.io/node-type"] = "redis-cleanup"
+    pods = [pod("rc-head-abcde", "headgroup"), pod("rc-small-worker-fghij"), job_pod]
+    applier = PlanApplier(None, ScaleExpectations(), event_log)  # type: ignore[arg-type]  # ops faked
+    wait = await redis_cleanup_step(None, applier, event_log, ClusterSnapshot(body, pods, []))  # type: ignore[arg-type]
+    assert wait == HEAD_GONE_POLL  # the head is on its way out: no Job yet
+    assert sorted(kube_ops.names("delete_pod")) == ["rc-head-abcde", "rc-small-worker-fghij"]

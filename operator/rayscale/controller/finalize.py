@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from rayscale.cluster.validation import Invalid, parse_and_validate
-from rayscale.common.pods import is_head, is_terminating, pod_group, pod_name
+from rayscale.common.pods import is_head, is_terminating, is_worker, pod_group, pod_name
 from rayscale.controller import redis_cleanup
 from rayscale.controller.apply import PlanApplier
 from rayscale.controller.plan import DeletePod, Step
@@ -51,7 +51,8 @@ async def redis_cleanup_step(
 ) -> float | None:
     """One step of a deleted RayCluster's Redis cleanup; when to look again (None: done)."""
     body, meta = snapshot.body, snapshot.meta
-    live = [p for p in snapshot.pods if not is_terminating(p)]
+    # Ray's pods only: the cleanup Job's own pod carries the cluster's label too, and must run.
+    live = [p for p in snapshot.pods if (is_head(p) or is_worker(p)) and not is_terminating(p)]
     if live:
         deletes = [
             DeletePod(pod_name(p), pod_group(p), "head" if is_head(p) else "worker", "suspend") for p in live

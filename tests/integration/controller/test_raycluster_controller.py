@@ -140,7 +140,14 @@ async def test_fault_tolerant_cluster_cleans_redis_before_it_goes(kube: Kube, op
     created = await eventually(job, timeout=60, message="the Redis cleanup Job")
     assert created.metadata.labels["ray.io/node-type"] == "redis-cleanup"
     assert "cleanup_redis_storage" in created.spec.template.spec.containers[0].args[0]
-    assert not await kube.pods("raycluster-basic", live=True), "pods still running when the Job was created"
+    ray_pods = [
+        p
+        for p in await kube.pods("raycluster-basic", live=True)
+        if p.metadata.labels["ray.io/node-type"] in ("head", "worker")
+    ]
+    assert not ray_pods, "Ray pods still running when the Job was created"
+    # The Job's own pod (labelled with the cluster too) is left to run: nothing deletes it.
+    assert not [e for e in await kube.events("DeletedPod") if "redis-cleanup" in e.message]
 
     async def gone() -> bool:
         clusters = await kube.objects.list_namespaced_custom_object("ray.io", "v1", kube.ns, "rayclusters")
