@@ -380,18 +380,16 @@ def compare(results: dict[str, Any]) -> str:
         if r is not None
     ]
     return (
-        "For comparison (published figures from other setups, not measured here; see"
-        " `perf-anchors.md` in the design references): Ray's autoscaler, which KubeRay runs as a"
-        " sidecar, reads `request_resources` and pending demand once every 5 s"
+        "For comparison (published figures from other setups, not measured here): Ray's autoscaler,"
+        " which KubeRay runs as a sidecar, reads `request_resources` and pending demand once every 5 s"
         " (`AUTOSCALER_UPDATE_INTERVAL_S`), so a new request waits 2.5 s on average and up to 5 s"
         " before a round even starts, and one round takes about 30 s at 300 workers (Ray #57624);"
         " rayscale starts a round on the request's watch event. KubeRay then creates a cluster's"
         " worker pods one after another in one reconcile: a user measured each cluster's 100 pods"
         " within about 1.95 s on kwok nodes (~50 pods/s, kuberay #3907), the same order as the pods"
         " created column here, which is the controller's share. The Cluster Autoscaler's SLO for a"
-        " scale-up decision is a mean of about 5 s below 100 nodes. Medians here: "
-        + "; ".join(measured)
-        + "."
+        " scale-up decision is a mean of about 5 s below 100 nodes (its scalability documentation)."
+        " Medians here: " + "; ".join(measured) + "."
     )
 
 

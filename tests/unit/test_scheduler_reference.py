@@ -1,4 +1,4 @@
-"""Cases from Ray's own scheduler tests (ray-autoscaler-v2.md §13) and KubeRay's autoscaler
+"""Cases from Ray's own scheduler tests (autoscaler v2's test_scheduler.py) and KubeRay's autoscaler
 e2e scenarios (KubeRay's ray-operator/test/e2eautoscaler), written as scenarios."""
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def ray_container_name(pod: Obj) -> str:
 
 
 def is_unhealthy(pod: Obj) -> bool:
-    """KubeRay's shouldDeletePod (§4.5): Failed/Succeeded, or a dead Ray container with Never."""
+    """KubeRay's shouldDeletePod: Failed/Succeeded, or a dead Ray container with Never."""
     if is_terminating(pod):
         return False
     if phase(pod) in ("Failed", "Succeeded"):

@@ -1,4 +1,4 @@
-"""Liveness and readiness probes KubeRay injects when the user left them unset (§3.5)."""
+"""Liveness and readiness probes KubeRay injects when the user left them unset."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `ray start` command KubeRay generates from rayStartParams and container resources (§3.4)."""
+"""The `ray start` command KubeRay generates from rayStartParams and container resources."""
 
 from __future__ import annotations
 
