@@ -10,7 +10,7 @@ from kubernetes_asyncio import client
 
 from rayscale.common.flow import EVENTS, working_for
 from rayscale.kube.client import RayscaleApiClient
-from rayscale.kube.ratelimit import FairTokenBucket, TokenBucket
+from rayscale.kube.ratelimit import TokenBucket
 
 
 class VirtualTime:
@@ -102,71 +102,7 @@ async def test_every_request_of_the_api_client_takes_a_token(monkeypatch: pytest
     assert vt.log == [("GET", 0), ("sleep", 0.5), ("sleep", 1.0), ("DELETE", 0), ("POST", 0)]
 
 
-# ----------------------------------------------------------------------------- fair by flow
-
-
-class MovingTime(VirtualTime):
-    """Virtual time that a sleep moves forward (once the tasks ready now have run)."""
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(0)
-        self.now += seconds
-        await asyncio.sleep(0)
-
-
-def fair(qps: float, burst: int, vt: VirtualTime) -> FairTokenBucket:
-    return FairTokenBucket(bucket(qps, burst, vt))
-
-
-async def _takers(
-    b: FairTokenBucket, counts: dict[str, int], done: list[tuple[str, float]], vt: VirtualTime
-) -> None:
-    async def one(key: str) -> None:
-        with working_for(key):
-            await b.take()
-        done.append((key, vt.now))
-
-    await asyncio.gather(*(one(key) for key, count in counts.items() for _ in range(count)))
-
-
-async def test_waiting_flows_take_turns() -> None:
-    """500 requests of a big cluster queued first do not hold back a small cluster's two."""
-    vt = MovingTime()
-    b = fair(100, 10, vt)
-    done: list[tuple[str, float]] = []
-    await _takers(b, {"big": 500, "small": 2}, done, vt)
-    order = [key for key, _ in done]
-    assert order[:10] == ["big"] * 10  # the burst, taken at once
-    small = [i for i, key in enumerate(order) if key == "small"]
-    assert small == [11, 13]  # then the flows alternate: big, small, big, small, big, ...
-    assert max(t for key, t in done if key == "small") == pytest.approx(0.04)
-    # the rate is the bucket's, however the tokens are shared
-    assert done[-1][1] == pytest.approx((502 - 10) / 100)
-    assert b.waiting() == 0
-
-
-async def test_one_flow_is_served_in_call_order_at_qps() -> None:
-    vt = MovingTime()
-    b = fair(4, 2, vt)
-    done: list[tuple[str, float]] = []
-    await _takers(b, {"a": 6}, done, vt)
-    assert [t for _, t in done] == pytest.approx([0, 0, 0.25, 0.5, 0.75, 1.0])
-
-
-async def test_a_cancelled_waiter_gives_its_turn_to_the_next() -> None:
-    vt = VirtualTime()  # sleeps do not move time: every token after the burst must be waited for
-    b = fair(1, 1, vt)
-    await b.take()  # the burst
-    with working_for("a"):
-        gone = asyncio.create_task(b.take())
-    with working_for("b"):
-        kept = asyncio.create_task(b.take())
-    await asyncio.sleep(0)
-    gone.cancel()
-    vt.now += 1.0  # the next token exists
-    await asyncio.wait_for(kept, timeout=5)
-    assert gone.cancelled()
-    assert b.waiting() == 0
+# ----------------------------------------------------------------------------- Events' own bucket
 
 
 async def test_the_event_flow_has_a_bucket_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,7 +115,7 @@ async def test_the_event_flow_has_a_bucket_of_its_own(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(client.ApiClient, "request", fake_request)
     cfg = client.Configuration(host="https://example.invalid")
-    main, events = fair(1, 1, vt), TokenBucket(1, 1, clock=vt.clock, sleep=vt.sleep)
+    main, events = bucket(1, 1, vt), TokenBucket(1, 1, clock=vt.clock, sleep=vt.sleep)
     api = RayscaleApiClient(cfg, bucket=main, flow_buckets={EVENTS: events})
     try:
         core: Any = client.CoreV1Api(api)

@@ -1,10 +1,8 @@
-"""Which RayCluster a task is working for: the flow the API request limiter shares its tokens by.
+"""Which kind of work a task does for the API client: the flow whose requests take tokens from a
+bucket of their own.
 
-The work queues run each key's round inside `working_for(key)`; the requests that round sends,
-and the tasks it starts, carry the key. `rayscale.kube.ratelimit.FairTokenBucket` hands its tokens
-to the waiting flows in turn, so a cluster creating 500 pods does not hold back a small cluster's
-two. Work outside any round (leader election, watches) is the ``None`` flow; the Event
-recorder's workers are the `EVENTS` flow, which the API client gives a token bucket of its own.
+The Event recorder's workers run as the `EVENTS` flow, which the API client gives a token bucket of
+its own (`rayscale.kube.client`); everything else is the ``None`` flow and shares the main bucket.
 """
 
 from __future__ import annotations
@@ -22,13 +20,13 @@ _FLOW: ContextVar[Hashable] = ContextVar("rayscale_flow", default=None)
 
 
 def current() -> Hashable:
-    """The flow of the running task (None outside any cluster's round)."""
+    """The flow of the running task (None: the main bucket)."""
     return _FLOW.get()
 
 
 @contextlib.contextmanager
 def working_for(key: Hashable) -> Iterator[None]:
-    """Run the block, and every task it starts, as work for `key`."""
+    """Run the block, and every task it starts, as flow `key`."""
     token = _FLOW.set(key)
     try:
         yield

@@ -21,7 +21,6 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
-from rayscale.common.flow import working_for
 from rayscale.common.retry import Failed, RetryBackoff
 
 log = logging.getLogger(__name__)
@@ -149,8 +148,7 @@ class WorkQueue(Generic[K]):
             outcome: float | Failed | None
             result: str | None = "error"
             try:
-                with working_for(key):  # the API requests of this round share tokens as its own flow
-                    outcome = await self._work(key)
+                outcome = await self._work(key)
                 result = result_of(outcome)
             except asyncio.CancelledError:
                 result = None

@@ -1,11 +1,11 @@
 """A configured kubernetes-asyncio ApiClient: in-cluster, or $KUBECONFIG / ~/.kube/config.
 
 With ``qps > 0`` every request it sends first takes a token (``--kube-api-qps`` and
-``--kube-api-burst``) from a FairTokenBucket, which serves the RayClusters waiting for tokens in
-turn. Events are written under a bucket of their own of the same size, as client-go's event
-recorder has its own client (KubeRay's operator included): a burst of pod creates and the Events
-that say so do not halve each other's rate. kopf's own watches use kopf's session, not this
-client, and are not limited; kopf writes nothing (rayscale's handlers only index and queue).
+``--kube-api-burst``) from a TokenBucket, first come, first served. Events are written under a
+bucket of their own of the same size, as client-go's event recorder has its own client (KubeRay's
+operator included): a burst of pod creates and the Events that say so do not halve each other's
+rate. kopf's own watches use kopf's session, not this client, and are not limited; kopf writes
+nothing (rayscale's handlers only index and queue).
 
 With a `fence`, every write (any method but GET, HEAD and OPTIONS) checks it twice: when the
 request is made (before waiting for a rate-limit token) and again once it has its connection, just
@@ -27,7 +27,7 @@ from kubernetes_asyncio import client, config
 from rayscale import __version__
 from rayscale.common import flow
 from rayscale.fence import WriteFence
-from rayscale.kube.ratelimit import FairTokenBucket, Limiter, TokenBucket
+from rayscale.kube.ratelimit import Limiter, TokenBucket
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -107,7 +107,7 @@ async def make_api_client(
         await config.load_kube_config(config_file=path, client_configuration=cfg)
     cfg.connection_pool_maxsize = 64
     if qps > 0:
-        bucket = FairTokenBucket(TokenBucket(qps, burst))
+        bucket = TokenBucket(qps, burst)
         events: dict[Hashable, Limiter] = {flow.EVENTS: TokenBucket(qps, burst)}
         api = RayscaleApiClient(cfg, bucket=bucket, flow_buckets=events, fence=fence)
     else:
