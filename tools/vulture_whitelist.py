@@ -54,6 +54,8 @@ _.server_timeout
 _.client_timeout
 _.connect_timeout
 _.inactivity_timeout
+_.chunk_size
+_.idle_timeout
 _.request_timeout
 _.error_backoffs
 

@@ -19,8 +19,8 @@ from typing import Any
 import kopf
 
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
+from rayscale.common import gc_tuning, pods
 from rayscale.common import labels as L
-from rayscale.common import pods
 from rayscale.common.scope import Scope
 from rayscale.controller.runner import ClusterKey, ControllerConfig, RayClusterController
 from rayscale.fence import WRITE_FENCE, Fenced
@@ -32,6 +32,8 @@ from rayscale.metrics import Metrics, process_registry
 
 log = logging.getLogger(__name__)
 registry = kopf.OperatorRegistry()
+LIST_CHUNK = 500  # objects per page of kopf's LISTs
+IDLE_WORKER_SECONDS = 0.5  # kopf's per-object task outlives its last event by this
 ALL = "*"  # index key suffix for "every pod of the cluster" (never a valid label value)
 RAYCLUSTERS = ("ray.io", "v1", "rayclusters")
 RAYRESOURCEREQUESTS = ("rayscale.io", "v1alpha1", "rayresourcerequests")
@@ -148,10 +150,19 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 10
     settings.watching.inactivity_timeout = 70
+    # kopf LISTs a resource when it starts watching it and again when a watch ends with 410 Gone:
+    # in pages, as client-go's reflector does. Unpaged, a 10,000-pod fleet's list decoded at once
+    # (about 160 MB of Python objects) set the operator's peak memory.
+    settings.watching.chunk_size = LIST_CHUNK
     settings.networking.request_timeout = 30
     settings.networking.connect_timeout = 10
     settings.networking.error_backoffs = API_RETRY_BACKOFFS
     settings.execution.max_workers = 4
+    # kopf runs a task per object with events, which keeps the object's last watch event (a pod:
+    # about 45 KB decoded) until it exits, idle_timeout after that event. Its 5 s default held
+    # thousands of decoded pods at once while a fleet started; rayscale's handlers keep what they
+    # need in the indexes, so the task may go soon.
+    settings.queueing.idle_timeout = IDLE_WORKER_SECONDS
     settings.watching.label_selectors["pods"] = L.RAY_CLUSTER
     settings.watching.label_selectors["services"] = L.RAY_CLUSTER
     # --cluster-selector is applied here, not by the API server: a RayCluster whose labels move it
@@ -179,6 +190,8 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
         )
         runtime.tasks.append(asyncio.create_task(runtime.autoscaler.run(), name="rayscale-autoscaler"))
     runtime.api = api
+    log.debug("garbage collector settled: %d objects frozen", gc_tuning.settle())
+    runtime.tasks.append(asyncio.create_task(gc_tuning.collect_on_a_clock(), name="rayscale-gc"))
 
 
 @kopf.on.login(registry=registry)
