@@ -32,3 +32,22 @@ async def test_a_rejected_create_raises_with_the_status(api: client.ApiClient, n
         await ops.create_pod(api, namespace, bad)
     assert err.value.status == 422
     assert "create pod" in str(err.value)
+
+
+async def test_rayclusters_are_listed_in_pages_and_none_is_missed(
+    api: client.ApiClient, namespace: str, raycluster_crd: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watch-health check lists a fleet's RayClusters a page at a time, metadata only."""
+    objects = client.CustomObjectsApi(api)
+    names = {f"rc-{i:03d}" for i in range(23)}
+    for name in sorted(names):
+        body = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name},
+                "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+                    {"name": "ray-head", "image": "rayproject/ray:2.9.0"}]}}}}}  # fmt: skip
+        await objects.create_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", body)
+    monkeypatch.setattr(ops, "LIST_PAGE", 5)  # 5 pages
+    listed = await ops.list_rayclusters(api, namespace)
+    assert sorted(o["metadata"]["name"] for o in listed) == sorted(names)  # each once
+    assert all(set(o) == {"metadata"} and o["metadata"]["resourceVersion"] for o in listed)
+    everywhere = await ops.list_rayclusters(api, None)
+    assert names <= {o["metadata"]["name"] for o in everywhere if o["metadata"]["namespace"] == namespace}

@@ -193,17 +193,32 @@ async def patch_raycluster_status(
     return await _send_unless(call, f"patch status of rayclusters/{name}", tolerated=404)
 
 
+LIST_PAGE = 100  # objects per page of a LIST (client-go's reflector pages at 500)
+
+
 async def list_rayclusters(api: client.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
+    """Every RayCluster of `namespace` (None: of all), only the metadata, listed `LIST_PAGE` at a
+    time: a fleet's RayClusters are never all decoded at once."""
     objects = _objects(api)
-    if namespace is None:
-        call = objects.list_cluster_custom_object(GROUP, VERSION, PLURAL, _preload_content=False)
-    else:
-        call = objects.list_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, _preload_content=False
-        )
-    body = await send(call, "list rayclusters", body=True)
-    items: list[dict[str, Any]] = body.get("items", [])
-    return items
+    out: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        page: dict[str, Any] = {"limit": LIST_PAGE, "_preload_content": False}
+        if token:
+            page["_continue"] = token
+        if namespace is None:
+            call = objects.list_cluster_custom_object(GROUP, VERSION, PLURAL, **page)
+        else:
+            call = objects.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, **page)
+        body = await send(call, "list rayclusters", body=True)
+        out += [{"metadata": _list_meta(item.get("metadata") or {})} for item in body.get("items", [])]
+        token = str((body.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return out
+
+
+def _list_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "labels") if k in meta}
 
 
 async def list_namespaces(api: client.ApiClient) -> list[str]:
