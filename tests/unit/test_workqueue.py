@@ -7,7 +7,7 @@ import asyncio
 import itertools
 from collections.abc import Hashable
 
-from tests.support.polling import until
+from tests.support.polling import eventually, until
 
 from rayscale.common.retry import Failed, RetryBackoff
 from rayscale.common.workqueue import WorkQueue
@@ -172,3 +172,32 @@ async def test_the_backoff_timer_runs_the_key_again_by_itself() -> None:
         task.cancel()
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert all(gap >= nominal - 0.005 for gap, nominal in zip(gaps, (0.01, 0.02, 0.04), strict=True)), gaps
+
+
+async def test_with_spacing_a_key_runs_at_most_once_per_spacing_and_marks_between_coalesce() -> None:
+    loop = asyncio.get_running_loop()
+    starts: dict[str, list[float]] = {"a": [], "b": []}
+
+    async def work(key: str) -> float | None:
+        starts[key].append(loop.time())
+        return None
+
+    queue: WorkQueue[str] = WorkQueue(work, concurrency=2, spacing=0.3)
+    task = asyncio.create_task(queue.run())
+    queue.mark("a")
+    await until(lambda: len(starts["a"]) == 1)
+    for _ in range(5):  # right after the run: they wait for the spacing, as one run
+        queue.mark("a")
+    queue.mark("b")  # another key is not held back by a's spacing
+    await until(lambda: len(starts["b"]) == 1)
+    assert len(starts["a"]) == 1
+    await eventually(lambda: len(starts["a"]) == 2, timeout=10, interval=0.01)
+    first, second = starts["a"]
+    assert second - first >= 0.3 - 0.02  # the loop's timers may fire a little early
+    assert starts["b"][0] < second
+    queue.forget("a")  # a forgotten key starts afresh: no spacing
+    queue.mark("a")
+    await eventually(lambda: len(starts["a"]) == 3, timeout=10, interval=0.01)
+    assert starts["a"][2] - second < 0.3
+    task.cancel()
+    assert len(starts["a"]) == 3

@@ -34,6 +34,9 @@ from rayscale.kube.events import EventSink
 
 log = logging.getLogger(__name__)
 ClusterKey = tuple[str, str]  # (namespace, name)
+#: A RayCluster is reconciled at most this often (its pods' watch events meanwhile coalesce): a
+#: reconcile reads every pod of the cluster, and a scale-up brings several events per pod.
+RECONCILE_SPACING = 0.1
 
 
 class ClusterSource(Protocol):
@@ -53,6 +56,7 @@ class ControllerConfig:
     random_delete: bool = False
     sidecar_autoscaler: bool = False  # --mode controller: Ray's autoscaler in the head pod
     max_pods: int = DEFAULT_MAX_PODS  # --max-pods-per-cluster: worker pods one RayCluster may ask for
+    spacing: float = RECONCILE_SPACING  # seconds between the starts of one RayCluster's reconciles
 
 
 class RayClusterController:
@@ -77,6 +81,7 @@ class RayClusterController:
             observer=observer,
             name="reconcile of RayCluster",
             version=lambda key: spec_version(self.source.cluster(key)),
+            spacing=config.spacing,
         )
         self.options = PlannerOptions(
             random_delete=config.random_delete,
