@@ -838,3 +838,33 @@ async def test_a_cluster_no_longer_autoscaled_leaves_the_view(monkeypatch: pytes
     await scaler.step(KEY)
     assert (scaler.view(KEY), scaler.fleet(), scaler.history_scenario(KEY)) == (None, [], None)
     assert scaler._memory[KEY].served is None
+
+
+async def test_a_cluster_left_alone_keeps_one_forgotten_memory_until_a_round_uses_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every pod event steps a cluster that is not autoscaled: its memory is forgotten once, then
+    kept as it is; once a round has used it, turning autoscaling off forgets it again."""
+    _, source = idle_setup(monkeypatch)
+    scaler = autoscaler(source)
+    await scaler.step(KEY)
+    assert scaler._memory[KEY].gcs is not None  # the round dialed the GCS
+    assert source.body is not None
+    source.body["spec"]["enableInTreeAutoscaling"] = False
+    await scaler.step(KEY)
+    forgotten = scaler._memory[KEY]
+    assert forgotten.gcs is None
+    assert forgotten.dormant
+    await scaler.step(KEY)
+    assert scaler._memory[KEY] is forgotten
+    source.body["spec"]["enableInTreeAutoscaling"] = True
+    await scaler.step(KEY)
+    assert scaler._memory[KEY] is forgotten
+    assert not forgotten.dormant
+    assert forgotten.gcs is not None
+    source.body["spec"]["enableInTreeAutoscaling"] = False
+    await scaler.step(KEY)
+    again = scaler._memory[KEY]
+    assert again is not forgotten
+    assert again.gcs is None
+    assert again.dormant

@@ -203,6 +203,9 @@ class ClusterMemory:
     # a write before the next round, which must not write (and post its Event) again (outlives `_forget`)
     written: dict[str, tuple[Any, dict[str, Any]]] = dataclasses.field(default_factory=dict)
     served: _Served | None = None  # what view(), fleet() and history_scenario() serve
+    # made by `forgotten` and not used by a round since: holds nothing but what outlives `_forget`,
+    # so forgetting it again (every pod event of a cluster rayscale does not autoscale) keeps it
+    dormant: bool = False
 
     def forgotten(self, clock: Callable[[], float], *, keep_backoff: bool) -> ClusterMemory:
         """What outlives `Autoscaler._forget`; the backoff only when `keep_backoff` (the cluster
@@ -212,6 +215,7 @@ class ClusterMemory:
         else:
             kept = ClusterMemory(Backoff(clock))
         kept.refused, kept.written = self.refused, self.written
+        kept.dormant = True
         return kept
 
 
@@ -346,12 +350,18 @@ class Autoscaler:
         trigger = self._trigger(key)
         cluster = self.source.cluster(key)
         requests = list(self.source.requests(key))
-        head = next((p for p in self.source.pods(key) if is_head(p) and not is_terminating(p)), None)
         beside = self.config.beside_kuberay
-        taken = None if cluster is None else eligibility(cluster, beside_kuberay=beside, head=head)
+        taken = None
+        if cluster is not None:
+            # Only in-tree autoscaling, rayscale's own controller, reads the head: every pod event
+            # steps the cluster, so a walk over its pods costs only where it is needed.
+            in_tree = bool((cluster.get("spec") or {}).get("enableInTreeAutoscaling"))
+            head = self._live_head(key) if in_tree and not beside else None
+            taken = eligibility(cluster, beside_kuberay=beside, head=head)
         if cluster is None or taken is None or not taken.take:
             await self._not_taken(key, cluster, requests, taken.refusal if taken else None)
             return None
+        self._mem(key).dormant = False  # this round may keep anything in it
         if (cluster.get("metadata") or {}).get("deletionTimestamp"):
             return None
         try:
@@ -392,6 +402,9 @@ class Autoscaler:
         # Refused every time, even on the cluster read fresh: a 422 that is no test failure (the
         # patch breaks a validation rule), or a cluster changing under every patch. Back off.
         return Failed(f"patch refused {CONFLICT_ATTEMPTS} times, the last: {refused}")
+
+    def _live_head(self, key: ClusterKey) -> Obj | None:
+        return next((p for p in self.source.pods(key) if is_head(p) and not is_terminating(p)), None)
 
     async def _unscalable(self, key: ClusterKey, requests: Sequence[Obj], problem: ValueError) -> None:
         """Say on each request why `key` is not autoscaled (its controller reports the spec)."""
@@ -715,7 +728,8 @@ class Autoscaler:
         self.vclusters.forget(key)
         memory = self._memory.pop(key, None)
         if memory is not None:
-            self._memory[key] = memory.forgotten(self.clock, keep_backoff=keep_backoff)
+            dormant = memory.dormant and keep_backoff
+            self._memory[key] = memory if dormant else memory.forgotten(self.clock, keep_backoff=keep_backoff)
         self.metrics.forget_cluster(key)
         if memory is not None and memory.gcs is not None:
             await memory.gcs[2].close()

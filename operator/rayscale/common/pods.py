@@ -90,12 +90,11 @@ def ray_container_name(pod: Obj) -> str:
 
 def is_unhealthy(pod: Obj) -> bool:
     """KubeRay's shouldDeletePod: Failed/Succeeded, or a dead Ray container with Never."""
-    if is_terminating(pod):
+    now = phase(pod)  # first: most pods are Pending or Running, and planning asks of every pod
+    if now not in ("Failed", "Succeeded", "Running") or is_terminating(pod):
         return False
-    if phase(pod) in ("Failed", "Succeeded"):
+    if now != "Running":
         return True
-    if phase(pod) != "Running":
-        return False
     name = ray_container_name(pod)
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         if status.get("name") == name and "terminated" in (status.get("state") or {}):
