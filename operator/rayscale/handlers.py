@@ -159,9 +159,9 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     settings.networking.error_backoffs = API_RETRY_BACKOFFS
     settings.execution.max_workers = 4
     # kopf runs a task per object with events, which keeps the object's last watch event (a pod:
-    # about 45 KB decoded) until it exits, idle_timeout after that event. Its 5 s default held
-    # thousands of decoded pods at once while a fleet started; rayscale's handlers keep what they
-    # need in the indexes, so the task may go soon.
+    # about 45 KB decoded) until it exits, idle_timeout after that event. Its 5 s default held the
+    # last event of every object that changed in the last 5 s while a fleet started; rayscale's
+    # handlers keep what they need in the indexes, so the task may go soon.
     settings.queueing.idle_timeout = IDLE_WORKER_SECONDS
     settings.watching.label_selectors["pods"] = L.RAY_CLUSTER
     settings.watching.label_selectors["services"] = L.RAY_CLUSTER
