@@ -9,7 +9,7 @@ failed (`Failed`, or an exception): the key then backs off (retry.py: 1 s doubli
 jitter, at least the server's Retry-After) and marks wait for the backoff to end, so a key that
 keeps failing runs less and less often while other keys run as usual. The first run that does not
 fail resets the key's backoff. A mark while the key's `version` differs from the one it failed at
-(a spec edit, a deletion) runs it at once.
+(a spec edit, a deletion) runs it at once (after the spacing, below, if any).
 
 With a `spacing`, a key's runs start at least that far apart: a mark that comes sooner after its
 last run started waits for the rest (the marks meanwhile coalesce into that one run). The

@@ -197,8 +197,9 @@ LIST_PAGE = 100  # objects per page of a LIST (client-go's reflector pages at 50
 
 
 async def list_rayclusters(api: client.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
-    """Every RayCluster of `namespace` (None: of all), only the metadata, listed `LIST_PAGE` at a
-    time: a fleet's RayClusters are never all decoded at once."""
+    """Every RayCluster of `namespace` (None: of all), only its name, namespace and
+    resourceVersion (what the watch-health check compares), listed `LIST_PAGE` at a time: a
+    fleet's RayClusters are never all decoded at once."""
     objects = _objects(api)
     out: list[dict[str, Any]] = []
     token = ""
@@ -218,7 +219,7 @@ async def list_rayclusters(api: client.ApiClient, namespace: str | None) -> list
 
 
 def _list_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "labels") if k in meta}
+    return {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}
 
 
 async def list_namespaces(api: client.ApiClient) -> list[str]:
