@@ -160,8 +160,9 @@ def _pg(name: str) -> str:
 
 def normal_text(text: str, namespace: str) -> str:
     text = _text(text, namespace)
-    text = re.sub(r"\b\d+(?:s|m|h|d)(?:\d+[sm])?\b", "<age>", text)  # 45s, 3m12s, 5h, ...
+    # Node ids first: an id such as 1234567d would otherwise read as an age of days.
     text = re.sub(r"\b[0-9a-f]{8}\b", "<node>", text)
+    text = re.sub(r"\b\d+(?:s|m|h|d)(?:\d+[sm])?\b", "<age>", text)  # 45s, 3m12s, 5h, ...
     text = re.sub(r"(?m)^( +)\S+/\S+ (memory|object_store_memory)$", r"\1<bytes>/<bytes> \2", text)
     text = re.sub(r"the same in \d+ more rounds?", "the same in <n> more rounds", text)
     text = re.sub(
