@@ -68,6 +68,8 @@ class FleetWatch(PodWatch):
         self.clusters = set(sizes)
         self.created: dict[str, set[str]] = {c: set() for c in self.clusters}
         self.running: dict[str, set[str]] = {c: set() for c in self.clusters}
+        self.bound: dict[str, set[str]] = {c: set() for c in self.clusters}
+        self.all_bound: dict[str, float] = {}  # cluster -> when its pods all had a node
         self.all_created: dict[str, float] = {}  # cluster -> when its pods all existed
         self.all_running: dict[str, float] = {}
 
@@ -81,6 +83,10 @@ class FleetWatch(PodWatch):
         self.created[cluster].add(meta["name"])
         if len(self.created[cluster]) >= self.sizes[cluster]:
             self.all_created.setdefault(cluster, now)
+        if (pod.get("spec") or {}).get("nodeName"):
+            self.bound[cluster].add(meta["name"])
+            if len(self.bound[cluster]) >= self.sizes[cluster]:
+                self.all_bound.setdefault(cluster, now)
         if (pod.get("status") or {}).get("phase") == "Running":
             self.running[cluster].add(meta["name"])
             if len(self.running[cluster]) >= self.sizes[cluster]:

@@ -804,15 +804,25 @@ async def hol_part(bench: Bench, name: str, rep: int, *, beside: bool) -> dict[s
         await reach(watch, task, ["created", "running"], start["clock"] + bench.timeout, run.running)
         usage = await case_end(bench, run, start)
         small_running = [watch.all_running[n] - created_at[n] for n in smalls]
+        small_created = [watch.all_created[n] - created_at[n] for n in smalls]
+        small_bound = [watch.all_bound[n] - created_at[n] for n in smalls]
         figures: dict[str, Any] = {
             "small_running_median_s": per_cluster(small_running)["median"],
             "small_running_p99_s": per_cluster(small_running)["p99"],
+            "small_created_median_s": per_cluster(small_created)["median"],
+            "small_created_p99_s": per_cluster(small_created)["p99"],
+            "small_bound_median_s": per_cluster(small_bound)["median"],
+            "small_bound_p99_s": per_cluster(small_bound)["p99"],
             "running_s": watch.reached["running"] - start["clock"],
         }
         if beside:
             figures["big_created_s"] = watch.all_created["big"] - start["clock"]
             figures["big_running_s"] = watch.all_running["big"] - start["clock"]
-        usage["per_cluster"] = {"small_running_s": rounded(small_running)}
+        usage["per_cluster"] = {
+            "small_running_s": rounded(small_running),
+            "small_created_s": rounded(small_created),
+            "small_bound_s": rounded(small_bound),
+        }
         pods = HOL_SMALL * (1 + HOL_SMALL_WORKERS) + (HOL_BIG if beside else 0)
         rec = record("c" if beside else "c-alone", run, rep, pods, figures, usage, began)
     bench.say(headline(rec))
@@ -935,8 +945,12 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("c", "the 500 workers Running, s", "big_running_s", False),
     ("c", "a small cluster, create -> Running: median, s", "small_running_median_s", False),
     ("c", "a small cluster, create -> Running: p99, s", "small_running_p99_s", False),
+    ("c", "a small cluster, create -> its pods created: p99, s", "small_created_p99_s", False),
+    ("c", "a small cluster, create -> its pods bound to nodes: p99, s", "small_bound_p99_s", False),
     ("c-alone", "a small cluster, create -> Running: median, s", "small_running_median_s", False),
     ("c-alone", "a small cluster, create -> Running: p99, s", "small_running_p99_s", False),
+    ("c-alone", "a small cluster, create -> its pods created: p99, s", "small_created_p99_s", False),
+    ("c-alone", "a small cluster, create -> its pods bound to nodes: p99, s", "small_bound_p99_s", False),
     ("d", "all workers marked for deletion, s", "deleting_s", False),
     ("d", "all workers gone, s", "gone_s", False),
     ("d", "pods/s gone", "gone_per_s", True),

@@ -5,11 +5,14 @@ Secrets, Ingresses and RBAC objects created once per RayCluster."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from tests.support.builders import cluster, pod
 from tests.support.fakes import EventLog, FakeKubeOps, ManualClock
 
 from rayscale.cluster.naming import AUTH_TOKEN_KEY
+from rayscale.common.fairslots import FairSlots
 from rayscale.controller.apply import PlanApplier
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import CreatePod, DeletePod, Manifest, Step
@@ -50,6 +53,19 @@ async def test_a_steps_deletes_then_its_creates_each_in_parallel(
     assert await applier.run_steps(cluster(), [step]) is None
     assert [call for call, _ in kube_ops.calls] == ["delete_pod"] * 3 + ["create_pod"] * 4
     assert kube_ops.most_in_flight == 4  # the creates were all in flight at once (and the deletes before)
+
+
+async def test_a_large_scale_up_shares_the_slots_with_a_small_cluster(
+    applier: PlanApplier, kube_ops: FakeKubeOps
+) -> None:
+    applier.slots = FairSlots(4)
+    big = applier.run_steps(cluster(name="big"), [Step("small", creates=[create("big") for _ in range(40)])])
+    small = applier.run_steps(cluster(name="rc"), [Step("small", creates=[create("tiny")])])
+    assert list(await asyncio.gather(big, small)) == [None, None]
+    order = kube_ops.names("create_pod")
+    # first come, first served would send all 40 of the big one's creates first
+    assert order.index("rc-tiny-worker-") < 8
+    assert kube_ops.most_in_flight <= 4
 
 
 async def test_events_and_expectations_for_each_create_and_delete(

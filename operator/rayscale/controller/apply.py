@@ -12,6 +12,7 @@ from kubernetes_asyncio import client
 
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.naming import AUTH_TOKEN_KEY
+from rayscale.common.fairslots import FairSlots
 from rayscale.controller import tokenauth
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import CreatePod, DeletePod, Manifest, Step
@@ -21,7 +22,11 @@ from rayscale.kube.events import EventSink
 
 log = logging.getLogger(__name__)
 Creator = Callable[[client.ApiClient, str, Manifest], Awaitable[bool]]
-MAX_PARALLEL_CALLS = 16
+MAX_PARALLEL_CALLS = 16  # one RayCluster's pod creates (deletes) in flight at once
+#: Creates and deletes in flight for all RayClusters together; when more are asked for, a freed
+#: slot goes round-robin to the next RayCluster waiting, so a large scale-up does not hold most of
+#: the API server's attention while small clusters wait behind it.
+SHARED_CALLS = 64
 ALL_PODS = ("suspend", "upgrade")  # deletes of every pod: no scale expectations, as KubeRay
 
 
@@ -39,12 +44,18 @@ async def _bounded(calls: Sequence[Callable[[], Awaitable[None]]], limit: int) -
     await asyncio.gather(*(one(c) for c in calls))
 
 
+def _key(body: Mapping[str, Any]) -> tuple[str, str]:
+    meta = ClusterMeta.from_body(body)
+    return (meta.namespace, meta.name)
+
+
 class PlanApplier:
     def __init__(self, api: client.ApiClient, expectations: ScaleExpectations, events: EventSink) -> None:
         self.api = api
         self.expectations = expectations
         self.events = events
         self._created: set[tuple[str, str, str]] = set()  # (RayCluster uid, kind, name) created once
+        self.slots = FairSlots(SHARED_CALLS)
 
     async def _create(
         self, body: Mapping[str, Any], kind: str, create: Creator, manifest: Manifest
@@ -52,7 +63,9 @@ class PlanApplier:
         """One create, with KubeRay's Created<Kind> / FailedToCreate<Kind> Events."""
         namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
         try:
-            if await create(self.api, namespace, manifest):
+            async with self.slots.held(_key(body)):
+                created = await create(self.api, namespace, manifest)
+            if created:
                 self.events.post(
                     body, "Normal", f"Created{kind}", f"Created {kind.lower()} {namespace}/{name}"
                 )
@@ -120,7 +133,8 @@ class PlanApplier:
     ) -> Callable[[], Awaitable[None]]:
         async def call() -> None:
             try:
-                await ops.delete_pod(self.api, meta.namespace, action.name)
+                async with self.slots.held(_key(body)):
+                    await ops.delete_pod(self.api, meta.namespace, action.name)
             except ops.KubeError as exc:
                 reason = (
                     "FailedDeleteAllPods"
@@ -154,7 +168,8 @@ class PlanApplier:
             if wanted is not None and not wanted():
                 return
             try:
-                name = await ops.create_pod(self.api, meta.namespace, action.manifest)
+                async with self.slots.held(_key(body)):
+                    name = await ops.create_pod(self.api, meta.namespace, action.manifest)
             except ops.KubeError as exc:
                 self.events.post(body, "Warning", f"FailedToCreate{_pod_word(action.kind)}", str(exc))
                 failures.append(
