@@ -55,6 +55,8 @@ _.client_timeout
 _.connect_timeout
 _.inactivity_timeout
 _.chunk_size
+_._original  # kopf's Patch, set as kopf's own __init__ does (kube/kopf_views.py)
+_._fns
 _.idle_timeout
 _.request_timeout
 _.error_backoffs

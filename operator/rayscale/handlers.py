@@ -24,6 +24,7 @@ from rayscale.common import labels as L
 from rayscale.common.scope import Scope
 from rayscale.controller.runner import ClusterKey, ControllerConfig, RayClusterController
 from rayscale.fence import WRITE_FENCE, Fenced
+from rayscale.kube import kopf_views
 from rayscale.kube.client import make_api_client
 from rayscale.kube.events import EventRecorder
 from rayscale.kube.kopf_storage import NoDiffBase
@@ -140,6 +141,7 @@ class IndexSource:
 @kopf.on.startup(registry=registry)
 async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     runtime: Runtime = memo.runtime
+    kopf_views.install()  # each watch event freed once handled, not by the cyclic collector
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = NoDiffBase()  # no handler diffs an object
