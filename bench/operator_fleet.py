@@ -80,17 +80,16 @@ class FleetWatch(PodWatch):
         if cluster not in self.clusters or meta.get("deletionTimestamp"):
             return
         now = time.monotonic()
-        self.created[cluster].add(meta["name"])
-        if len(self.created[cluster]) >= self.sizes[cluster]:
-            self.all_created.setdefault(cluster, now)
-        if (pod.get("spec") or {}).get("nodeName"):
-            self.bound[cluster].add(meta["name"])
-            if len(self.bound[cluster]) >= self.sizes[cluster]:
-                self.all_bound.setdefault(cluster, now)
-        if (pod.get("status") or {}).get("phase") == "Running":
-            self.running[cluster].add(meta["name"])
-            if len(self.running[cluster]) >= self.sizes[cluster]:
-                self.all_running.setdefault(cluster, now)
+        stages = (
+            (True, self.created, self.all_created),
+            (bool((pod.get("spec") or {}).get("nodeName")), self.bound, self.all_bound),
+            ((pod.get("status") or {}).get("phase") == "Running", self.running, self.all_running),
+        )
+        for reached, seen, all_at in stages:
+            if reached:
+                seen[cluster].add(meta["name"])
+                if len(seen[cluster]) >= self.sizes[cluster]:
+                    all_at.setdefault(cluster, now)
 
     def _update(self) -> None:
         now = time.monotonic()

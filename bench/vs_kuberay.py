@@ -804,26 +804,18 @@ async def hol_part(bench: Bench, name: str, rep: int, *, beside: bool) -> dict[s
         )
         await reach(watch, task, ["created", "running"], start["clock"] + bench.timeout, run.running)
         usage = await case_end(bench, run, start)
-        small_running = [watch.all_running[n] - created_at[n] for n in smalls]
-        small_created = [watch.all_created[n] - created_at[n] for n in smalls]
-        small_bound = [watch.all_bound[n] - created_at[n] for n in smalls]
+        stages = {"running": watch.all_running, "created": watch.all_created, "bound": watch.all_bound}
+        small = {stage: [at[n] - created_at[n] for n in smalls] for stage, at in stages.items()}
         figures: dict[str, Any] = {
-            "small_running_median_s": per_cluster(small_running)["median"],
-            "small_running_p99_s": per_cluster(small_running)["p99"],
-            "small_created_median_s": per_cluster(small_created)["median"],
-            "small_created_p99_s": per_cluster(small_created)["p99"],
-            "small_bound_median_s": per_cluster(small_bound)["median"],
-            "small_bound_p99_s": per_cluster(small_bound)["p99"],
-            "running_s": watch.reached["running"] - start["clock"],
+            f"small_{stage}_{q}_s": per_cluster(times)[q]
+            for stage, times in small.items()
+            for q in ("median", "p99")
         }
+        figures["running_s"] = watch.reached["running"] - start["clock"]
         if beside:
             figures["big_created_s"] = watch.all_created["big"] - start["clock"]
             figures["big_running_s"] = watch.all_running["big"] - start["clock"]
-        usage["per_cluster"] = {
-            "small_running_s": rounded(small_running),
-            "small_created_s": rounded(small_created),
-            "small_bound_s": rounded(small_bound),
-        }
+        usage["per_cluster"] = {f"small_{stage}_s": rounded(times) for stage, times in small.items()}
         pods = HOL_SMALL * (1 + HOL_SMALL_WORKERS) + (HOL_BIG if beside else 0)
         rec = record("c" if beside else "c-alone", run, rep, pods, figures, usage, began)
     bench.say(headline(rec))

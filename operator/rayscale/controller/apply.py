@@ -44,8 +44,8 @@ async def _bounded(calls: Sequence[Callable[[], Awaitable[None]]], limit: int) -
     await asyncio.gather(*(one(c) for c in calls))
 
 
-def _key(body: Mapping[str, Any]) -> tuple[str, str]:
-    meta = ClusterMeta.from_body(body)
+def _key(meta: ClusterMeta) -> tuple[str, str]:
+    """Whose share of the applier's slots a call takes: its RayCluster's."""
     return (meta.namespace, meta.name)
 
 
@@ -63,7 +63,7 @@ class PlanApplier:
         """One create, with KubeRay's Created<Kind> / FailedToCreate<Kind> Events."""
         namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
         try:
-            async with self.slots.held(_key(body)):
+            async with self.slots.held(_key(ClusterMeta.from_body(body))):
                 created = await create(self.api, namespace, manifest)
             if created:
                 self.events.post(
@@ -133,7 +133,7 @@ class PlanApplier:
     ) -> Callable[[], Awaitable[None]]:
         async def call() -> None:
             try:
-                async with self.slots.held(_key(body)):
+                async with self.slots.held(_key(meta)):
                     await ops.delete_pod(self.api, meta.namespace, action.name)
             except ops.KubeError as exc:
                 reason = (
@@ -168,7 +168,7 @@ class PlanApplier:
             if wanted is not None and not wanted():
                 return
             try:
-                async with self.slots.held(_key(body)):
+                async with self.slots.held(_key(meta)):
                     name = await ops.create_pod(self.api, meta.namespace, action.manifest)
             except ops.KubeError as exc:
                 self.events.post(body, "Warning", f"FailedToCreate{_pod_word(action.kind)}", str(exc))
