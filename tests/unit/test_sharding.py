@@ -5,6 +5,7 @@ shard's RayClusters, pods and requests out of this operator's controller and aut
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import types
 from collections.abc import Awaitable, Callable
@@ -34,6 +35,7 @@ from rayscale.common.scope import (
 )
 from rayscale.controller.runner import ControllerConfig
 from rayscale.kube import ops
+from rayscale.kube.pod_index import PodIndex
 from rayscale.kube.watchhealth import WatchHealth
 from rayscale.metrics import Metrics
 
@@ -261,6 +263,7 @@ class Operator:
         self.runtime.autoscaler = self.autoscaler  # type: ignore[assignment]
         self.memo = types.SimpleNamespace(runtime=self.runtime)
         self.indexes: dict[str, dict[Any, list[Any]]] = {name: {} for name in handlers.INDEXES}
+        self.runtime.pods = PodIndex(functools.partial(handlers.pod_changed, self.runtime))
 
     async def cluster(self, name: str, labels: dict[str, str], *, event: str | None = "MODIFIED") -> None:
         """The watch delivers RayCluster ns/`name` with `labels` (event None: deleted)."""
@@ -289,9 +292,11 @@ class Operator:
             namespace="ns", body=body, memo=self.memo, **self.indexes
         )
 
-    async def pod(self, cluster: str) -> None:
-        await handler(handlers.ray_pod_event)(
-            namespace="ns", labels={"ray.io/cluster": cluster}, memo=self.memo, **self.indexes
+    def pod(self, cluster: str) -> None:
+        """The pod informer delivers a pod of RayCluster ns/`cluster`."""
+        assert self.runtime.pods is not None
+        self.runtime.pods.upsert(
+            {"metadata": {"namespace": "ns", "name": f"{cluster}-w", "labels": {"ray.io/cluster": cluster}}}
         )
 
     def source(self) -> handlers.IndexSource:
@@ -307,7 +312,7 @@ async def test_another_shards_cluster_its_pods_and_requests_are_left_alone() -> 
     a = Operator("shard=a")
     await a.cluster("mine", {"shard": "a"})
     await a.cluster("theirs", {"shard": "b"})
-    await a.pod("theirs")
+    a.pod("theirs")
     await a.request("theirs")
     assert a.drained() == ([("ns", "mine")], [("ns", "mine")])
     source = a.source()
@@ -331,7 +336,7 @@ async def test_a_cluster_that_leaves_the_shard_is_let_go_once() -> None:
     assert a.source().requests(("ns", "moving")) == []
     assert a.runtime.metrics.rayclusters() == {}  # type: ignore[union-attr]
     await a.cluster("moving", {"shard": "b"})
-    await a.pod("moving")
+    a.pod("moving")
     assert a.drained() == ([], [])  # from then on, nothing of it
     await a.cluster("moving", {"shard": "a"})  # and back
     assert a.drained() == ([("ns", "moving")], [("ns", "moving")])

@@ -5,7 +5,8 @@ With ``qps > 0`` every request it sends first takes a token (``--kube-api-qps`` 
 bucket of their own of the same size, as client-go's event recorder has its own client (KubeRay's
 operator included): a burst of pod creates and the Events that say so do not halve each other's
 rate. kopf's own watches use kopf's session, not this client, and are not limited; kopf writes
-nothing (rayscale's handlers only index and queue).
+nothing (rayscale's handlers only index and queue). The pod informer has a client of its own,
+without a limit (`rayscale.handlers`).
 
 With a `fence`, every write (any method but GET, HEAD and OPTIONS) checks it twice: when the
 request is made (before waiting for a rate-limit token) and again once it has its connection, just
@@ -96,16 +97,22 @@ def _proxy_in_env() -> bool:
 
 
 async def make_api_client(
-    kubeconfig: str | None = None, *, qps: float = 0.0, burst: int = 0, fence: WriteFence | None = None
+    kubeconfig: str | None = None,
+    *,
+    qps: float = 0.0,
+    burst: int = 0,
+    fence: WriteFence | None = None,
+    connections: int = 64,
 ) -> client.ApiClient:
-    """The client; `qps` <= 0 means no client-side limit (`burst` is then ignored)."""
+    """The client; `qps` <= 0 means no client-side limit (`burst` is then ignored); at most
+    `connections` requests at once (0: no limit)."""
     cfg = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG")
     if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     else:
         await config.load_kube_config(config_file=path, client_configuration=cfg)
-    cfg.connection_pool_maxsize = 64
+    cfg.connection_pool_maxsize = connections
     if qps > 0:
         bucket = TokenBucket(qps, burst)
         events: dict[Hashable, Limiter] = {flow.EVENTS: TokenBucket(qps, burst)}

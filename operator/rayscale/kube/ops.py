@@ -65,8 +65,9 @@ def _error(exc: ApiException, what: str) -> KubeError:
     )
 
 
-async def send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
-    """Await a raw (``_preload_content=False``) call and return its JSON body when `body`.
+async def send_raw(call: Awaitable[Any], what: str) -> Any:
+    """Await a raw (``_preload_content=False``) call and return its response, unread, once its
+    status is 2xx; the caller releases it.
 
     kubernetes-asyncio raises ApiException for a non-2xx answer only when it parses the answer
     itself, so a raw call's status is checked here: KubeError with the HTTP status. A broken
@@ -79,14 +80,23 @@ async def send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
         raise _error(exc, what) from exc
     except aiohttp.ClientError as exc:  # the connection broke: the server may or may not have acted
         raise KubeError(f"{what}: {type(exc).__name__}: {exc}") from exc
+    if 200 <= resp.status <= 299:
+        return resp
     try:
-        if not 200 <= resp.status <= 299:
-            reason = resp.reason or ""
-            with contextlib.suppress(TypeError, ValueError, AttributeError):
-                reason = json.loads(await resp.text()).get("message", reason)
-            raise KubeError(
-                f"{what}: {resp.status} {reason}", resp.status, retry_after(getattr(resp, "headers", None))
-            )
+        reason = resp.reason or ""
+        with contextlib.suppress(TypeError, ValueError, AttributeError, aiohttp.ClientError):
+            reason = json.loads(await resp.text()).get("message", reason)
+        raise KubeError(
+            f"{what}: {resp.status} {reason}", resp.status, retry_after(getattr(resp, "headers", None))
+        )
+    finally:
+        resp.release()
+
+
+async def send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
+    """`send_raw`, then the response's JSON body when `body` (else None)."""
+    resp = await send_raw(call, what)
+    try:
         return await resp.json() if body else None
     except aiohttp.ClientError as exc:  # the answer was cut off
         raise KubeError(f"{what}: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,218 @@
+"""List, then watch, the Ray pods: what client-go's reflector does, with nothing between the
+watch stream and the pod index but decoding and `rayscale.common.pods.slim_pod`.
+
+Pods are most of the watch events a fleet makes (each pod is created, bound, started, made ready,
+deleted). kopf handled each one as it handles an object with handlers: a task per pod, the
+object's memory, a handler-state machine, the index handler and the event handler, all on every
+event. An index needs none of it; this does the same for a fraction of the CPU
+(docs/architecture.md has the figures).
+
+One stream per namespace named with ``-n``, or one for every namespace (no ``-n``, or a pattern:
+the pods of the namespaces the patterns match are kept, the others dropped as they arrive). Each
+stream LISTs its pods in pages, replaces its part of the index with them, then WATCHes from the
+list's resourceVersion with bookmarks; it watches again from the last version it saw when the
+server ends the watch, and LISTs again when the version has expired (410 Gone) or the stream
+broke. `synced` is set once every stream has listed: until then the index is incomplete, and the
+controller must not act on it (it would create pods that exist).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import aiohttp
+import pydantic_core
+from kubernetes_asyncio import client
+
+from rayscale.common.scope import is_pattern, namespace_matches
+from rayscale.kube import ops
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+WATCH_SECONDS = 300  # the API server ends each watch after this; it is then resumed
+READ_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=WATCH_SECONDS + 30)
+BACKOFFS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)  # then 4 s until a call succeeds
+STUCK_SECONDS = 300.0  # a stream failing this long makes the liveness probe fail
+
+
+class Expired(Exception):
+    """The resourceVersion to watch from is gone (410): LIST again."""
+
+
+class Sink:
+    """What a stream feeds: objects upserted and deleted, and the whole set it listed."""
+
+    def upsert(self, obj: Obj) -> None:
+        raise NotImplementedError
+
+    def delete(self, obj: Obj) -> None:
+        raise NotImplementedError
+
+    def replace(self, namespace: str | None, objs: Sequence[Obj]) -> None:
+        """Everything of `namespace` (None: of every namespace) is now `objs`."""
+        raise NotImplementedError
+
+
+class Informer:
+    """List and watch the pods labelled `label_selector` of `namespaces` (names or kopf's
+    patterns; None: every namespace) into `sink`."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        sink: Sink,
+        *,
+        label_selector: str,
+        namespaces: Sequence[str] | None,
+        page: int = 500,
+    ) -> None:
+        self.api = api
+        self.sink = sink
+        self.label_selector = label_selector
+        self.page = page
+        names = list(namespaces or ())
+        self.patterns = names if any(is_pattern(n) for n in names) else []
+        self.streams: list[str | None] = [None] if not names or self.patterns else [*names]
+        self.synced = asyncio.Event()
+        self._listed: set[str | None] = set()
+        self._failing: dict[str | None, float] = {}  # stream -> when it began failing
+        self._failures: dict[str | None, int] = {}  # stream -> failures in a row
+        self.events = 0  # watch events received (bookmarks too)
+        self.lists = 0  # LISTs completed
+
+    async def run(self) -> None:
+        await asyncio.gather(*(self._stream(ns) for ns in self.streams))
+
+    def problem(self) -> str | None:
+        """None while every stream works (or has failed for less than `STUCK_SECONDS`)."""
+        now = time.monotonic()
+        stuck = [
+            ns or "every namespace" for ns, since in self._failing.items() if now - since > STUCK_SECONDS
+        ]
+        return (
+            f"the pod watch of {', '.join(stuck)} has failed for over {STUCK_SECONDS:.0f}s" if stuck else None
+        )
+
+    def _wanted(self, obj: Obj) -> bool:
+        if not self.patterns:
+            return True
+        ns = str((obj.get("metadata") or {}).get("namespace") or "")
+        return any(namespace_matches(ns, p) for p in self.patterns)
+
+    async def _stream(self, namespace: str | None) -> None:
+        version = ""
+        while True:
+            try:
+                if not version:
+                    version = await self._list(namespace)
+                    self._listed.add(namespace)
+                    if len(self._listed) == len(self.streams):
+                        self.synced.set()
+                began, seen = time.monotonic(), self.events
+                version = await self._watch(namespace, version)
+                if self.events == seen and time.monotonic() - began < 1.0:
+                    raise ops.KubeError("watch pods: ended at once without an event")
+                self._working(namespace)  # the server ended the watch: resume from `version`
+            except Expired:
+                log.info("pod watch of %s: version %s expired, listing again", namespace or "*", version)
+                version = ""
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the stream broke: list again after a backoff
+                self._failing.setdefault(namespace, time.monotonic())
+                failures = self._failures[namespace] = self._failures.get(namespace, 0) + 1
+                delay = BACKOFFS[min(failures, len(BACKOFFS)) - 1]
+                log.warning("pod watch of %s failed (%s: %s); again in %ss", namespace or "*",
+                            type(exc).__name__, exc, delay)  # fmt: skip
+                version = ""
+                await asyncio.sleep(delay)
+
+    def _working(self, namespace: str | None) -> None:
+        """A watch of `namespace` delivered an event or ran its course: the stream works."""
+        self._failing.pop(namespace, None)
+        self._failures.pop(namespace, None)
+
+    def _call(self, namespace: str | None, **params: Any) -> Any:
+        core = client.CoreV1Api(self.api)
+        params.update(label_selector=self.label_selector, _preload_content=False)
+        if namespace is None:
+            return core.list_pod_for_all_namespaces(**params)
+        return core.list_namespaced_pod(namespace, **params)
+
+    async def _list(self, namespace: str | None) -> str:
+        """LIST in pages; hand the sink the whole set; the list's resourceVersion."""
+        objs: list[Obj] = []
+        token = ""
+        while True:
+            params: dict[str, Any] = {"limit": self.page}
+            if token:
+                params["_continue"] = token
+            body = await _json(self._call(namespace, **params), "list pods")
+            objs += [obj for obj in body.get("items") or [] if self._wanted(obj)]
+            meta = body.get("metadata") or {}
+            token = str(meta.get("continue") or "")
+            if not token:
+                self.sink.replace(namespace, objs)
+                self.lists += 1
+                return str(meta.get("resourceVersion") or "")
+
+    async def _watch(self, namespace: str | None, version: str) -> str:
+        """WATCH from `version` until the server ends the watch; the last version seen."""
+        call = self._call(
+            namespace,
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_SECONDS,
+            _request_timeout=READ_TIMEOUT,
+        )
+        resp = await ops.send_raw(call, "watch pods")
+        try:
+            async for line in _lines(resp.content):
+                if namespace in self._failures:
+                    self._working(namespace)
+                event = pydantic_core.from_json(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                self.events += 1
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise Expired(obj.get("message", ""))
+                    raise ops.KubeError(
+                        f"watch pods: {obj.get('code')} {obj.get('message', '')}", obj.get("code", 0)
+                    )
+                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                if kind == "BOOKMARK" or not self._wanted(obj):
+                    continue
+                if kind == "DELETED":
+                    self.sink.delete(obj)
+                else:
+                    self.sink.upsert(obj)
+        finally:
+            resp.release()
+        return version
+
+
+async def _json(call: Any, what: str) -> Obj:
+    resp = await ops.send_raw(call, what)
+    try:
+        body: Obj = pydantic_core.from_json(await resp.read())
+        return body
+    finally:
+        resp.release()
+
+
+async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """The lines of a watch stream (one JSON event each), however its chunks split them."""
+    rest = b""
+    async for chunk in stream.iter_any():
+        *lines, rest = (rest + chunk).split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line
+    if rest.strip():
+        yield rest

@@ -1,0 +1,147 @@
+"""The pod informer's stream handling and the pod index, on canned watch streams (the real API
+server's side is tests/integration/test_pod_informer.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from rayscale.kube import ops
+from rayscale.kube.informer import Expired, Informer, _lines
+from rayscale.kube.pod_index import PodIndex
+
+NO_API: Any = None  # the calls never reach a client: `send_raw` is replaced
+
+
+def pod(name: str, cluster: str | None, ns: str = "ns", rv: str = "1") -> dict[str, Any]:
+    labels = {"ray.io/cluster": cluster} if cluster is not None else {}
+    return {"metadata": {"name": name, "namespace": ns, "labels": labels, "resourceVersion": rv},
+            "spec": {"containers": [{"name": "ray-worker", "image": "x"}]},
+            "status": {"phase": "Pending"}}  # fmt: skip
+
+
+class Stream:
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+
+class Response:
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.content = Stream(chunks)
+        self.released = False
+
+    def release(self) -> None:
+        self.released = True
+
+
+def events(*items: tuple[str, dict[str, Any]]) -> bytes:
+    return b"".join(json.dumps({"type": t, "object": o}).encode() + b"\n" for t, o in items)
+
+
+def informer(monkeypatch: pytest.MonkeyPatch, body: bytes, *, namespaces: list[str] | None = None,
+             chunk: int = 7) -> tuple[Informer, PodIndex, list[Any], Response]:  # fmt: skip
+    changed: list[Any] = []
+    index = PodIndex(changed.append)
+    inf = Informer(NO_API, index, label_selector="ray.io/cluster", namespaces=namespaces)
+    resp = Response([body[i : i + chunk] for i in range(0, len(body), chunk)])
+
+    async def send_raw(call: Any, what: str) -> Response:
+        return resp
+
+    monkeypatch.setattr(inf, "_call", lambda namespace, **params: None)
+    monkeypatch.setattr(ops, "send_raw", send_raw)
+    return inf, index, changed, resp
+
+
+async def test_lines_are_whole_however_the_chunks_split_them() -> None:
+    chunks = [b'{"a":', b'1}\n{"b"', b":2}\n\n", b'{"c":3}']
+    assert [line async for line in _lines(Stream(chunks))] == [b'{"a":1}', b'{"b":2}', b'{"c":3}']  # type: ignore[arg-type]
+
+
+async def test_a_watch_applies_each_event_and_returns_the_last_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    body = events(
+        ("ADDED", pod("w-1", "a", rv="5")),
+        ("ADDED", pod("w-2", "a", rv="6")),
+        ("MODIFIED", pod("w-1", "a", rv="7") | {"status": {"phase": "Running", "hostIP": "x"}}),
+        ("BOOKMARK", {"metadata": {"resourceVersion": "9"}}),
+        ("DELETED", pod("w-2", "a", rv="10")),
+        ("BOOKMARK", {"metadata": {"resourceVersion": "12"}}),
+    )
+    inf, index, changed, resp = informer(monkeypatch, body)
+    assert await inf._watch("ns", "4") == "12"
+    assert [p["metadata"]["name"] for p in index.pods(("ns", "a"))] == ["w-1"]
+    assert index.pods(("ns", "a"))[0]["status"] == {
+        "phase": "Running",
+        "conditions": [],
+        "containerStatuses": [],
+    }
+    assert changed == [("ns", "a")] * 4  # bookmarks change nothing
+    assert resp.released
+    assert inf.events == 6
+
+
+async def test_an_expired_version_raises_expired(monkeypatch: pytest.MonkeyPatch) -> None:
+    body = events(("ADDED", pod("w-1", "a")), ("ERROR", {"code": 410, "message": "too old resource version"}))
+    inf, index, _, resp = informer(monkeypatch, body)
+    with pytest.raises(Expired):
+        await inf._watch("ns", "1")
+    assert len(index) == 1
+    assert resp.released
+
+
+async def test_another_error_event_is_a_failed_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    inf, _, _, _ = informer(monkeypatch, events(("ERROR", {"code": 500, "message": "boom"})))
+    with pytest.raises(ops.KubeError, match="500 boom"):
+        await inf._watch("ns", "1")
+
+
+async def test_patterns_drop_the_pods_of_other_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    body = events(("ADDED", pod("w-1", "a", ns="team-x")), ("ADDED", pod("w-1", "a", ns="kube-system")))
+    inf, index, changed, _ = informer(monkeypatch, body, namespaces=["team-*"])
+    assert inf.streams == [None]
+    await inf._watch(None, "1")
+    assert len(index) == 1
+    assert changed == [("team-x", "a")]
+
+
+def test_streams_one_per_named_namespace_or_one_for_all() -> None:
+    index = PodIndex(lambda key: None)
+    assert Informer(NO_API, index, label_selector="", namespaces=None).streams == [None]
+    assert Informer(NO_API, index, label_selector="", namespaces=["a", "b"]).streams == ["a", "b"]
+    assert Informer(NO_API, index, label_selector="", namespaces=["a", "b-*"]).streams == [None]
+
+
+def test_a_relabelled_pod_moves_and_both_clusters_are_told() -> None:
+    changed: list[Any] = []
+    index = PodIndex(changed.append)
+    index.upsert(pod("w", "a"))
+    index.upsert(pod("w", "b"))
+    assert index.pods(("ns", "a")) == []
+    assert len(index.pods(("ns", "b"))) == 1
+    index.upsert(pod("w", None))
+    assert len(index) == 0
+    assert changed == [("ns", "a"), ("ns", "a"), ("ns", "b"), ("ns", "b")]
+
+
+def test_a_relist_replaces_only_its_namespace() -> None:
+    changed: list[Any] = []
+    index = PodIndex(changed.append)
+    for name, ns in (("w-1", "x"), ("w-2", "x"), ("w-1", "y")):
+        index.upsert(pod(name, "a", ns=ns))
+    changed.clear()
+    index.replace("x", [pod("w-2", "a", ns="x"), pod("w-3", "b", ns="x")])
+    assert {p["metadata"]["name"] for p in index.pods(("x", "a"))} == {"w-2"}
+    assert len(index.pods(("x", "b"))) == 1
+    assert len(index.pods(("y", "a"))) == 1
+    assert set(changed) == {("x", "a"), ("x", "b")}
+    index.replace(None, [])
+    assert len(index) == 0
