@@ -126,3 +126,15 @@ async def test_the_event_flow_has_a_bucket_of_its_own(monkeypatch: pytest.Monkey
         await api.close()
     assert sent == ["pods", "events"]
     assert vt.log == []  # nobody waited
+
+
+async def test_a_request_body_of_plain_json_is_sent_as_it_is_not_copied() -> None:
+    cfg = client.Configuration(host="https://example.invalid")
+    api = RayscaleApiClient(cfg)
+    try:
+        body = {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c"}]}}
+        assert api.sanitize_for_serialization(body) is body
+        assert api.sanitize_for_serialization([body]) == [body]
+        assert api.sanitize_for_serialization(("a", 1)) == ("a", 1)  # anything else as before
+    finally:
+        await api.close()

@@ -53,6 +53,14 @@ class RayscaleApiClient(client.ApiClient):
         if fence is not None:
             _fence_connections(self.rest_client, fence)
 
+    def sanitize_for_serialization(self, obj: Any) -> Any:
+        """rayscale's requests carry plain JSON data (dicts, lists, strings, numbers), which
+        kubernetes-asyncio would copy, every nested dict and list, on its way to `json.dumps`: a
+        pod manifest's copy was 5% of the operator's CPU while it created pods."""
+        if isinstance(obj, dict | list):
+            return obj
+        return super().sanitize_for_serialization(obj)
+
     async def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if self.fence is not None and method.upper() not in READS:
             self.fence.check(f"{method} {url}")

@@ -13,6 +13,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import aiohttp
+import pydantic_core
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -94,10 +95,15 @@ async def send_raw(call: Awaitable[Any], what: str) -> Any:
 
 
 async def send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
-    """`send_raw`, then the response's JSON body when `body` (else None)."""
+    """`send_raw`, then the response's JSON body when `body` (else None).
+
+    The body is read either way: aiohttp closes the connection of a response released unread,
+    and the next request then opens one, with a TLS handshake (11% of the operator's CPU while
+    it deleted 1,000 pods)."""
     resp = await send_raw(call, what)
     try:
-        return await resp.json() if body else None
+        data = await resp.read()
+        return pydantic_core.from_json(data) if body and data.strip() else None
     except aiohttp.ClientError as exc:  # the answer was cut off
         raise KubeError(f"{what}: {type(exc).__name__}: {exc}") from exc
     finally:
