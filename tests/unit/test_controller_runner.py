@@ -134,3 +134,20 @@ async def test_a_deletion_seen_mid_reconcile_stops_its_creates(
         await controller(source, event_log).reconcile(KEY)
     # the head; then no worker: each create asks the source first
     assert kube_ops.names("create_pod") == ["rc-head-"]
+
+
+async def test_a_large_clusters_reconciles_are_spaced_by_its_size(
+    kube_ops: FakeKubeOps, event_log: EventLog
+) -> None:
+    """0.1 s apart at least; 0.25 ms more for each pod the cluster had at its last reconcile."""
+    source = FakeClusterSource(cluster(group("small", replicas=2)))
+    scaler = controller(source, event_log)
+    assert scaler._spacing(KEY) == pytest.approx(0.1)  # never reconciled
+    await scaler.reconcile(KEY)
+    assert scaler._spacing(KEY) == pytest.approx(0.1)  # no pods yet
+    source._pods = [{"metadata": {"name": f"p-{i}", "labels": {}}} for i in range(2000)]
+    await scaler.reconcile(KEY)
+    assert scaler._spacing(KEY) == pytest.approx(0.5)
+    del source.bodies[KEY]  # deleted: its size is forgotten
+    await scaler.reconcile(KEY)
+    assert scaler._spacing(KEY) == pytest.approx(0.1)

@@ -201,3 +201,26 @@ async def test_with_spacing_a_key_runs_at_most_once_per_spacing_and_marks_betwee
     assert starts["a"][2] - second < 0.3
     task.cancel()
     assert len(starts["a"]) == 3
+
+
+async def test_spacing_may_differ_by_key() -> None:
+    loop = asyncio.get_running_loop()
+    starts: dict[str, list[float]] = {"slow": [], "fast": []}
+
+    async def work(key: str) -> float | None:
+        starts[key].append(loop.time())
+        return None
+
+    queue: WorkQueue[str] = WorkQueue(work, concurrency=2, spacing=lambda key: 0.3 if key == "slow" else 0.0)
+    task = asyncio.create_task(queue.run())
+    try:
+        for key in ("slow", "fast"):
+            runs = starts[key]
+            queue.mark(key)
+            await until(lambda: len(runs) == 1)  # noqa: B023 (awaited within the iteration)
+            queue.mark(key)
+            await eventually(lambda: len(runs) == 2, timeout=10, interval=0.01)  # noqa: B023
+        assert starts["slow"][1] - starts["slow"][0] >= 0.3 - 0.02
+        assert starts["fast"][1] - starts["fast"][0] < 0.3
+    finally:
+        task.cancel()

@@ -11,11 +11,11 @@ keeps failing runs less and less often while other keys run as usual. The first 
 fail resets the key's backoff. A mark while the key's `version` differs from the one it failed at
 (a spec edit, a deletion) runs it at once (after the spacing, below, if any).
 
-With a `spacing`, a key's runs start at least that far apart: a mark that comes sooner after its
-last run started waits for the rest (the marks meanwhile coalesce into that one run). The
-controller's reconcile of a RayCluster reads all its pods, and a scale-up sends several watch
-events per pod; spaced, a 1,000-pod cluster is reconciled ten times a second at most instead of
-back to back.
+With a `spacing` (seconds, or seconds for each key), a key's runs start at least that far apart: a
+mark that comes sooner after its last run started waits for the rest (the marks meanwhile
+coalesce into that one run). The controller's reconcile of a RayCluster reads all its pods, and a
+scale-up sends several watch events per pod; spaced, a cluster is reconciled a few times a second
+at most instead of back to back.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class WorkQueue(Generic[K]):
         name: str = "run of",
         backoff: RetryBackoff[K] | None = None,
         version: Callable[[K], Hashable] | None = None,
-        spacing: float = 0.0,
+        spacing: float | Callable[[K], float] = 0.0,
     ) -> None:
         self._work = work
         self.spacing = spacing  # seconds from one run's start of a key to the next's, at least
@@ -93,7 +93,8 @@ class WorkQueue(Generic[K]):
             self.backoff.expire(key)
             wait = 0.0
         if self.spacing and key in self._started and key not in self._active and key not in self._queued:
-            wait = max(wait, self._started[key] + self.spacing - asyncio.get_running_loop().time())
+            spacing = self.spacing(key) if callable(self.spacing) else self.spacing
+            wait = max(wait, self._started[key] + spacing - asyncio.get_running_loop().time())
         if wait > TOLERANCE:
             self.mark_after(key, wait)
         elif key in self._active:
