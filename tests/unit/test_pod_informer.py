@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rayscale.kube import ops
-from rayscale.kube.informer import Expired, Informer, _lines
+from rayscale.kube.informer import Expired, Informer, _decode, _lines
 from rayscale.kube.pod_index import PodIndex
 
 NO_API: Any = None  # the calls never reach a client: `send_raw` is replaced
@@ -145,3 +145,23 @@ def test_a_relist_replaces_only_its_namespace() -> None:
     assert set(changed) == {("x", "a"), ("x", "b")}
     index.replace(None, [])
     assert len(index) == 0
+
+
+def test_events_are_decoded_without_managed_fields_and_otherwise_as_they_are() -> None:
+    fields = {"f:status": {'k:{"type":"Ready"}': {}}}
+    meta = {"name": "w", "namespace": "ns", "annotations": {"tricky": 'x","managedFields":[1]},"spec":{'},
+            "managedFields": [{"manager": "kwok", "fieldsV1": fields}]}  # fmt: skip
+    event = {
+        "type": "MODIFIED",
+        "object": {"metadata": meta, "spec": {"a": [1]}, "status": {"phase": "Running"}},
+    }
+    line = json.dumps(event, separators=(",", ":")).encode()
+    decoded = _decode(line)
+    assert "managedFields" not in decoded["object"]["metadata"]
+    del meta["managedFields"]
+    assert decoded == event  # the annotation's look-alike bytes are left alone
+    for other in (
+        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}},
+        {"type": "ADDED", "object": {"metadata": {"name": "w", "managedFields": []}}},  # no spec after it
+    ):
+        assert _decode(json.dumps(other, separators=(",", ":")).encode()) == other
