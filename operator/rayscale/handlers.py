@@ -86,6 +86,8 @@ class Runtime:
     # The RayClusters handed to the controller and the autoscaler so far: one that leaves the scope
     # is handed over once more, so that both let go of it.
     owned: set[ClusterKey] = dataclasses.field(default_factory=set)
+    # What of each owned RayCluster, when it changes, the controller acts on (`reconciled_facts`)
+    facts: dict[ClusterKey, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
 
 
 class IndexSource:
@@ -353,15 +355,40 @@ async def raycluster_event(
         return
     if runtime.run_controller and runtime.metrics is not None:  # series of the RayCluster controller
         runtime.metrics.raycluster_watched(body, deleted=not ours)
+    controller = True
     if ours:
         runtime.owned.add(key)
+        facts = reconciled_facts(body)
+        controller = runtime.facts.get(key) != facts
+        runtime.facts[key] = facts
     else:
         runtime.owned.discard(key)
+        runtime.facts.pop(key, None)
         if type != "DELETED":
             log.info(
                 "RayCluster %s/%s left this operator's scope (%s): let go", *key, runtime.scope.describe()
             )
-    _hand(_attach(memo, kwargs), key, "RayCluster")
+    _hand(_attach(memo, kwargs), key, "RayCluster", controller=controller)
+
+
+def reconciled_facts(body: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a RayCluster, when it changes, the controller reconciles: its spec (generation),
+    labels, annotations, finalizers, deletion, and its status's state and conditions (a step such
+    as suspending acts on the condition the step before wrote). A status write that moves only
+    the worker counts or times (most of this controller's own) is not reconciled; the autoscaler
+    is told of every change."""
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    return (
+        meta.get("uid"),
+        meta.get("generation"),
+        meta.get("deletionTimestamp"),
+        dict(meta.get("labels") or {}),
+        dict(meta.get("annotations") or {}),
+        list(meta.get("finalizers") or []),
+        status.get("state"),
+        [(c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or []],
+    )
 
 
 def pod_changed(runtime: Runtime, key: ClusterKey) -> None:

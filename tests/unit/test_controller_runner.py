@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.support.builders import cluster, group
+from tests.support.builders import cluster, group, pod
 from tests.support.fakes import KEY, EventLog, FakeClusterSource, FakeKubeOps
 
 from rayscale.common.retry import Failed
+from rayscale.controller import runner
 from rayscale.controller.runner import ControllerConfig, RayClusterController
 from rayscale.kube import ops
 
@@ -151,3 +152,43 @@ async def test_a_large_clusters_reconciles_are_spaced_by_its_size(
     del source.bodies[KEY]  # deleted: its size is forgotten
     await scaler.reconcile(KEY)
     assert scaler._spacing(KEY) == pytest.approx(0.1)
+
+
+async def test_worker_counts_alone_are_written_at_most_once_a_second_and_nothing_twice(
+    kube_ops: FakeKubeOps, event_log: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = cluster(group("small", replicas=3))
+    body["metadata"]["resourceVersion"] = "1"
+    source = FakeClusterSource(
+        body, pods=[pod("h", "headgroup"), pod("a"), pod("b", ready=False), pod("c", ready=False)]
+    )
+    scaler = controller(source, event_log)
+
+    def watch_delivers(version: str) -> None:
+        source.bodies[KEY]["status"] = kube_ops.statuses[-1]
+        source.bodies[KEY]["metadata"]["resourceVersion"] = version
+
+    assert await scaler.reconcile(KEY) is None
+    assert [s["readyWorkerReplicas"] for s in kube_ops.statuses] == [1]
+    assert await scaler.reconcile(KEY) is None  # the watch has not shown the write yet: not again
+    assert len(kube_ops.statuses) == 1
+    watch_delivers("2")
+
+    source._pods[2] = pod("b")  # one more worker ready, right after the last write: it waits
+    deferred = await scaler.reconcile(KEY)
+    assert isinstance(deferred, float)
+    assert 0 < deferred <= 1.0
+    assert len(kube_ops.statuses) == 1
+
+    monkeypatch.setattr(runner, "PROGRESS_SPACING", 0.0)  # the second is over
+    assert await scaler.reconcile(KEY) is None
+    assert [s["readyWorkerReplicas"] for s in kube_ops.statuses] == [1, 2]
+    watch_delivers("3")
+
+    monkeypatch.setattr(runner, "PROGRESS_SPACING", 60.0)
+    source._pods[3] = pod("c")  # all ready: the state changes, written at once
+    assert await scaler.reconcile(KEY) is None
+    assert [(s["readyWorkerReplicas"], s.get("state")) for s in kube_ops.statuses[1:]] == [
+        (2, None),
+        (3, "ready"),
+    ]

@@ -148,7 +148,7 @@ def test_a_relist_replaces_only_its_namespace() -> None:
 
 
 def test_events_are_decoded_without_managed_fields_and_otherwise_as_they_are() -> None:
-    fields = {"f:status": {'k:{"type":"Ready"}': {}}}
+    fields: dict[str, Any] = {"f:status": {'k:{"type":"Ready"}': {}}}
     meta = {"name": "w", "namespace": "ns", "annotations": {"tricky": 'x","managedFields":[1]},"spec":{'},
             "managedFields": [{"manager": "kwok", "fieldsV1": fields}]}  # fmt: skip
     event = {

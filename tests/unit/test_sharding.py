@@ -265,9 +265,24 @@ class Operator:
         self.indexes: dict[str, dict[Any, list[Any]]] = {name: {} for name in handlers.INDEXES}
         self.runtime.pods = PodIndex(functools.partial(handlers.pod_changed, self.runtime))
 
-    async def cluster(self, name: str, labels: dict[str, str], *, event: str | None = "MODIFIED") -> None:
+    async def cluster(
+        self,
+        name: str,
+        labels: dict[str, str],
+        *,
+        event: str | None = "MODIFIED",
+        generation: int = 1,
+        status: dict[str, Any] | None = None,
+    ) -> None:
         """The watch delivers RayCluster ns/`name` with `labels` (event None: deleted)."""
-        raw = {"metadata": {"namespace": "ns", "name": name, "labels": labels, "resourceVersion": "7"}}
+        meta = {
+            "namespace": "ns",
+            "name": name,
+            "labels": labels,
+            "resourceVersion": "7",
+            "generation": generation,
+        }
+        raw = {"metadata": meta, "status": status or {}}
         body = kopf.Body(copy.deepcopy(raw))  # type: ignore[arg-type]
         for index in ("rayclusters_by_name", "foreign_rayclusters"):
             self.indexes[index].pop(("ns", name), None)
@@ -388,3 +403,27 @@ async def test_watch_health_lists_the_namespaces_the_patterns_match(monkeypatch:
     await health.check_once()
     assert listed == ["team-a", "ml", "team-a", "ml"]
     assert health.verdict() is None
+
+
+async def test_a_status_write_that_moves_only_the_worker_counts_is_not_reconciled() -> None:
+    """As KubeRay's operator: the controller reconciles a RayCluster's spec, metadata and deletion,
+    and its status's state and conditions (a step acts on what the step before wrote), not the
+    worker counts its own writes move; the autoscaler hears of every change."""
+    a = Operator("shard=a")
+    ready = {
+        "state": "ready",
+        "conditions": [{"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady"}],
+    }
+    await a.cluster("c", {"shard": "a"}, status=ready | {"readyWorkerReplicas": 1})
+    assert a.drained() == ([("ns", "c")], [("ns", "c")])
+    await a.cluster(
+        "c", {"shard": "a"}, status=ready | {"readyWorkerReplicas": 2, "availableWorkerReplicas": 2}
+    )
+    assert a.drained() == ([], [("ns", "c")])
+    suspending = {"conditions": [{"type": "RayClusterSuspending", "status": "True", "reason": "Suspending"}]}
+    await a.cluster("c", {"shard": "a"}, status=ready | suspending)
+    assert a.drained() == ([("ns", "c")], [("ns", "c")])
+    await a.cluster("c", {"shard": "a"}, status=ready | suspending, generation=2)  # a spec edit
+    assert a.drained() == ([("ns", "c")], [("ns", "c")])
+    await a.cluster("c", {"shard": "a", "x": "y"}, status=ready | suspending, generation=2)  # labels
+    assert a.drained() == ([("ns", "c")], [("ns", "c")])

@@ -13,7 +13,6 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client
 
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
-from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.validation import Invalid
 from rayscale.common.retry import Failed, spec_version
 from rayscale.common.workqueue import QueueObserver, WorkQueue
@@ -26,6 +25,7 @@ from rayscale.controller.status import (
     ReconcileError,
     compute_status,
     invalid_status,
+    progress_only,
     status_changed,
     status_patch,
 )
@@ -41,6 +41,19 @@ ClusterKey = tuple[str, str]  # (namespace, name)
 #: reconcile costs about 15 us per pod: 6% of a core at any size) instead of growing with it.
 RECONCILE_SPACING = 0.1
 SPACING_PER_POD = 0.00025
+#: A status write that only moves the worker counts (`status.PROGRESS`) waits until this long
+#: after the cluster's last one: as a cluster's workers come up one by one, each reconcile would
+#: otherwise write, and each write comes back as a watch event. Any other change is written at once.
+PROGRESS_SPACING = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Written:
+    """The controller's last status write of a RayCluster."""
+
+    at: float  # loop time
+    version: str  # the RayCluster's resourceVersion it was computed from
+    status: Mapping[str, Any]
 
 
 class ClusterSource(Protocol):
@@ -89,6 +102,7 @@ class RayClusterController:
             spacing=self._spacing,
         )
         self._sizes: dict[ClusterKey, int] = {}  # pods at each cluster's last reconcile
+        self._written: dict[ClusterKey, Written] = {}
         self.options = PlannerOptions(
             random_delete=config.random_delete,
             sidecar_autoscaler=config.sidecar_autoscaler,
@@ -123,6 +137,7 @@ class RayClusterController:
             self.expectations.forget_cluster(*key)
             self.queue.forget(key)
             self._sizes.pop(key, None)
+            self._written.pop(key, None)
             return None
         snapshot = ClusterSnapshot(body, list(self.source.pods(key)), list(self.source.services(key)))
         self._sizes[key] = len(snapshot.pods)
@@ -140,7 +155,7 @@ class RayClusterController:
         now = datetime.now(UTC)
         if isinstance(spec, Invalid):
             bad = invalid_status(meta, snapshot.status, spec.reason, spec.message, now=now)
-            await self._write_status(meta, snapshot.status, bad, now)
+            await self._write_status(key, body, snapshot.status, bad, now)
             return None
         error = ReconcileError(plan.error) if plan.error else None
         if plan.error:
@@ -153,9 +168,11 @@ class RayClusterController:
         new = compute_status(
             meta, spec, snapshot.status, snapshot.pods, snapshot.services, error=error, now=now
         )
-        await self._write_status(meta, snapshot.status, new, now)
+        deferred = await self._write_status(key, body, snapshot.status, new, now)
         if error is not None:
             return Failed(error.message, error.retry_after)
+        if deferred is not None:
+            return deferred if plan.requeue_after is None else min(deferred, plan.requeue_after)
         return plan.requeue_after
 
     def _wanted(self, key: ClusterKey, uid: str) -> bool:
@@ -166,11 +183,30 @@ class RayClusterController:
         return body is not None and meta.get("uid") == uid and not meta.get("deletionTimestamp")
 
     async def _write_status(
-        self, meta: ClusterMeta, old: Mapping[str, Any], new: dict[str, Any], now: datetime
-    ) -> None:
+        self,
+        key: ClusterKey,
+        body: Mapping[str, Any],
+        old: Mapping[str, Any],
+        new: dict[str, Any],
+        now: datetime,
+    ) -> float | None:
+        """Write `new` over `old` (the status the watch shows) if they differ; None, or the seconds
+        after which to reconcile again when the write waits (`PROGRESS_SPACING`).
+
+        A status this controller wrote from the same resourceVersion is not written again: the
+        watch has not delivered that write yet."""
         if not status_changed(old, new):
-            return
+            return None
+        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        clock = asyncio.get_running_loop().time()
+        last = self._written.get(key)
+        if last is not None:
+            if last.version == version and not status_changed(last.status, new):
+                return None
+            wait = last.at + PROGRESS_SPACING - clock
+            if wait > 0 and progress_only(old, new):
+                return wait
         # A KubeError fails the reconcile: the queue logs it and backs the cluster off.
-        await ops.patch_raycluster_status(
-            self.api, meta.namespace, meta.name, status_patch(old, new, now=now)
-        )
+        await ops.patch_raycluster_status(self.api, key[0], key[1], status_patch(old, new, now=now))
+        self._written[key] = Written(clock, version, new)
+        return None

@@ -278,11 +278,22 @@ def invalid_status(
     return status
 
 
-def status_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    def strip(s: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in s.items() if k not in _NOT_COMPARED and v is not None}
+#: fields that follow the pods as they come up one by one: a change of these alone may wait
+PROGRESS = frozenset({"readyWorkerReplicas", "availableWorkerReplicas"})
 
-    return strip(old) != strip(new)
+
+def _compared(s: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in s.items() if k not in _NOT_COMPARED and v is not None}
+
+
+def status_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    return _compared(old) != _compared(new)
+
+
+def progress_only(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether `new` differs from `old` in `PROGRESS` fields only (the worker counts)."""
+    a, b = _compared(old), _compared(new)
+    return all(a.get(k) == b.get(k) for k in a.keys() | b.keys() if k not in PROGRESS)
 
 
 def status_patch(old: Mapping[str, Any], new: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
