@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import pydantic_core
@@ -44,18 +44,13 @@ class Expired(Exception):
     """The resourceVersion to watch from is gone (410): LIST again."""
 
 
-class Sink:
+class Sink(Protocol):
     """What a stream feeds: objects upserted and deleted, and the whole set it listed."""
 
-    def upsert(self, obj: Obj) -> None:
-        raise NotImplementedError
-
-    def delete(self, obj: Obj) -> None:
-        raise NotImplementedError
-
+    def upsert(self, obj: Obj) -> None: ...
+    def delete(self, obj: Obj) -> None: ...
     def replace(self, namespace: str | None, objs: Sequence[Obj]) -> None:
         """Everything of `namespace` (None: of every namespace) is now `objs`."""
-        raise NotImplementedError
 
 
 class Informer:
@@ -152,7 +147,7 @@ class Informer:
             params: dict[str, Any] = {"limit": self.page}
             if token:
                 params["_continue"] = token
-            body = await _json(self._call(namespace, **params), "list pods")
+            body: Obj = await ops.send(self._call(namespace, **params), "list pods", body=True)
             objs += [obj for obj in body.get("items") or [] if self._wanted(obj)]
             meta = body.get("metadata") or {}
             token = str(meta.get("continue") or "")
@@ -220,15 +215,6 @@ def _decode(line: bytes) -> Obj:
                 return event
     whole: Obj = pydantic_core.from_json(line)
     return whole
-
-
-async def _json(call: Any, what: str) -> Obj:
-    resp = await ops.send_raw(call, what)
-    try:
-        body: Obj = pydantic_core.from_json(await resp.read())
-        return body
-    finally:
-        resp.release()
 
 
 async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:

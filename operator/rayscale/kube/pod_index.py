@@ -9,7 +9,7 @@ from typing import Any
 
 from rayscale.common import labels as L
 from rayscale.common import pods
-from rayscale.kube.informer import Obj, Sink
+from rayscale.kube.informer import Obj
 
 ClusterKey = tuple[str, str]  # (namespace, RayCluster name)
 PodKey = tuple[str, str]  # (namespace, pod name)
@@ -22,7 +22,9 @@ def _keys(obj: Obj) -> tuple[PodKey, ClusterKey | None]:
     return (ns, str(meta.get("name") or "")), ((ns, str(cluster)) if cluster is not None else None)
 
 
-class PodIndex(Sink):
+class PodIndex:
+    """A `rayscale.kube.informer.Sink`."""
+
     def __init__(self, changed: Callable[[ClusterKey], None]) -> None:
         self.changed = changed
         self._by_cluster: dict[ClusterKey, dict[PodKey, dict[str, Any]]] = {}
