@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import datetime
 import json
 import os
@@ -44,7 +43,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
-from hack.localk8s import testcluster
+from hack.localk8s import launcher, testcluster
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -58,7 +57,6 @@ POD_RESOURCES = {"cpu": "100m", "memory": "128Mi"}
 DOCS = ROOT / "docs" / "benchmarks.md"
 TITLE = "## Operator on the local control plane"
 COMMAND = ".venv/bin/python -m bench.operator_scale --write-docs"
-PR_SET_PDEATHSIG = 1
 
 
 # --------------------------------------------------------------------------- objects
@@ -225,10 +223,6 @@ async def watching(core: Any, namespace: str, watch: PodWatch | None = None) -> 
 # --------------------------------------------------------------------------- the operator
 
 
-def _die_with_parent() -> None:
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def rayscale_command(namespace: str) -> list[str]:
     """`rayscale run --namespace NS` as the benchmarks run it: default settings, no listening ports.
 
@@ -261,14 +255,15 @@ def process(
     if log is None:
         log = Path(tempfile.mkstemp(prefix=f"{label}-bench-{namespace}-", suffix=".log")[1])
     with log.open("ab") as out:
+        argv, preexec = launcher.dying_with_parent(cmd)
         proc = subprocess.Popen(
-            cmd,
+            argv,
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=preexec,
         )
     failed = True
     try:

@@ -169,11 +169,13 @@ def start_operator(demo: Demo, kubeconfig: str, log: Path) -> subprocess.Popen[b
     listen = ["--status-port", str(demo.status_port), "--status-address", "127.0.0.1",
               "--status-page", "--status-page-port", str(demo.page_port)]  # fmt: skip
     with log.open("ab") as out:
-        return subprocess.Popen(
+        argv, preexec = rayproc.dying_with_parent(
             [sys.executable, "-m", "rayscale", "run", "--namespace", demo.namespace, "--liveness", "",
-             "--metrics-port", "0", *listen, "--autoscaler-interval", "2", "--allow-gcs-address-override"],
-            env={**os.environ, "KUBECONFIG": kubeconfig}, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=rayproc.set_parent_death_signal,
+             "--metrics-port", "0", *listen, "--autoscaler-interval", "2", "--allow-gcs-address-override"]
+        )  # fmt: skip
+        return subprocess.Popen(
+            argv, env={**os.environ, "KUBECONFIG": kubeconfig}, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=preexec,
         )  # fmt: skip
 
 

@@ -168,13 +168,14 @@ async def run_process(
     """Run `command` to its end: (exit code, stdout, stderr; "" when `merge_stderr` puts it in
     stdout). Killed, and AssertionError, when it takes longer than `timeout` seconds; it dies with
     the test process in any case."""
+    argv, preexec = rayproc.dying_with_parent(command)
     process = await asyncio.create_subprocess_exec(
-        *command,
+        *argv,
         env=None if env is None else dict(env),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=rayproc.set_parent_death_signal,
+        preexec_fn=preexec,
     )
     try:
         out, err = await asyncio.wait_for(process.communicate(), timeout)

@@ -99,12 +99,13 @@ class Redis:
         self.directory.mkdir(parents=True, exist_ok=True)
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         with (self.directory / "redis.log").open("ab") as log:
+            argv, preexec = rayproc.dying_with_parent([*args, "--dir", str(self.directory)])
             self.process = subprocess.Popen(
-                [*args, "--dir", str(self.directory)],
+                argv,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=rayproc.set_parent_death_signal,  # dies with the test process
+                preexec_fn=preexec,  # dies with the test process
             )
         rayproc.wait_for_port("127.0.0.1", self.port, timeout=30)
         return self

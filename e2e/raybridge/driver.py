@@ -60,14 +60,13 @@ class RayDriver:
     ) -> AsyncIterator[RayDriver]:
         log.parent.mkdir(parents=True, exist_ok=True)
         read_fd, write_fd = os.pipe()
+        argv, preexec = rayproc.dying_with_parent(
+            [sys.executable, str(MAIN), gcs_address, rayproc.NODE_IP, str(write_fd)]
+        )
         try:
             with log.open("ab") as out:
                 process = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    str(MAIN),
-                    gcs_address,
-                    rayproc.NODE_IP,
-                    str(write_fd),
+                    *argv,
                     env=rayproc.driver_env(
                         {"E2E_JOB_SUBMISSION_ID": submission_id} if submission_id else None
                     ),
@@ -76,7 +75,7 @@ class RayDriver:
                     stderr=subprocess.STDOUT,
                     pass_fds=(write_fd,),
                     start_new_session=True,
-                    preexec_fn=rayproc.set_parent_death_signal,
+                    preexec_fn=preexec,
                 )
         except BaseException:
             os.close(read_fd)

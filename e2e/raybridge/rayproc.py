@@ -32,7 +32,6 @@ Whether a worker has joined is a question for the GCS (rayscale.ray.client, or `
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -47,14 +46,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from hack.localk8s import launcher
+
 __all__ = [
     "NODE_IP",
     "RayNode",
     "RayProcessError",
     "driver_env",
+    "dying_with_parent",
     "free_port",
     "ray_cli",
-    "set_parent_death_signal",
     "start_head",
     "start_worker",
     "stop",
@@ -64,7 +65,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 NODE_IP = "127.0.0.2"  # see the module docstring
 # For every Ray process and driver.
 BASE_ENV: Mapping[str, str] = {
@@ -191,15 +191,7 @@ def _spawn(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     preexec: Callable[[], None] | None = None
     if die_with_parent:
-        # No Python between fork and exec where we can help it: the bridge runs gRPC and asyncio
-        # threads, and running Python in a child forked from such a process can crash it
-        # (seen as "Fatal Python error: Segmentation fault" in _execute_child). util-linux's
-        # setpriv sets the same signal and execs; without it, the preexec_fn does.
-        setpriv = shutil.which("setpriv")
-        if setpriv:
-            args = [setpriv, "--pdeathsig", "KILL", "--", *args]
-        else:
-            preexec = set_parent_death_signal
+        args, preexec = launcher.dying_with_parent(args)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             args,
@@ -231,7 +223,7 @@ def start_head(
     `env` is added to this process's environment (e.g. ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN``). A
     short private ``--temp-dir`` keeps Unix socket paths short; the workers use it too. No
     autoscaler monitor runs: rayscale is the autoscaler. With `die_with_parent`, the node gets
-    SIGKILL when the thread that started it ends (see `set_parent_death_signal`).
+    SIGKILL when the thread that started it ends (see `dying_with_parent`).
     """
     port = port or free_port()
     temp_dir = Path(tempfile.mkdtemp(prefix="rayh-", dir="/tmp"))
@@ -300,16 +292,7 @@ def start_worker(
     )
 
 
-def set_parent_death_signal() -> None:
-    """In the child, before exec: SIGKILL when the parent dies (Linux ``PR_SET_PDEATHSIG``).
-
-    Strictly: when the parent *thread* that started the child ends, so start such nodes from a
-    thread that outlives them. Ray gives its own processes (GCS, raylet) the same signal when
-    ``ray start`` goes, and Ray's workers exit when their raylet does: nothing is left behind
-    when the test process is killed.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+dying_with_parent = launcher.dying_with_parent
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> bool:

@@ -36,7 +36,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -229,9 +229,28 @@ def http_ok(url: str, insecure: bool = False) -> bool:
 
 
 def set_parent_death_signal() -> None:
-    """In the child: die with SIGKILL when the parent (the supervisor) dies."""
+    """In the child, before exec: SIGKILL when the parent dies (Linux ``PR_SET_PDEATHSIG``).
+
+    Strictly: when the parent *thread* that started the child ends. Prefer `dying_with_parent`,
+    which needs no Python in the child."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def dying_with_parent(command: Sequence[str]) -> tuple[list[str], Callable[[], None] | None]:
+    """`command` made to get SIGKILL when the thread that starts it ends, and the ``preexec_fn``
+    to start it with: ``(argv, preexec_fn)`` for `subprocess.Popen` and
+    `asyncio.create_subprocess_exec`.
+
+    util-linux's ``setpriv --pdeathsig KILL`` sets the signal and execs the command, so no
+    Python runs between fork and exec and the child can even be vforked. That matters in a
+    process with gRPC threads (Ray's client, rayscale's GCS client): a preexec_fn makes Python
+    run its fork handlers, and gRPC's crash the child now and then ("epoll_wait error: Bad file
+    descriptor", exit -6). Without setpriv, the preexec_fn does it."""
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        return [setpriv, "--pdeathsig", "KILL", "--", *command], None
+    return list(command), set_parent_death_signal
 
 
 # --------------------------------------------------------------------------- node pools
@@ -322,12 +341,13 @@ class Cluster:
         logfile = self.logs / f"{name}.log"
         out = logfile.open("ab")
         binary = name if name != "etcd" else "etcd"
+        argv, preexec = dying_with_parent([str(self.bin / binary), *args])
         proc = subprocess.Popen(
-            [str(self.bin / binary), *args],
+            argv,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=set_parent_death_signal,
+            preexec_fn=preexec,
             cwd=self.dir,
         )
         out.close()

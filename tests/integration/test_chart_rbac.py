@@ -169,14 +169,15 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
 
     log = tmp_path / "rayscale.log"
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONPATH": str(ROOT / "operator")}
+    argv, preexec = launcher.dying_with_parent(
+        [sys.executable, "-m", "rayscale", "run", "--namespace", namespace, "--liveness", "",
+         "--metrics-port", "0", "--status-port", "0", "--resync-seconds", "5", "--leader-elect",
+         "--leader-election-namespace", release.namespace, "--leader-election-id", release.lease]
+    )  # fmt: skip
     with log.open("wb") as out:
         proc = subprocess.Popen(  # noqa: ASYNC220 (starts a long-lived child; never waits here)
-            [sys.executable, "-m", "rayscale", "run", "--namespace", namespace, "--liveness", "",
-             "--metrics-port", "0", "--status-port", "0", "--resync-seconds", "5", "--leader-elect",
-             "--leader-election-namespace", release.namespace, "--leader-election-id", release.lease],
-            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=launcher.set_parent_death_signal,
-        )  # fmt: skip
+            argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec
+        )
     kube = Kube(api, namespace)
     try:
         body = example("raycluster-basic.yaml")

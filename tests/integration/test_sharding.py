@@ -60,10 +60,11 @@ class Shard(Observed):
                "--status-address", "127.0.0.1", "--status-port", str(self.status_port),
                "--resync-seconds", "5", "--leader-elect",
                "--leader-election-namespace", self.lease_namespace, *self.extra]  # fmt: skip
+        argv, preexec = launcher.dying_with_parent(cmd)
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=launcher.set_parent_death_signal,
+                argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=preexec,
             )  # fmt: skip
 
     async def watched_clusters(self) -> set[tuple[str, str]]:

@@ -62,15 +62,16 @@ class Operator:
         cmd = [sys.executable, "-m", "rayscale", "run", "--namespace", self.namespace,
                "--liveness", self.liveness, "--metrics-port", "0", "--status-port", "0",
                "--resync-seconds", "5", *self.extra]  # fmt: skip
+        # Dies with the test process, however that dies (PR_SET_PDEATHSIG).
+        argv, preexec = launcher.dying_with_parent(cmd)
         with self.log.open("ab") as out:
-            # Dies with the test process, however that dies (PR_SET_PDEATHSIG).
             self.proc = subprocess.Popen(
-                cmd,
+                argv,
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=launcher.set_parent_death_signal,
+                preexec_fn=preexec,
             )
 
     def kill(self) -> None:
@@ -168,14 +169,15 @@ class KubeRayOperator(Operator):
         ]
 
     def start(self) -> None:
+        argv, preexec = launcher.dying_with_parent(self.cmd)
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                self.cmd,
+                argv,
                 env=self.cluster.env,  # KUBECONFIG
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=launcher.set_parent_death_signal,
+                preexec_fn=preexec,
             )
 
 

@@ -1,0 +1,61 @@
+"""Children of test processes die with them, and start with no Python between fork and exec."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from hack.localk8s import launcher
+from tests.support.builders import ROOT
+
+INTERMEDIATE = """
+import subprocess, sys
+from hack.localk8s import launcher
+argv, preexec = launcher.dying_with_parent(["sleep", "600"])
+child = subprocess.Popen(argv, preexec_fn=preexec)
+print(child.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"  # a zombie has died
+    except FileNotFoundError:
+        return False
+
+
+def test_no_preexec_fn_when_setpriv_is_there() -> None:
+    if shutil.which("setpriv") is None:
+        pytest.skip("no util-linux setpriv on this machine")
+    argv, preexec = launcher.dying_with_parent(["sleep", "1"])
+    assert preexec is None, "a preexec_fn runs Python's fork handlers (gRPC's crash the child)"
+    assert argv[-2:] == ["sleep", "1"]
+
+
+def test_the_child_dies_with_its_parent() -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", INTERMEDIATE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    try:
+        assert _alive(child)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling /proc with a deadline: nothing to await here
+        assert not _alive(child), "the child outlived its parent"
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
