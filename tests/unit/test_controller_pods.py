@@ -20,6 +20,22 @@ def _setup(body: dict[str, Any]) -> tuple[ClusterMeta, RayClusterSpec]:
     return ClusterMeta.from_body(body), RayClusterSpec.model_validate(body["spec"])
 
 
+def test_worker_pods_are_worker_pod_for_each_index() -> None:
+    """Built once per group, yet each one equal to its own `worker_pod`, and a change to one's
+    metadata is not a change to another's."""
+    g = group("cpu", template={"metadata": {"labels": {"team": "a"}},
+                               "spec": {"containers": [{"name": "w", "image": "ray"}]}})  # fmt: skip
+    meta, spec = _setup(cluster(g))
+    indexes = [0, 2, 5]
+    built = pods.worker_pods(meta, spec, spec.workers[0], indexes)
+    assert built == [pods.worker_pod(meta, spec, spec.workers[0], replica_index=i) for i in indexes]
+    assert [m["metadata"]["labels"][L.REPLICA_INDEX] for m in built] == ["0", "2", "5"]
+    built[1]["metadata"]["labels"]["x"] = "y"
+    assert "x" not in built[0]["metadata"]["labels"]
+    assert "x" not in built[2]["metadata"]["labels"]
+    assert pods.worker_pods(meta, spec, spec.workers[0], []) == []
+
+
 def test_worker_pod_names_labels_owner() -> None:
     g = group("cpu", template={"metadata": {"name": "x", "labels": {L.GROUP: "evil", "team": "a"},
                                             "finalizers": ["hold"]},

@@ -121,9 +121,8 @@ def plan_group(
         used = {i for p in running if (i := replica_index(p)) is not None}
         count = _bounded(diff, 1, max_creates)
         plan.requeue = count < diff
-        for index in _lowest_free(used, count):
-            manifest = podspec.worker_pod(meta, spec, group, replica_index=index)
-            plan.creates.append(CreatePod(group=name, kind="worker", manifest=manifest))
+        manifests = podspec.worker_pods(meta, spec, group, _lowest_free(used, count))
+        plan.creates = [CreatePod(group=name, kind="worker", manifest=m) for m in manifests]
     elif diff < 0 and may_scale_down:
         victims = sorted(running, key=_not_ready_first_then_youngest)[:-diff]
         plan.deletes += [_delete(p, name, "scaleDown") for p in victims if not is_terminating(p)]
