@@ -51,6 +51,22 @@ STATE = "state.json"
 READY = "ready"
 RESTARTED = "apiserver-restarted"  # written (a timestamp) after each restart SIGUSR1 asked for
 PR_SET_PDEATHSIG = 1
+# The kube-scheduler's and kube-controller-manager's API clients without their client-side rate
+# limit (50 requests a second by default), as kwokctl's --disable-qps-limits: the scheduler binds
+# pods one request each, and a benchmark of an operator should not wait behind its throttle.
+UNTHROTTLED = ("--kube-api-qps=5000", "--kube-api-burst=10000")
+# kwok plays the pod stages (a bound pod made Running, a deleted one removed) on 4 workers by
+# default: one queue for all the fake nodes, where real kubelets start their pods node by node in
+# parallel. With 4, pods bound during a 500-pod scale-up waited seconds in that queue.
+KWOK_CONFIGURATION = """\
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: 16
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+"""
 
 
 class LaunchError(RuntimeError):
@@ -478,12 +494,16 @@ class Cluster:
                 "--controllers=*",
                 "--concurrent-gc-syncs=20",
                 "--concurrent-namespace-syncs=10",
+                *UNTHROTTLED,
             ],
         )
-        sched = self.start("kube-scheduler", [*common, f"--secure-port={p['scheduler']}"])
+        sched = self.start("kube-scheduler", [*common, *UNTHROTTLED, f"--secure-port={p['scheduler']}"])
+        kwok_config = self.dir / "kwok.yaml"
+        kwok_config.write_text(KWOK_CONFIGURATION)
         kwok = self.start(
             "kwok",
             [
+                f"--config={kwok_config}",
                 f"--kubeconfig={kc}",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 f"--cidr={POD_CIDR}",
