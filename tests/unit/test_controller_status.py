@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ from rayscale.controller.status import (
     ReconcileError,
     compute_status,
     desired_resources,
+    progress_only,
     replica_sums,
     status_changed,
     status_patch,
@@ -25,6 +27,33 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 def _spec(*groups: dict[str, Any], **kw: Any) -> RayClusterSpec:
     return RayClusterSpec.model_validate(cluster(*groups, **kw)["spec"])
+
+
+def test_what_follows_the_pods_coming_up_is_progress() -> None:
+    """A cluster's statuses as its pods come up: no pods, the pods pending, the head Running and
+    ready, every pod Running and ready. Between the first three only progress changes (the head's
+    name and IP, HeadPodReady's reason while False); the head turning ready and the state turning
+    ready are not progress."""
+    body = cluster(group("small", replicas=2))
+    meta, spec = ClusterMeta.from_body(body), RayClusterSpec.model_validate(body["spec"])
+    running = pod("h", "headgroup", ready=False)
+    running["status"]["podIP"] = "10.0.0.7"
+    ready = pod("h", "headgroup")
+    ready["status"]["podIP"] = "10.0.0.7"
+    stages = [
+        [],
+        [pod("h", "headgroup", phase="Pending", ready=False), pod("a", phase="Pending", ready=False)],
+        [running, pod("a", phase="Pending", ready=False)],
+        [ready, pod("a", phase="Pending", ready=False)],
+        [ready, pod("a"), pod("b")],
+    ]
+    statuses: list[dict[str, Any]] = []
+    for pods in stages:
+        statuses.append(compute_status(meta, spec, statuses[-1] if statuses else {}, pods, [], now=NOW))
+    steps = list(itertools.pairwise(statuses))
+    assert [status_changed(a, b) for a, b in steps] == [True, True, True, True]
+    assert [progress_only(a, b) for a, b in steps] == [True, True, False, False]
+    assert statuses[-1]["state"] == "ready"
 
 
 def test_replica_sums() -> None:

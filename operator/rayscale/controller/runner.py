@@ -41,9 +41,11 @@ ClusterKey = tuple[str, str]  # (namespace, name)
 #: reconcile costs about 15 us per pod: 6% of a core at any size) instead of growing with it.
 RECONCILE_SPACING = 0.1
 SPACING_PER_POD = 0.00025
-#: A status write that only moves the worker counts (`status.PROGRESS`) waits until this long
-#: after the cluster's last one: as a cluster's workers come up one by one, each reconcile would
-#: otherwise write, and each write comes back as a watch event. Any other change is written at once.
+#: A status write that only follows the pods coming up (`status.progress_only`: the worker
+#: counts, the head's pod name and IP, the endpoints, a condition's reason while its status stays)
+#: waits until this long after the cluster's last one: as a cluster's pods come up one by one,
+#: each reconcile would otherwise write, and each write comes back as a watch event. A cluster's
+#: first status, and any other change (a state, a condition turning, an error), is written at once.
 PROGRESS_SPACING = 1.0
 
 

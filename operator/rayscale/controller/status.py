@@ -278,8 +278,9 @@ def invalid_status(
     return status
 
 
-#: fields that follow the pods as they come up one by one: a change of these alone may wait
-PROGRESS = frozenset({"readyWorkerReplicas", "availableWorkerReplicas"})
+#: fields that follow the pods as they come up one by one: a change of these alone may wait (and
+#: of a condition's reason and message, while its status stays: `progress_only`)
+PROGRESS = frozenset({"readyWorkerReplicas", "availableWorkerReplicas", "head", "endpoints"})
 
 
 def _compared(s: Mapping[str, Any]) -> dict[str, Any]:
@@ -291,9 +292,18 @@ def status_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 
 
 def progress_only(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Whether `new` differs from `old` in `PROGRESS` fields only (the worker counts)."""
+    """Whether `new` differs from `old` only as the pods come up: in `PROGRESS` fields (the worker
+    counts, the head's pod name and IP, the endpoints) and in the reasons and messages of
+    conditions whose status stays (HeadPodReady False: no head yet, then a head pending). A
+    state, a condition turning True or False, the spec's counts or an error is never progress."""
     a, b = _compared(old), _compared(new)
-    return all(a.get(k) == b.get(k) for k in a.keys() | b.keys() if k not in PROGRESS)
+    if any(a.get(k) != b.get(k) for k in a.keys() | b.keys() if k not in PROGRESS and k != "conditions"):
+        return False
+    return _condition_states(a) == _condition_states(b)
+
+
+def _condition_states(status: Mapping[str, Any]) -> dict[str, Any]:
+    return {c.get("type"): c.get("status") for c in status.get("conditions") or []}
 
 
 def status_patch(old: Mapping[str, Any], new: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
