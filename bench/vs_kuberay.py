@@ -68,6 +68,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from hack.localk8s import testcluster
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -457,7 +458,9 @@ async def teardown(bench: Bench, ns: str) -> None:
 
     async def purge(selector: str | None) -> None:
         async with gate:
-            with contextlib.suppress(ApiException):
+            # best effort: the namespace's deletion below removes what is left (a busy API
+            # server may drop a delete-collection of thousands of pods: Server disconnected)
+            with contextlib.suppress(ApiException, aiohttp.ClientError):
                 await bench.core.delete_collection_namespaced_pod(
                     ns, label_selector=selector, grace_period_seconds=0
                 )
