@@ -169,7 +169,7 @@ def start_operator(demo: Demo, kubeconfig: str, log: Path) -> subprocess.Popen[b
     listen = ["--status-port", str(demo.status_port), "--status-address", "127.0.0.1",
               "--status-page", "--status-page-port", str(demo.page_port)]  # fmt: skip
     with log.open("ab") as out:
-        argv, preexec = rayproc.dying_with_parent(
+        argv, preexec = launcher.dying_with_parent(
             [sys.executable, "-m", "rayscale", "run", "--namespace", demo.namespace, "--liveness", "",
              "--metrics-port", "0", *listen, "--autoscaler-interval", "2", "--allow-gcs-address-override"]
         )  # fmt: skip

@@ -23,6 +23,7 @@ from typing import Any
 from e2e.raybridge import rayproc
 from e2e.raybridge.bridge import GCS_ANNOTATION, RayBridge
 from e2e.raybridge.driver import RayDriver
+from hack.localk8s import launcher
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 from tests.support.kube import Kube
@@ -168,7 +169,7 @@ async def run_process(
     """Run `command` to its end: (exit code, stdout, stderr; "" when `merge_stderr` puts it in
     stdout). Killed, and AssertionError, when it takes longer than `timeout` seconds; it dies with
     the test process in any case."""
-    argv, preexec = rayproc.dying_with_parent(command)
+    argv, preexec = launcher.dying_with_parent(command)
     process = await asyncio.create_subprocess_exec(
         *argv,
         env=None if env is None else dict(env),

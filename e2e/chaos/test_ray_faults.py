@@ -53,7 +53,7 @@ from e2e.harness import NAME, RAY_JOIN, SCALE_UP, Scenario, group
 from e2e.raybridge import rayproc
 from e2e.raybridge.bridge import RayBridge
 from e2e.raybridge.driver import RayDriver
-from hack.localk8s import testcluster
+from hack.localk8s import launcher, testcluster
 from tests.support.polling import Timeout, eventually
 
 from rayscale.ray.model import ClusterState, NodeStatus
@@ -99,7 +99,7 @@ class Redis:
         self.directory.mkdir(parents=True, exist_ok=True)
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         with (self.directory / "redis.log").open("ab") as log:
-            argv, preexec = rayproc.dying_with_parent([*args, "--dir", str(self.directory)])
+            argv, preexec = launcher.dying_with_parent([*args, "--dir", str(self.directory)])
             self.process = subprocess.Popen(
                 argv,
                 stdout=log,

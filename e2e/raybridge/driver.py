@@ -29,6 +29,7 @@ from typing import Any
 
 from e2e.raybridge import rayproc
 from e2e.raybridge.replies import FrameError, ReplyReader
+from hack.localk8s import launcher
 
 __all__ = ["DriverError", "RayDriver"]
 
@@ -60,7 +61,7 @@ class RayDriver:
     ) -> AsyncIterator[RayDriver]:
         log.parent.mkdir(parents=True, exist_ok=True)
         read_fd, write_fd = os.pipe()
-        argv, preexec = rayproc.dying_with_parent(
+        argv, preexec = launcher.dying_with_parent(
             [sys.executable, str(MAIN), gcs_address, rayproc.NODE_IP, str(write_fd)]
         )
         try:

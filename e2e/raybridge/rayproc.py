@@ -53,7 +53,6 @@ __all__ = [
     "RayNode",
     "RayProcessError",
     "driver_env",
-    "dying_with_parent",
     "free_port",
     "ray_cli",
     "start_head",
@@ -223,7 +222,7 @@ def start_head(
     `env` is added to this process's environment (e.g. ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN``). A
     short private ``--temp-dir`` keeps Unix socket paths short; the workers use it too. No
     autoscaler monitor runs: rayscale is the autoscaler. With `die_with_parent`, the node gets
-    SIGKILL when the thread that started it ends (see `dying_with_parent`).
+    SIGKILL when the thread that started it ends (see `hack.localk8s.launcher.dying_with_parent`).
     """
     port = port or free_port()
     temp_dir = Path(tempfile.mkdtemp(prefix="rayh-", dir="/tmp"))
@@ -290,9 +289,6 @@ def start_worker(
         node_type=node_type,
         temp_dir=scratch,
     )
-
-
-dying_with_parent = launcher.dying_with_parent
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> bool:
