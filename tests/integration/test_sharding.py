@@ -146,6 +146,17 @@ def created(added: list[tuple[str, str, str]], cluster: str) -> set[str]:
     return {uid for name, _, uid in added if name == cluster}
 
 
+async def watch_caught_up(added: list[tuple[str, str, str]], cluster: str, pods: set[str]) -> set[str]:
+    """The pods of `cluster` the watch saw created, once it has seen `pods` (a list can run ahead of it)."""
+    seen = await eventually(
+        lambda: created(added, cluster) >= pods or None,
+        timeout=30,
+        message=f"the watch sees {cluster}'s pods",
+    )
+    assert seen
+    return created(added, cluster)
+
+
 async def pods_of(kube: Kube, cluster: str, count: int) -> set[str] | None:
     """The uids of `cluster`'s pods when exactly `count` live ones exist."""
     pods = await kube.pods(cluster, live=True)
@@ -171,13 +182,19 @@ async def test_shards_by_namespace_pattern_reconcile_each_cluster_once_on_leases
             body["spec"]["workerGroupSpecs"][0]["replicas"] = 1
             await kube_a.create(body)
             await kube_b.create(body)
-            for kube in (kube_a, kube_b):
-                ready = partial(pods_of, kube, "raycluster-basic", 2)
-                await eventually(ready, timeout=60, message=f"head and worker in {kube.ns}")
+            ready = [
+                await eventually(
+                    partial(pods_of, kube, "raycluster-basic", 2),
+                    timeout=60,
+                    message=f"head and worker in {kube.ns}",
+                )
+                for kube in (kube_a, kube_b)
+            ]
             assert await eventually(a.watched_clusters, timeout=30) == {(ns_a, "raycluster-basic")}
             assert await eventually(b.watched_clusters, timeout=30) == {(ns_b, "raycluster-basic")}
             # Created once each, by their own shard only.
-            assert len(created(added_a, "raycluster-basic")) == len(created(added_b, "raycluster-basic")) == 2
+            for added, pods in zip((added_a, added_b), ready, strict=True):
+                assert await watch_caught_up(added, "raycluster-basic", pods) == pods  # created once each
             assert set(await reporters(kube_a, "raycluster-basic")) == {"shard-a"}
             assert set(await reporters(kube_b, "raycluster-basic")) == {"shard-b"}
         # Two Leases in one namespace, each held: neither shard waits for the other.
@@ -230,17 +247,20 @@ async def test_shards_by_label_selector_and_a_cluster_moved_between_them(
             await objects.create_namespaced_custom_object(*rrr, gpus(name, 1))
 
         # Each autoscaler scales its own cluster for its request; each controller creates its pods.
-        for name in ("one", "two"):
-            await eventually(
+        first = {
+            name: await eventually(
                 partial(pods_of, kube, name, 2), timeout=60, message=f"{name}: head, 1 GPU worker"
             )
+            for name in ("one", "two")
+        }
         assert await eventually(a.autoscaled, timeout=30, message="a's status API") == {a_key}
         assert await eventually(b.autoscaled, timeout=30, message="b's status API") == {b_key}
         assert await a.watched_clusters() == {a_key}
         assert await b.watched_clusters() == {b_key}
         assert set(await reporters(kube, "one")) == {"shard-a"}
         assert set(await reporters(kube, "two")) == {"shard-b"}
-        assert len(created(added, "one")) == len(created(added, "two")) == 2
+        for name, pods in first.items():
+            assert await watch_caught_up(added, name, pods) == pods  # created once each
 
         # The cluster no shard selects: nothing of it is touched, its request is told nothing.
         assert await kube.pods("nobodys") == []
@@ -263,7 +283,7 @@ async def test_shards_by_label_selector_and_a_cluster_moved_between_them(
             lambda: pods_of(kube, "one", 3), timeout=60, message="one: a second GPU worker"
         )
         assert before < after
-        assert created(added, "one") == after  # every pod of one created once, none again
+        assert await watch_caught_up(added, "one", after) == after  # each pod created once, none again
         assert (await reporters(kube, "one"))["shard-b"] > 0
         assert (await reporters(kube, "one"))["shard-a"] == from_a  # nothing more from shard a
         assert await a.watched_clusters() == set()
