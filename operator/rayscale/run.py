@@ -11,6 +11,8 @@ import signal
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import uvloop
+
 from rayscale.common.scope import Scope, check_namespace_pattern, check_shard_name, parse_selector
 
 if TYPE_CHECKING:
@@ -172,7 +174,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig  # read by kopf's login and by our client
-    return asyncio.run(run_operator(args))
+    # uvloop's event loop and TLS transport (libuv, Cython) instead of asyncio's pure-Python ones:
+    # about a tenth less CPU per API request, and 14 MiB less peak memory (docs/architecture.md).
+    return uvloop.run(run_operator(args))
 
 
 async def run_operator(args: argparse.Namespace) -> int:
