@@ -45,8 +45,6 @@ _.model_config  # pydantic's class configuration
 _.AGGRESSIVE
 
 # kopf's settings, set in handlers.configure and read by kopf
-_.progress_storage
-_.diffbase_storage
 _.level
 _.loggers
 _.reporting_component
@@ -54,10 +52,6 @@ _.server_timeout
 _.client_timeout
 _.connect_timeout
 _.inactivity_timeout
-_.chunk_size
-_._original  # kopf's Patch, set as kopf's own __init__ does (kube/kopf_views.py)
-_._fns
-_.idle_timeout
 _.request_timeout
 _.error_backoffs
 

@@ -1,6 +1,11 @@
-"""kopf wiring: indexes of RayClusters, their services (slim copies: rayscale.common.pods),
-RayResourceRequests and RayVirtualClusters, dirty marks, settings, probes. The pods are indexed by
-the pod informer (rayscale.kube.informer), not by kopf: it costs a fraction of kopf's CPU per event.
+"""kopf wiring: startup (the informers and their indexes, the controller, the autoscaler), cleanup,
+login, the liveness probe; and what each watch event does: mark its RayCluster dirty.
+
+The RayClusters, Ray pods, Ray Services, RayResourceRequests and RayVirtualClusters are listed and
+watched by informers of rayscale's own (rayscale.kube.informer) into indexes by RayCluster
+(rayscale.kube.raycluster_index, rayscale.kube.by_cluster), not by kopf's resource handlers: they
+cost a fraction of kopf's CPU per event. kopf runs the process: its start and stop, the API
+login, the liveness endpoint.
 
 No decisions are made here: every event only marks its RayCluster dirty; the controller's
 work queue runs one level-based reconcile per cluster at a time (rayscale.controller.runner), and
@@ -26,33 +31,22 @@ from rayscale.common import labels as L
 from rayscale.common.scope import Scope
 from rayscale.controller.runner import ClusterKey, ControllerConfig, RayClusterController
 from rayscale.fence import WRITE_FENCE, Fenced
-from rayscale.kube import kopf_views
+from rayscale.kube.by_cluster import ByCluster, by_spec
 from rayscale.kube.client import make_api_client
 from rayscale.kube.events import EventRecorder
-from rayscale.kube.informer import Informer
-from rayscale.kube.kopf_storage import NoDiffBase
-from rayscale.kube.pod_index import PodIndex
+from rayscale.kube.informer import PODS, SERVICES, Informer, Kind, Obj
+from rayscale.kube.raycluster_index import RayClusterIndex
 from rayscale.kube.watchhealth import WatchHealth
 from rayscale.metrics import Metrics, process_registry
 
 log = logging.getLogger(__name__)
 registry = kopf.OperatorRegistry()
-LIST_CHUNK = 500  # objects per page of kopf's LISTs
-IDLE_WORKER_SECONDS = 0.5  # kopf's per-object task outlives its last event by this
-RAYCLUSTERS = ("ray.io", "v1", "rayclusters")
-RAYRESOURCEREQUESTS = ("rayscale.io", "v1alpha1", "rayresourcerequests")
-RAYVIRTUALCLUSTERS = ("rayscale.io", "v1alpha1", "rayvirtualclusters")
-INDEXES = (
-    "rayclusters_by_name",
-    "foreign_rayclusters",
-    "ray_services_by_cluster",
-    "rayresourcerequests_by_cluster",
-    "rayvirtualclusters_by_cluster",
-)
-PREFIX = "rayscale.io"
-# kopf retries a failed API request (its watches too) after each of these waits, then gives up on
-# it and starts over. kopf's default (1, 1, 2, 3, 5, 8, 13, 21 s) left pods following a patch up to
-# 21 s after an API server outage ended; these wait at most 2 s, for about the same minute in all.
+RAYCLUSTERS = Kind("rayclusters", "ray.io", "v1")
+RAYRESOURCEREQUESTS = Kind("rayresourcerequests", "rayscale.io", "v1alpha1")
+RAYVIRTUALCLUSTERS = Kind("rayvirtualclusters", "rayscale.io", "v1alpha1")
+# kopf retries a failed API request (its namespace watch too) after each of these waits, then gives
+# up on it and starts over. kopf's default (1, 1, 2, 3, 5, 8, 13, 21 s) waits up to 21 s after an
+# API server outage ended; these wait at most 2 s, for about the same minute in all.
 API_RETRY_BACKOFFS: tuple[float, ...] = (0.5, 1.0, *([2.0] * 29))
 
 
@@ -69,11 +63,13 @@ class Runtime:
     controller: RayClusterController | None = None
     autoscaler: Autoscaler | None = None
     health: WatchHealth | None = None
-    indexes: dict[str, Any] = dataclasses.field(default_factory=dict)
-    # Set once kopf has listed every resource it indexes (its first handler call brings them)
-    indexed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
-    pods: PodIndex | None = None
-    pod_informer: Informer | None = None
+    # The indexes the informers fill (`indexes`), and the informers
+    clusters: RayClusterIndex | None = None
+    pods: ByCluster | None = None
+    services: ByCluster | None = None
+    requests: ByCluster | None = None
+    virtual_clusters: ByCluster | None = None
+    informers: list[Informer] = dataclasses.field(default_factory=list)
     tasks: list[asyncio.Task[None]] = dataclasses.field(default_factory=list)
     recorder: EventRecorder | None = None
     api: Any = None
@@ -81,7 +77,7 @@ class Runtime:
     # With leader election: stop renewing and release the Lease (writes are fenced from then on).
     # Called first thing on a clean stop, so a standby takes over while this replica winds down.
     hand_over: Callable[[], Awaitable[None]] | None = None
-    # Which RayClusters are this operator's (--cluster-selector; its namespaces are kopf's to filter)
+    # Which RayClusters are this operator's (--cluster-selector; its namespaces are the informers')
     scope: Scope = dataclasses.field(default_factory=Scope)
     # The RayClusters handed to the controller and the autoscaler so far: one that leaves the scope
     # is handed over once more, so that both let go of it.
@@ -90,8 +86,48 @@ class Runtime:
     facts: dict[ClusterKey, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
 
 
+def indexes(runtime: Runtime) -> list[tuple[Kind, str, Any]]:
+    """Give `runtime` its indexes; the (kind, label selector, index) of each informer to feed them."""
+    runtime.clusters = RayClusterIndex(runtime.scope.owns, functools.partial(raycluster_changed, runtime))
+    runtime.pods = ByCluster(functools.partial(pod_changed, runtime))
+    runtime.services = ByCluster(functools.partial(service_changed, runtime), slim=slim_service)
+    runtime.requests = ByCluster(
+        functools.partial(request_changed, runtime, "RayResourceRequest"),
+        cluster_of=by_spec("clusterName"),
+        slim=functools.partial(slim_custom, ()),
+    )
+    runtime.virtual_clusters = ByCluster(
+        functools.partial(request_changed, runtime, "RayVirtualCluster"),
+        cluster_of=by_spec("rayClusterName"),
+        slim=functools.partial(slim_custom, ("finalizers",)),
+    )
+    return [
+        (RAYCLUSTERS, "", runtime.clusters),
+        (PODS, L.RAY_CLUSTER, runtime.pods),
+        (SERVICES, L.RAY_CLUSTER, runtime.services),
+        (RAYRESOURCEREQUESTS, "", runtime.requests),
+        (RAYVIRTUALCLUSTERS, "", runtime.virtual_clusters),
+    ]
+
+
+def slim_service(obj: Obj) -> dict[str, Any]:
+    return pods.slim(obj, ("clusterIP", "ports", "type"))
+
+
+def slim_custom(more: Sequence[str], obj: Obj) -> dict[str, Any]:
+    """A RayResourceRequest or RayVirtualCluster: what the autoscaler reads of its metadata, its
+    spec and status."""
+    meta = obj.get("metadata") or {}
+    keep = ("name", "namespace", "uid", "generation", "deletionTimestamp", "resourceVersion", *more)
+    return {
+        "metadata": {k: meta[k] for k in keep if k in meta},
+        "spec": dict(obj.get("spec") or {}),
+        "status": dict(obj.get("status") or {}),
+    }
+
+
 class IndexSource:
-    """The controller's view of the cluster, read from kopf's indexes.
+    """The controller's view of the cluster, read from the informers' indexes.
 
     A RayCluster outside this operator's `Scope` (another shard's) is not there, and neither are
     the RayResourceRequests and RayVirtualClusters bound to it: the autoscaler lets go of it
@@ -102,57 +138,49 @@ class IndexSource:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    def _index(self, name: str) -> Any:
-        return self.runtime.indexes.get(name) or {}
-
     def cluster(self, key: ClusterKey) -> Mapping[str, Any] | None:
-        for body in self._index("rayclusters_by_name").get(key, ()):
-            found: Mapping[str, Any] = body
-            return found
-        return None
+        clusters = self.runtime.clusters
+        return clusters.owned.get(key) if clusters is not None else None
 
     def pods(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
-        return self.runtime.pods.pods(key) if self.runtime.pods is not None else []
+        return self.runtime.pods.of(key) if self.runtime.pods is not None else []
 
     def services(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
-        return list(self._index("ray_services_by_cluster").get(key, ()))
+        return self.runtime.services.of(key) if self.runtime.services is not None else []
 
     def foreign(self, key: ClusterKey) -> bool:
         """`key` is a RayCluster that exists and is another shard's."""
-        return key in self._index("foreign_rayclusters") and key not in self._index("rayclusters_by_name")
+        clusters = self.runtime.clusters
+        return clusters is not None and key in clusters.foreign and key not in clusters.owned
 
     def requests(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
-        if self.foreign(key):
+        if self.foreign(key) or self.runtime.requests is None:
             return []
-        return list(self._index("rayresourcerequests_by_cluster").get(key, ()))
+        return self.runtime.requests.of(key)
 
     def virtual_clusters(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
-        if self.foreign(key):
+        if self.foreign(key) or self.runtime.virtual_clusters is None:
             return []
-        return list(self._index("rayvirtualclusters_by_cluster").get(key, ()))
+        return self.runtime.virtual_clusters.of(key)
 
     def cluster_keys(self) -> Sequence[ClusterKey]:
-        return list(self._index("rayclusters_by_name"))
+        return list(self.runtime.clusters.owned) if self.runtime.clusters is not None else []
 
     def resource_versions(self) -> dict[ClusterKey, str]:
         """Every RayCluster the watch delivered, this shard's or not, at its resourceVersion."""
-        out: dict[ClusterKey, str] = {}
-        for key, versions in self._index("foreign_rayclusters").items():
-            for version in versions:
-                out[key] = version
-        for key, store in self._index("rayclusters_by_name").items():
-            for body in store:
-                out[key] = body["metadata"].get("resourceVersion", "")
+        clusters = self.runtime.clusters
+        if clusters is None:
+            return {}
+        out = dict(clusters.foreign)
+        for key, body in clusters.owned.items():
+            out[key] = str(body["metadata"].get("resourceVersion", ""))
         return out
 
 
 @kopf.on.startup(registry=registry)
 async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     runtime: Runtime = memo.runtime
-    kopf_views.install()  # each watch event freed once handled, not by the cyclic collector
-    settings.persistence.finalizer = f"{PREFIX}/finalizer"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
-    settings.persistence.diffbase_storage = NoDiffBase()  # no handler diffs an object
+    # kopf itself watches no resource: what it sends is its namespace watch (with -n patterns).
     settings.posting.level = logging.WARNING
     settings.posting.loggers = False
     settings.posting.reporting_component = "rayscale"
@@ -160,24 +188,9 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 10
     settings.watching.inactivity_timeout = 70
-    # kopf LISTs a resource when it starts watching it and again when a watch ends with 410 Gone:
-    # in pages, as client-go's reflector does. Unpaged, a 10,000-pod fleet's list decoded at once
-    # (about 160 MB of Python objects) set the operator's peak memory.
-    settings.watching.chunk_size = LIST_CHUNK
     settings.networking.request_timeout = 30
     settings.networking.connect_timeout = 10
     settings.networking.error_backoffs = API_RETRY_BACKOFFS
-    settings.execution.max_workers = 4
-    # kopf runs a task per object with events, which keeps the object's last watch event (a pod:
-    # about 45 KB decoded) until it exits, idle_timeout after that event. Its 5 s default held the
-    # last event of every object that changed in the last 5 s while a fleet started; rayscale's
-    # handlers keep what they need in the indexes, so the task may go soon.
-    settings.queueing.idle_timeout = IDLE_WORKER_SECONDS
-    settings.watching.label_selectors["services"] = L.RAY_CLUSTER
-    # --cluster-selector is applied here, not by the API server: a RayCluster whose labels move it
-    # to another shard must be seen leaving (and one that is deleted told apart from one that is
-    # another shard's, for its requests and virtual clusters), so the watch delivers every
-    # RayCluster of the watched namespaces and the index keeps only this shard's (docs/scaling.md).
 
     api = await make_api_client(qps=runtime.kube_api_qps, burst=runtime.kube_api_burst, fence=WRITE_FENCE)
     runtime.recorder = EventRecorder(api)
@@ -188,16 +201,23 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     source = IndexSource(runtime)
     runtime.health = WatchHealth(api, runtime.namespaces, source.resource_versions)
     runtime.tasks = [asyncio.create_task(runtime.health.run(), name="rayscale-watch-health")]
-    runtime.pods = PodIndex(functools.partial(pod_changed, runtime))
-    # Its own client: each watch stream holds a connection for minutes, outside the write pool
-    # and the rate limit (a LIST per stream at start, then one request per stream every 5 min).
-    runtime.pod_informer = Informer(
-        await make_api_client(connections=0),
-        runtime.pods,
-        label_selector=L.RAY_CLUSTER,
-        namespaces=runtime.namespaces,
-    )
-    runtime.tasks.append(asyncio.create_task(_informing(runtime.pod_informer), name="rayscale-pod-watch"))
+    # The informers' own client: each watch stream holds a connection for minutes, outside the
+    # write pool and the rate limit (a LIST per stream at start, then one request per stream every
+    # 5 min). --cluster-selector is applied here, not by the API server: a RayCluster whose labels
+    # move it to another shard must be seen leaving (and one that is deleted told apart from one
+    # that is another shard's, for its requests and virtual clusters), so the RayCluster informer
+    # keeps every RayCluster of the watched namespaces and its index tells them apart
+    # (docs/scaling.md).
+    watch_api = await make_api_client(connections=0)
+    runtime.informers = [
+        Informer(watch_api, index, kind=kind, label_selector=selector, namespaces=runtime.namespaces)
+        for kind, selector, index in indexes(runtime)
+    ]
+    for informer in runtime.informers:
+        runtime.tasks.append(
+            asyncio.create_task(informer.run(), name=f"rayscale-{informer.kind.plural}-watch")
+        )
+    runtime.tasks.append(asyncio.create_task(_closing(watch_api), name="rayscale-watch-client"))
     if runtime.run_controller:
         runtime.controller = RayClusterController(
             api, source, runtime.recorder, runtime.config, observer=metrics.queue("raycluster")
@@ -217,20 +237,19 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     runtime.tasks.append(asyncio.create_task(gc_tuning.collect_on_a_clock(), name="rayscale-gc"))
 
 
-async def _informing(informer: Informer) -> None:
+async def _closing(api: Any) -> None:
+    """Close `api` when cancelled (at cleanup, with the informers that use it)."""
     try:
-        await informer.run()
+        await asyncio.Event().wait()
     finally:
-        await informer.api.close()
+        await api.close()
 
 
 async def _once_indexed(runtime: Runtime, work: Callable[[], Awaitable[None]]) -> None:
-    """Run `work` once every index is whole: the pods listed, and kopf's indexes listed (kopf calls
-    no handler before). Until then an index may lack objects that exist, and a reconcile would
-    create pods that are already there."""
-    assert runtime.pod_informer is not None
-    await runtime.pod_informer.synced.wait()
-    await runtime.indexed.wait()
+    """Run `work` once every index is whole: every informer has listed. Until then an index may
+    lack objects that exist, and a reconcile would create pods that are already there."""
+    for informer in runtime.informers:
+        await informer.synced.wait()
     await work()
 
 
@@ -259,104 +278,28 @@ async def shutdown(memo: Any, **_: Any) -> None:
             await runtime.api.close()
 
 
-@kopf.index(*RAYCLUSTERS, registry=registry)
-async def rayclusters_by_name(
-    namespace: str | None, name: str, body: kopf.Body, memo: Any, **_: Any
-) -> dict[Any, Any]:
-    if not memo.runtime.scope.owns(body):
-        return {}
-    obj = dict(body)
-    obj["metadata"] = {k: v for k, v in body.metadata.items() if k != "managedFields"}
-    return {(namespace or "", name): obj}
-
-
-@kopf.index(*RAYCLUSTERS, registry=registry)
-async def foreign_rayclusters(
-    namespace: str | None, name: str, body: kopf.Body, memo: Any, **_: Any
-) -> dict[Any, Any]:
-    """The RayClusters of other shards (--cluster-selector): only that they exist, and their
-    resourceVersion (the watch-health check compares it)."""
-    if memo.runtime.scope.owns(body):
-        return {}
-    return {(namespace or "", name): body.metadata.get("resourceVersion", "")}
-
-
-@kopf.index("services", labels={L.RAY_CLUSTER: kopf.PRESENT}, registry=registry)
-async def ray_services_by_cluster(
-    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
-) -> dict[Any, Any]:
-    return {(namespace or "", labels[L.RAY_CLUSTER]): pods.slim(body, ("clusterIP", "ports", "type"))}
-
-
-@kopf.index(*RAYRESOURCEREQUESTS, registry=registry)
-async def rayresourcerequests_by_cluster(namespace: str | None, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    meta = body.metadata
-    slim = {
-        "metadata": {k: meta[k] for k in (
-            "name", "namespace", "uid", "generation", "deletionTimestamp", "resourceVersion"
-        ) if k in meta},
-        "spec": dict(body.spec),
-        "status": dict(body.status),
-    }  # fmt: skip
-    return {(namespace or "", str(body.spec.get("clusterName", ""))): slim}
-
-
-@kopf.index(*RAYVIRTUALCLUSTERS, registry=registry)
-async def rayvirtualclusters_by_cluster(namespace: str | None, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    meta = body.metadata
-    slim = {
-        "metadata": {k: meta[k] for k in (
-            "name", "namespace", "uid", "generation", "deletionTimestamp", "resourceVersion", "finalizers"
-        ) if k in meta},
-        "spec": dict(body.spec),
-        "status": dict(body.status),
-    }  # fmt: skip
-    return {(namespace or "", str(body.spec.get("rayClusterName", ""))): slim}
-
-
-def _attach(memo: Any, kwargs: Mapping[str, Any]) -> Runtime:
-    runtime: Runtime = memo.runtime
-    if not runtime.indexes:
-        for name in INDEXES:
-            runtime.indexes[name] = kwargs[name]
-        runtime.indexed.set()
-    return runtime
-
-
-def _mark(
-    memo: Any, kwargs: Mapping[str, Any], key: ClusterKey, reason: str, *, controller: bool = True
-) -> None:
-    """Mark `key` for the controller (unless `controller` is False) and the autoscaler, which
-    records `reason` (the kind of object that changed) as its next round's trigger. Nothing for
-    another shard's RayCluster (its pods, requests, virtual clusters)."""
-    runtime = _attach(memo, kwargs)
-    if not IndexSource(runtime).foreign(key):
-        _hand(runtime, key, reason, controller=controller)
-
-
 def _hand(runtime: Runtime, key: ClusterKey, reason: str, *, controller: bool = True) -> None:
+    """Mark `key` for the controller (unless `controller` is False) and the autoscaler, which
+    records `reason` (the kind of object that changed) as its next round's trigger."""
     if controller and runtime.controller is not None:
         runtime.controller.mark(key)
     if runtime.autoscaler is not None:
         runtime.autoscaler.mark(key, reason)
 
 
-@kopf.on.event(*RAYCLUSTERS, registry=registry)
-async def raycluster_event(
-    type: str | None, namespace: str | None, name: str, body: kopf.Body, memo: Any, **kwargs: Any
-) -> None:
-    """A RayCluster of this shard is marked; one that was and is no longer (deleted, or its labels
-    moved it to another shard) is marked once more, so that both halves let go of it (its series
-    go with it); another shard's is not touched."""
-    runtime: Runtime = memo.runtime
-    key = (namespace or "", name)
-    ours = type != "DELETED" and runtime.scope.owns(body)
+def raycluster_changed(runtime: Runtime, key: ClusterKey, body: Mapping[str, Any] | None) -> None:
+    """A RayCluster of this shard is marked; one that was and is no longer (deleted: `body` None,
+    or its labels moved it to another shard) is marked once more, so that both halves let go of
+    it (its series go with it); another shard's is not touched."""
+    ours = body is not None and runtime.scope.owns(body)
     if not ours and key not in runtime.owned:
         return
     if runtime.run_controller and runtime.metrics is not None:  # series of the RayCluster controller
-        runtime.metrics.raycluster_watched(body, deleted=not ours)
+        named = {"metadata": {"namespace": key[0], "name": key[1]}}
+        runtime.metrics.raycluster_watched(body if body is not None else named, deleted=not ours)
     controller = True
     if ours:
+        assert body is not None
         runtime.owned.add(key)
         facts = reconciled_facts(body)
         controller = runtime.facts.get(key) != facts
@@ -364,11 +307,11 @@ async def raycluster_event(
     else:
         runtime.owned.discard(key)
         runtime.facts.pop(key, None)
-        if type != "DELETED":
+        if body is not None:
             log.info(
                 "RayCluster %s/%s left this operator's scope (%s): let go", *key, runtime.scope.describe()
             )
-    _hand(_attach(memo, kwargs), key, "RayCluster", controller=controller)
+    _hand(runtime, key, "RayCluster", controller=controller)
 
 
 def reconciled_facts(body: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -392,40 +335,30 @@ def reconciled_facts(body: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def pod_changed(runtime: Runtime, key: ClusterKey) -> None:
-    """A pod of `key` came, changed or went (the pod informer's call)."""
+    """A pod of `key` came, changed or went."""
     if not IndexSource(runtime).foreign(key):
         _hand(runtime, key, "pod")
 
 
-@kopf.on.event("services", labels={L.RAY_CLUSTER: kopf.PRESENT}, registry=registry)
-async def ray_service_event(
-    namespace: str | None, labels: Mapping[str, str], memo: Any, **kwargs: Any
-) -> None:
-    runtime = _attach(memo, kwargs)
-    key = (namespace or "", labels[L.RAY_CLUSTER])
+def service_changed(runtime: Runtime, key: ClusterKey) -> None:
+    """A Service of `key` came, changed or went: the controller's business only."""
     if runtime.controller is not None and not IndexSource(runtime).foreign(key):
         runtime.controller.mark(key)
 
 
-@kopf.on.event(*RAYRESOURCEREQUESTS, registry=registry)
-async def rayresourcerequest_event(namespace: str | None, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
-    key = (namespace or "", str(body.spec.get("clusterName", "")))
-    _mark(memo, kwargs, key, "RayResourceRequest", controller=False)
-
-
-@kopf.on.event(*RAYVIRTUALCLUSTERS, registry=registry)
-async def rayvirtualcluster_event(namespace: str | None, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
-    key = (namespace or "", str(body.spec.get("rayClusterName", "")))
-    _mark(memo, kwargs, key, "RayVirtualCluster", controller=False)
+def request_changed(runtime: Runtime, reason: str, key: ClusterKey) -> None:
+    """A RayResourceRequest or RayVirtualCluster (`reason`) bound to `key` came, changed or went:
+    the autoscaler's business only. Nothing for another shard's RayCluster."""
+    if not IndexSource(runtime).foreign(key):
+        _hand(runtime, key, reason, controller=False)
 
 
 @kopf.on.probe(id="watch", registry=registry)
 async def watch_probe(memo: Any, **_: Any) -> str:
     runtime: Runtime = memo.runtime
-    for problem in (
-        runtime.health.verdict() if runtime.health is not None else None,
-        runtime.pod_informer.problem() if runtime.pod_informer is not None else None,
-    ):
+    problems = [runtime.health.verdict() if runtime.health is not None else None]
+    problems += [informer.problem() for informer in runtime.informers]
+    for problem in problems:
         if problem:
             raise kopf.PermanentError(problem)
     for task in runtime.tasks:

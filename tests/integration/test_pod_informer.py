@@ -16,9 +16,9 @@ from kubernetes_asyncio import client
 
 from rayscale.common import labels as L
 from rayscale.kube import informer as informer_module
+from rayscale.kube.by_cluster import ByCluster
 from rayscale.kube.client import make_api_client
 from rayscale.kube.informer import Informer
-from rayscale.kube.pod_index import PodIndex
 
 DEADLINE = 30.0
 
@@ -43,9 +43,9 @@ async def until(check: Callable[[], bool], what: str) -> None:
 @contextlib.asynccontextmanager
 async def informing(
     cluster: testcluster.ClusterHandle, namespaces: list[str] | None
-) -> AsyncIterator[tuple[Informer, PodIndex, list[Any]]]:
+) -> AsyncIterator[tuple[Informer, ByCluster, list[Any]]]:
     changed: list[Any] = []
-    index = PodIndex(changed.append)
+    index = ByCluster(changed.append)
     api = await make_api_client(str(cluster.kubeconfig), connections=0)
     inf = Informer(api, index, label_selector="ray.io/cluster", namespaces=namespaces, page=2)
     task = asyncio.create_task(inf.run())
@@ -59,8 +59,8 @@ async def informing(
         await api.close()
 
 
-def names(index: PodIndex, key: tuple[str, str]) -> set[str]:
-    return {p["metadata"]["name"] for p in index.pods(key)}
+def names(index: ByCluster, key: tuple[str, str]) -> set[str]:
+    return {p["metadata"]["name"] for p in index.of(key)}
 
 
 async def test_lists_then_follows_creates_changes_and_deletes(
@@ -84,7 +84,7 @@ async def test_lists_then_follows_creates_changes_and_deletes(
         await core.patch_namespaced_pod("b-0", namespace, patch)
         await until(
             lambda: (
-                [p["metadata"].get("annotations") for p in index.pods((namespace, "b"))]
+                [p["metadata"].get("annotations") for p in index.of((namespace, "b"))]
                 == [{L.HASH_ANNOTATION: "h1"}]
             ),
             "the annotation kept in the slim copy",
@@ -108,11 +108,11 @@ async def test_patterns_keep_only_the_pods_of_matching_namespaces(
     async with informing(cluster, [f"{namespace[:-1]}?", f"!{other_namespace}"]) as (inf, index, _):
         assert inf.streams == [None]  # one stream for every namespace, filtered here
         assert names(index, (namespace, "c")) == {"mine"}
-        assert index.pods((other_namespace, "c")) == []
+        assert index.of((other_namespace, "c")) == []
         await core.create_namespaced_pod(other_namespace, pod("theirs-2", "c"))
         await core.create_namespaced_pod(namespace, pod("mine-2", "c"))
         await until(lambda: "mine-2" in names(index, (namespace, "c")), "mine-2 indexed")
-        assert index.pods((other_namespace, "c")) == []
+        assert index.of((other_namespace, "c")) == []
 
 
 async def test_a_broken_stream_lists_again_and_drops_what_went(
@@ -149,7 +149,7 @@ async def test_a_failing_stream_is_retried_and_reported_once_stuck(
     selector the API server refuses) retries with backoff; the probe fails once it is stuck."""
     monkeypatch.setattr(informer_module, "BACKOFFS", (0.05,))
     monkeypatch.setattr(informer_module, "STUCK_SECONDS", 0.0)
-    index = PodIndex(lambda key: None)
+    index = ByCluster(lambda key: None)
     api2 = await make_api_client(str(cluster.kubeconfig), connections=0)
     inf = Informer(api2, index, label_selector="ray.io/cluster in (", namespaces=[namespace])
     task = asyncio.create_task(inf.run())

@@ -3,12 +3,10 @@ what each watch event and request costs."""
 
 from __future__ import annotations
 
-import kopf
 import pytest
 
 from rayscale.handlers import API_RETRY_BACKOFFS, registry
 from rayscale.kube.client import PROXY_VARIABLES, _proxy_in_env
-from rayscale.kube.kopf_storage import NoDiffBase
 
 
 def test_failed_api_requests_are_retried_every_two_seconds_at_most_for_about_a_minute() -> None:
@@ -18,15 +16,14 @@ def test_failed_api_requests_are_retried_every_two_seconds_at_most_for_about_a_m
     assert sum(API_RETRY_BACKOFFS) >= 54.0
 
 
-def test_no_handler_needs_the_diff_base_that_kopf_is_told_not_to_keep() -> None:
-    """NoDiffBase keeps no essence of an object: right only while no handler diffs one."""
-    assert not registry._changing.get_all_handlers()  # on.create/update/delete/resume/field
-    assert not registry._spawning.get_all_handlers()  # daemons and timers (their idle reset)
-    assert registry._watching.get_all_handlers()  # on.event, which needs no diff
-    store = NoDiffBase()
-    body = kopf.Body({"metadata": {"name": "p"}, "spec": {}, "status": {"phase": "Running"}})
-    assert store.build(body=body) is None
-    assert store.fetch(body=body) is None
+def test_kopf_watches_no_resource_of_its_own() -> None:
+    """Every watch is an informer's (rayscale.kube.informer): kopf's per-object machinery would cost
+    several times the CPU per event. kopf runs the process: startup, cleanup, login, the probe."""
+    assert not registry._indexing.get_all_handlers()
+    assert not registry._watching.get_all_handlers()
+    assert not registry._changing.get_all_handlers()
+    assert not registry._spawning.get_all_handlers()
+    assert registry._activities.get_all_handlers()
 
 
 def test_the_api_session_reads_the_environment_only_for_a_proxy(monkeypatch: pytest.MonkeyPatch) -> None:

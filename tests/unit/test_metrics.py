@@ -7,10 +7,8 @@ import asyncio
 import re
 import socket
 import urllib.request
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 from prometheus_client import generate_latest
 
@@ -264,18 +262,16 @@ def test_a_new_cluster_under_an_old_name_starts_from_its_own_first_sighting() ->
     assert value(metrics, "kuberay_cluster_info", **labels, uid="uid-2") == 1
 
 
-async def test_the_watch_handler_feeds_them_only_where_the_controller_runs() -> None:
+def test_the_raycluster_informer_feeds_them_only_where_the_controller_runs() -> None:
     from rayscale.controller.runner import ControllerConfig
-    from rayscale.handlers import Runtime, raycluster_event
+    from rayscale.handlers import Runtime, indexes
 
-    # kopf's decorator types the handler as its generic WatchingFn; called here as the function it is
-    handler = cast(Callable[..., Awaitable[None]], raycluster_event)
     for run_controller in (True, False):
         metrics = Metrics()
         runtime = Runtime(ControllerConfig(), None, run_controller=run_controller, metrics=metrics)
-        runtime.indexes["rayclusters_by_name"] = {}  # attached: the handler reads no index kwargs
-        memo = SimpleNamespace(runtime=runtime)
-        await handler(type=None, namespace="ns", name="rc", body=raycluster(), memo=memo)
+        indexes(runtime)
+        assert runtime.clusters is not None
+        runtime.clusters.upsert(raycluster())
         assert bool(metrics.rayclusters()) is run_controller
-        await handler(type="DELETED", namespace="ns", name="rc", body=raycluster(), memo=memo)
+        runtime.clusters.delete(raycluster())
         assert metrics.rayclusters() == {}

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from rayscale.kube import ops
+from rayscale.kube.by_cluster import ByCluster
 from rayscale.kube.informer import Expired, Informer, _decode, _lines
-from rayscale.kube.pod_index import PodIndex
 
 NO_API: Any = None  # the calls never reach a client: `send_raw` is replaced
 
@@ -46,9 +46,9 @@ def events(*items: tuple[str, dict[str, Any]]) -> bytes:
 
 
 def informer(monkeypatch: pytest.MonkeyPatch, body: bytes, *, namespaces: list[str] | None = None,
-             chunk: int = 7) -> tuple[Informer, PodIndex, list[Any], Response]:  # fmt: skip
+             chunk: int = 7) -> tuple[Informer, ByCluster, list[Any], Response]:  # fmt: skip
     changed: list[Any] = []
-    index = PodIndex(changed.append)
+    index = ByCluster(changed.append)
     inf = Informer(NO_API, index, label_selector="ray.io/cluster", namespaces=namespaces)
     resp = Response([body[i : i + chunk] for i in range(0, len(body), chunk)])
 
@@ -78,8 +78,8 @@ async def test_a_watch_applies_each_event_and_returns_the_last_version(
     )
     inf, index, changed, resp = informer(monkeypatch, body)
     assert await inf._watch("ns", "4") == "12"
-    assert [p["metadata"]["name"] for p in index.pods(("ns", "a"))] == ["w-1"]
-    assert index.pods(("ns", "a"))[0]["status"] == {
+    assert [p["metadata"]["name"] for p in index.of(("ns", "a"))] == ["w-1"]
+    assert index.of(("ns", "a"))[0]["status"] == {
         "phase": "Running",
         "conditions": [],
         "containerStatuses": [],
@@ -114,7 +114,7 @@ async def test_patterns_drop_the_pods_of_other_namespaces(monkeypatch: pytest.Mo
 
 
 def test_streams_one_per_named_namespace_or_one_for_all() -> None:
-    index = PodIndex(lambda key: None)
+    index = ByCluster(lambda key: None)
     assert Informer(NO_API, index, label_selector="", namespaces=None).streams == [None]
     assert Informer(NO_API, index, label_selector="", namespaces=["a", "b"]).streams == ["a", "b"]
     assert Informer(NO_API, index, label_selector="", namespaces=["a", "b-*"]).streams == [None]
@@ -122,11 +122,11 @@ def test_streams_one_per_named_namespace_or_one_for_all() -> None:
 
 def test_a_relabelled_pod_moves_and_both_clusters_are_told() -> None:
     changed: list[Any] = []
-    index = PodIndex(changed.append)
+    index = ByCluster(changed.append)
     index.upsert(pod("w", "a"))
     index.upsert(pod("w", "b"))
-    assert index.pods(("ns", "a")) == []
-    assert len(index.pods(("ns", "b"))) == 1
+    assert index.of(("ns", "a")) == []
+    assert len(index.of(("ns", "b"))) == 1
     index.upsert(pod("w", None))
     assert len(index) == 0
     assert changed == [("ns", "a"), ("ns", "a"), ("ns", "b"), ("ns", "b")]
@@ -134,14 +134,14 @@ def test_a_relabelled_pod_moves_and_both_clusters_are_told() -> None:
 
 def test_a_relist_replaces_only_its_namespace() -> None:
     changed: list[Any] = []
-    index = PodIndex(changed.append)
+    index = ByCluster(changed.append)
     for name, ns in (("w-1", "x"), ("w-2", "x"), ("w-1", "y")):
         index.upsert(pod(name, "a", ns=ns))
     changed.clear()
     index.replace("x", [pod("w-2", "a", ns="x"), pod("w-3", "b", ns="x")])
-    assert {p["metadata"]["name"] for p in index.pods(("x", "a"))} == {"w-2"}
-    assert len(index.pods(("x", "b"))) == 1
-    assert len(index.pods(("y", "a"))) == 1
+    assert {p["metadata"]["name"] for p in index.of(("x", "a"))} == {"w-2"}
+    assert len(index.of(("x", "b"))) == 1
+    assert len(index.of(("y", "a"))) == 1
     assert set(changed) == {("x", "a"), ("x", "b")}
     index.replace(None, [])
     assert len(index) == 0

@@ -5,13 +5,9 @@ shard's RayClusters, pods and requests out of this operator's controller and aut
 from __future__ import annotations
 
 import copy
-import functools
 import re
-import types
-from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
-import kopf
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -35,7 +31,6 @@ from rayscale.common.scope import (
 )
 from rayscale.controller.runner import ControllerConfig
 from rayscale.kube import ops
-from rayscale.kube.pod_index import PodIndex
 from rayscale.kube.watchhealth import WatchHealth
 from rayscale.metrics import Metrics
 
@@ -233,11 +228,6 @@ def test_run_derives_the_lease_from_the_shard() -> None:
 # ---------------------------------------------------------------------------- the wiring
 
 
-def handler(function: object) -> Callable[..., Awaitable[Any]]:
-    """A kopf handler as the function it is (kopf's decorators type it as their generic callback)."""
-    return cast(Callable[..., Awaitable[Any]], function)
-
-
 class Marks:
     """Stands in for the controller and the autoscaler: which keys were handed to it."""
 
@@ -249,7 +239,7 @@ class Marks:
 
 
 class Operator:
-    """The handlers of one shard, with kopf's indexes as plain dicts the real index functions fill."""
+    """The watch wiring of one shard: its indexes, fed as the informers feed them."""
 
     def __init__(self, selector: str) -> None:
         self.runtime = handlers.Runtime(
@@ -261,9 +251,7 @@ class Operator:
         self.controller, self.autoscaler = Marks(), Marks()
         self.runtime.controller = self.controller  # type: ignore[assignment]
         self.runtime.autoscaler = self.autoscaler  # type: ignore[assignment]
-        self.memo = types.SimpleNamespace(runtime=self.runtime)
-        self.indexes: dict[str, dict[Any, list[Any]]] = {name: {} for name in handlers.INDEXES}
-        self.runtime.pods = PodIndex(functools.partial(handlers.pod_changed, self.runtime))
+        handlers.indexes(self.runtime)
 
     async def cluster(
         self,
@@ -282,29 +270,17 @@ class Operator:
             "resourceVersion": "7",
             "generation": generation,
         }
-        raw = {"metadata": meta, "status": status or {}}
-        body = kopf.Body(copy.deepcopy(raw))  # type: ignore[arg-type]
-        for index in ("rayclusters_by_name", "foreign_rayclusters"):
-            self.indexes[index].pop(("ns", name), None)
-            if event is not None:
-                function = handler(getattr(handlers, index))
-                for key, value in (
-                    await function(namespace="ns", name=name, body=body, memo=self.memo)
-                ).items():
-                    self.indexes[index].setdefault(key, []).append(value)
-        await handler(handlers.raycluster_event)(
-            type=event or "DELETED", namespace="ns", name=name, body=body, memo=self.memo, **self.indexes
-        )
+        body = copy.deepcopy({"metadata": meta, "status": status or {}})
+        assert self.runtime.clusters is not None
+        if event is None:
+            self.runtime.clusters.delete(body)
+        else:
+            self.runtime.clusters.upsert(body)
 
     async def request(self, cluster: str) -> None:
-        body = kopf.Body(
+        assert self.runtime.requests is not None
+        self.runtime.requests.upsert(
             {"metadata": {"namespace": "ns", "name": f"for-{cluster}"}, "spec": {"clusterName": cluster}}
-        )
-        slim = await handler(handlers.rayresourcerequests_by_cluster)(namespace="ns", body=body)
-        for key, value in slim.items():
-            self.indexes["rayresourcerequests_by_cluster"].setdefault(key, []).append(value)
-        await handler(handlers.rayresourcerequest_event)(
-            namespace="ns", body=body, memo=self.memo, **self.indexes
         )
 
     def pod(self, cluster: str) -> None:

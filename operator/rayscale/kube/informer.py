@@ -1,15 +1,16 @@
-"""List, then watch, the Ray pods: what client-go's reflector does, with nothing between the
-watch stream and the pod index but decoding and `rayscale.common.pods.slim_pod`.
+"""List, then watch, one kind of object: what client-go's reflector does, with nothing between
+the watch stream and the index it feeds (`rayscale.kube.by_cluster`,
+`rayscale.kube.raycluster_index`) but decoding.
 
-Pods are most of the watch events a fleet makes (each pod is created, bound, started, made ready,
-deleted). kopf handled each one as it handles an object with handlers: a task per pod, the
-object's memory, a handler-state machine, the index handler and the event handler, all on every
-event. An index needs none of it; this does the same for a fraction of the CPU
-(docs/architecture.md has the figures).
+rayscale watches five kinds this way: the Ray pods, the Ray Services, the RayClusters, the
+RayResourceRequests and the RayVirtualClusters. kopf handles each event as it handles an object
+with handlers: a task per object, the object's memory, a handler-state machine, the index
+handler and the event handler, on every event. An index needs none of it; this does the same for
+a fraction of the CPU (docs/architecture.md has the figures).
 
 One stream per namespace named with ``-n``, or one for every namespace (no ``-n``, or a pattern:
-the pods of the namespaces the patterns match are kept, the others dropped as they arrive). Each
-stream LISTs its pods in pages, replaces its part of the index with them, then WATCHes from the
+the objects of the namespaces the patterns match are kept, the others dropped as they arrive). Each
+stream LISTs its objects in pages, replaces its part of the index with them, then WATCHes from the
 list's resourceVersion with bookmarks; it watches again from the last version it saw when the
 server ends the watch, and LISTs again when the version has expired (410 Gone) or the stream
 broke. `synced` is set once every stream has listed: until then the index is incomplete, and the
@@ -19,6 +20,7 @@ controller must not act on it (it would create pods that exist).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -40,6 +42,26 @@ BACKOFFS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)  # then 4 s until a call succ
 STUCK_SECONDS = 300.0  # a stream failing this long makes the liveness probe fail
 
 
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """A kind of object to list and watch: a core v1 kind (no `group`) or a custom resource."""
+
+    plural: str  # "pods", "services", or the custom resource's plural
+    group: str = ""
+    version: str = "v1"
+    singular: str = ""  # a core kind's, for the client's method names
+
+    @property
+    def ordered(self) -> bool:
+        """The API server writes its fields in their declared order (a core kind's Go struct); a
+        custom resource's come sorted by name (`_decode`)."""
+        return not self.group
+
+
+PODS = Kind("pods", singular="pod")
+SERVICES = Kind("services", singular="service")
+
+
 class Expired(Exception):
     """The resourceVersion to watch from is gone (410): LIST again."""
 
@@ -54,20 +76,22 @@ class Sink(Protocol):
 
 
 class Informer:
-    """List and watch the pods labelled `label_selector` of `namespaces` (names or kopf's
-    patterns; None: every namespace) into `sink`."""
+    """List and watch the objects of `kind` labelled `label_selector` (if any) of `namespaces`
+    (names or kopf's patterns; None: every namespace) into `sink`."""
 
     def __init__(
         self,
         api: client.ApiClient,
         sink: Sink,
         *,
-        label_selector: str,
         namespaces: Sequence[str] | None,
+        kind: Kind = PODS,
+        label_selector: str = "",
         page: int = 500,
     ) -> None:
         self.api = api
         self.sink = sink
+        self.kind = kind
         self.label_selector = label_selector
         self.page = page
         names = list(namespaces or ())
@@ -90,7 +114,9 @@ class Informer:
             ns or "every namespace" for ns, since in self._failing.items() if now - since > STUCK_SECONDS
         ]
         return (
-            f"the pod watch of {', '.join(stuck)} has failed for over {STUCK_SECONDS:.0f}s" if stuck else None
+            f"the {self.kind.plural} watch of {', '.join(stuck)} has failed for over {STUCK_SECONDS:.0f}s"
+            if stuck
+            else None
         )
 
     def _wanted(self, obj: Obj) -> bool:
@@ -111,10 +137,11 @@ class Informer:
                 began, seen = time.monotonic(), self.events
                 version = await self._watch(namespace, version)
                 if self.events == seen and time.monotonic() - began < 1.0:
-                    raise ops.KubeError("watch pods: ended at once without an event")
+                    raise ops.KubeError(f"watch {self.kind.plural}: ended at once without an event")
                 self._working(namespace)  # the server ended the watch: resume from `version`
             except Expired:
-                log.info("pod watch of %s: version %s expired, listing again", namespace or "*", version)
+                log.info("%s watch of %s: version %s expired, listing again", self.kind.plural,
+                         namespace or "*", version)  # fmt: skip
                 version = ""
             except asyncio.CancelledError:
                 raise
@@ -122,8 +149,8 @@ class Informer:
                 self._failing.setdefault(namespace, time.monotonic())
                 failures = self._failures[namespace] = self._failures.get(namespace, 0) + 1
                 delay = BACKOFFS[min(failures, len(BACKOFFS)) - 1]
-                log.warning("pod watch of %s failed (%s: %s); again in %ss", namespace or "*",
-                            type(exc).__name__, exc, delay)  # fmt: skip
+                log.warning("%s watch of %s failed (%s: %s); again in %ss", self.kind.plural,
+                            namespace or "*", type(exc).__name__, exc, delay)  # fmt: skip
                 version = ""
                 await asyncio.sleep(delay)
 
@@ -133,11 +160,21 @@ class Informer:
         self._failures.pop(namespace, None)
 
     def _call(self, namespace: str | None, **params: Any) -> Any:
+        kind = self.kind
+        params["_preload_content"] = False
+        if self.label_selector:
+            params["label_selector"] = self.label_selector
+        if kind.group:
+            objects = client.CustomObjectsApi(self.api)
+            if namespace is None:
+                return objects.list_cluster_custom_object(kind.group, kind.version, kind.plural, **params)
+            return objects.list_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, **params
+            )
         core = client.CoreV1Api(self.api)
-        params.update(label_selector=self.label_selector, _preload_content=False)
         if namespace is None:
-            return core.list_pod_for_all_namespaces(**params)
-        return core.list_namespaced_pod(namespace, **params)
+            return getattr(core, f"list_{kind.singular}_for_all_namespaces")(**params)
+        return getattr(core, f"list_namespaced_{kind.singular}")(namespace, **params)
 
     async def _list(self, namespace: str | None) -> str:
         """LIST in pages; hand the sink the whole set; the list's resourceVersion."""
@@ -147,7 +184,7 @@ class Informer:
             params: dict[str, Any] = {"limit": self.page}
             if token:
                 params["_continue"] = token
-            body: Obj = await ops.send(self._call(namespace, **params), "list pods", body=True)
+            body: Obj = await ops.send(self._call(namespace, **params), f"list {self.kind.plural}", body=True)
             objs += [obj for obj in body.get("items") or [] if self._wanted(obj)]
             meta = body.get("metadata") or {}
             token = str(meta.get("continue") or "")
@@ -166,19 +203,20 @@ class Informer:
             timeout_seconds=WATCH_SECONDS,
             _request_timeout=READ_TIMEOUT,
         )
-        resp = await ops.send_raw(call, "watch pods")
+        resp = await ops.send_raw(call, f"watch {self.kind.plural}")
         try:
             async for line in _lines(resp.content):
                 if namespace in self._failures:
                     self._working(namespace)
-                event = _decode(line)
+                event = _decode(line, cut=self.kind.ordered)
                 kind, obj = event.get("type"), event.get("object") or {}
                 self.events += 1
                 if kind == "ERROR":
                     if obj.get("code") == 410:
                         raise Expired(obj.get("message", ""))
                     raise ops.KubeError(
-                        f"watch pods: {obj.get('code')} {obj.get('message', '')}", obj.get("code", 0)
+                        f"watch {self.kind.plural}: {obj.get('code')} {obj.get('message', '')}",
+                        obj.get("code", 0),
                     )
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                 if kind == "BOOKMARK" or not self._wanted(obj):
@@ -196,14 +234,15 @@ _MANAGED = b',"managedFields":['
 _SPEC = b']},"spec":'
 
 
-def _decode(line: bytes) -> Obj:
+def _decode(line: bytes, *, cut: bool = True) -> Obj:
     """A watch event, decoded without its object's managedFields (a third of a pod's bytes, none
-    of them read here): the API server writes ObjectMeta's fields in their declared order, in
-    which managedFields is the last, so `,"managedFields":[` ... `]}` is followed by `,"spec":`.
-    Neither byte run can occur inside a JSON string (its quotes would be escaped), nor "spec" as a
-    key inside managedFields (their keys begin with "f:", "k:", "v:" or "i:"). A line where they
-    are not found, or that does not decode once cut, is decoded whole."""
-    start = line.find(_MANAGED)
+    of them read here) when `cut`: the API server writes ObjectMeta's fields in their declared
+    order, in which managedFields is the last, so `,"managedFields":[` ... `]}` is followed by
+    `,"spec":`. Neither byte run can occur inside a JSON string (its quotes would be escaped), nor
+    "spec" as a key inside managedFields (their keys begin with "f:", "k:", "v:" or "i:"). A line
+    where they are not found, or that does not decode once cut, is decoded whole. A custom
+    resource's fields come sorted by name, managedFields not last: its line is decoded whole."""
+    start = line.find(_MANAGED) if cut else -1
     if start >= 0:
         end = line.find(_SPEC, start)
         if end >= 0:
