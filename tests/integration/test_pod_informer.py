@@ -16,9 +16,11 @@ from kubernetes_asyncio import client
 
 from rayscale.common import labels as L
 from rayscale.kube import informer as informer_module
-from rayscale.kube.by_cluster import ByCluster
+from rayscale.kube.by_cluster import ByCluster, by_spec
 from rayscale.kube.client import make_api_client
-from rayscale.kube.informer import Informer
+from rayscale.kube.informer import Informer, Kind
+from rayscale.kube.raycluster_index import RayClusterIndex
+from tests.support.builders import example
 
 DEADLINE = 30.0
 
@@ -162,3 +164,49 @@ async def test_a_failing_stream_is_retried_and_reported_once_stuck(
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await api2.close()
+
+
+async def test_a_custom_resource_informer_follows_rayclusters_and_a_kind_not_served_is_none(
+    cluster: testcluster.ClusterHandle, api: client.ApiClient, namespace: str, raycluster_crd: None
+) -> None:
+    """The RayCluster informer's path: CustomObjectsApi LIST and WATCH, each event decoded whole
+    (a custom resource's fields come sorted by name). A kind whose CRD is not installed is listed
+    as none: the informer is synced, and its stream is not failing."""
+    seen: list[tuple[tuple[str, str], bool]] = []
+    clusters = RayClusterIndex(lambda body: True, lambda key, body: seen.append((key, body is not None)))
+    absent = ByCluster(lambda key: None, cluster_of=by_spec("clusterName"))
+    watch_api = await make_api_client(str(cluster.kubeconfig), connections=0)
+    informers = [
+        Informer(watch_api, clusters, kind=Kind("rayclusters", "ray.io", "v1"), namespaces=[namespace]),
+        Informer(
+            watch_api, absent, kind=Kind("nonesuches", "rayscale.io", "v1alpha1"), namespaces=[namespace]
+        ),
+    ]
+    tasks = [asyncio.create_task(inf.run()) for inf in informers]
+    try:
+        for inf in informers:
+            await asyncio.wait_for(inf.synced.wait(), DEADLINE)
+        objects: Any = client.CustomObjectsApi(api)
+        body = example("raycluster-basic.yaml")
+        await objects.create_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", body)
+        key = (namespace, body["metadata"]["name"])
+        await until(lambda: key in clusters.owned, "the RayCluster in the index")
+        kept = clusters.owned[key]
+        assert "managedFields" not in kept["metadata"]
+        assert (
+            kept["spec"]["headGroupSpec"]["rayStartParams"] == body["spec"]["headGroupSpec"]["rayStartParams"]
+        )
+        await objects.delete_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", key[1])
+        await until(lambda: key not in clusters.owned, "the RayCluster gone from the index")
+        assert seen[0] == (key, True)
+        assert seen[-1] == (key, False)
+        assert len(absent) == 0
+        assert all(inf.problem() is None for inf in informers)
+        assert not informers[1]._failing  # not served is not failing
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await watch_api.close()

@@ -11,7 +11,7 @@ import pytest
 
 from rayscale.kube import ops
 from rayscale.kube.by_cluster import ByCluster
-from rayscale.kube.informer import Expired, Informer, _decode, _lines
+from rayscale.kube.informer import Expired, Informer, Kind, _decode, _lines
 
 NO_API: Any = None  # the calls never reach a client: `send_raw` is replaced
 
@@ -165,3 +165,30 @@ def test_events_are_decoded_without_managed_fields_and_otherwise_as_they_are() -
         {"type": "ADDED", "object": {"metadata": {"name": "w", "managedFields": []}}},  # no spec after it
     ):
         assert _decode(json.dumps(other, separators=(",", ":")).encode()) == other
+
+
+async def test_a_custom_resource_whose_crd_is_not_installed_is_none_and_listed_again_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An optional CRD (RayResourceRequests, RayVirtualClusters) left out does not keep the
+    controller waiting for the informers, nor fail the liveness probe."""
+
+    async def not_served(call: Any, what: str, *, body: bool = False) -> Any:
+        raise ops.KubeError(f"{what}: 404 the server could not find the requested resource", 404)
+
+    monkeypatch.setattr(ops, "send", not_served)
+    changed: list[Any] = []
+    index = ByCluster(changed.append)
+    index.upsert(pod("w", "a"))  # as if listed before its CRD was deleted
+    kind = Kind("rayresourcerequests", "rayscale.io", "v1alpha1")
+    inf = Informer(NO_API, index, kind=kind, namespaces=None)
+    monkeypatch.setattr(inf, "_call", lambda namespace, **params: None)
+    assert await inf._list(None) == ""
+    inf._synced(None)
+    assert inf.synced.is_set()
+    assert len(index) == 0
+    assert inf.problem() is None
+    pods = Informer(NO_API, index, namespaces=None)
+    monkeypatch.setattr(pods, "_call", lambda namespace, **params: None)
+    with pytest.raises(ops.KubeError):  # a core kind is always served: 404 is a failure there
+        await pods._list(None)

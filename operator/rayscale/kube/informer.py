@@ -40,6 +40,7 @@ WATCH_SECONDS = 300  # the API server ends each watch after this; it is then res
 READ_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=WATCH_SECONDS + 30)
 BACKOFFS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)  # then 4 s until a call succeeds
 STUCK_SECONDS = 300.0  # a stream failing this long makes the liveness probe fail
+ABSENT_SECONDS = 30.0  # between LISTs of a custom resource whose CRD is not installed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Informer:
         self._listed: set[str | None] = set()
         self._failing: dict[str | None, float] = {}  # stream -> when it began failing
         self._failures: dict[str | None, int] = {}  # stream -> failures in a row
+        self._absent_said: set[str | None] = set()  # streams whose kind was found not served
         self.events = 0  # watch events received (bookmarks too)
         self.lists = 0  # LISTs completed
 
@@ -131,9 +133,10 @@ class Informer:
             try:
                 if not version:
                     version = await self._list(namespace)
-                    self._listed.add(namespace)
-                    if len(self._listed) == len(self.streams):
-                        self.synced.set()
+                    self._synced(namespace)
+                    if not version:  # the kind is not served: none exist
+                        await asyncio.sleep(ABSENT_SECONDS)
+                        continue
                 began, seen = time.monotonic(), self.events
                 version = await self._watch(namespace, version)
                 if self.events == seen and time.monotonic() - began < 1.0:
@@ -153,6 +156,11 @@ class Informer:
                             namespace or "*", type(exc).__name__, exc, delay)  # fmt: skip
                 version = ""
                 await asyncio.sleep(delay)
+
+    def _synced(self, namespace: str | None) -> None:
+        self._listed.add(namespace)
+        if len(self._listed) == len(self.streams):
+            self.synced.set()
 
     def _working(self, namespace: str | None) -> None:
         """A watch of `namespace` delivered an event or ran its course: the stream works."""
@@ -177,14 +185,23 @@ class Informer:
         return getattr(core, f"list_namespaced_{kind.singular}")(namespace, **params)
 
     async def _list(self, namespace: str | None) -> str:
-        """LIST in pages; hand the sink the whole set; the list's resourceVersion."""
+        """LIST in pages; hand the sink the whole set; the list's resourceVersion ("" when the API
+        server does not serve the kind: a custom resource whose CRD is not installed, none exist)."""
         objs: list[Obj] = []
         token = ""
         while True:
             params: dict[str, Any] = {"limit": self.page}
             if token:
                 params["_continue"] = token
-            body: Obj = await ops.send(self._call(namespace, **params), f"list {self.kind.plural}", body=True)
+            try:
+                body: Obj = await ops.send(
+                    self._call(namespace, **params), f"list {self.kind.plural}", body=True
+                )
+            except ops.KubeError as exc:
+                if exc.status != 404 or not self.kind.group:
+                    raise
+                self._absent(namespace)
+                return ""
             objs += [obj for obj in body.get("items") or [] if self._wanted(obj)]
             meta = body.get("metadata") or {}
             token = str(meta.get("continue") or "")
@@ -192,6 +209,16 @@ class Informer:
                 self.sink.replace(namespace, objs)
                 self.lists += 1
                 return str(meta.get("resourceVersion") or "")
+
+    def _absent(self, namespace: str | None) -> None:
+        """The kind is not served (404 on its LIST): none exist; said once, listed again later."""
+        self.sink.replace(namespace, [])
+        self._working(namespace)
+        if namespace not in self._absent_said:
+            self._absent_said.add(namespace)
+            kind = f"{self.kind.plural}.{self.kind.group}"
+            log.warning("%s is not served by the API server (its CRD is not installed): none are "
+                        "watched; listing again every %.0fs", kind, ABSENT_SECONDS)  # fmt: skip
 
     async def _watch(self, namespace: str | None, version: str) -> str:
         """WATCH from `version` until the server ends the watch; the last version seen."""
