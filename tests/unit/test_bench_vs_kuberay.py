@@ -330,6 +330,16 @@ def test_render() -> None:
     assert "at each one's default level: rayscale 0 bytes, KubeRay default 7 bytes" in prose
     assert "Events it dropped as its queue was full: 14 with KubeRay matched." in prose
     assert all(len(line) <= 100 for line in text.splitlines() if not line.startswith("|"))
+    assert "control plane CPU s" not in text  # no run measured it
+
+
+def test_the_control_planes_cpu_is_a_column_once_measured() -> None:
+    results = _results()
+    for r in results["runs"]:
+        r["control_plane_cpu_seconds"] = 12.0 if r["operator"] == "rayscale" else 9.0
+    text = vs_kuberay.render(results)
+    assert "| peak RSS MiB | Events | control plane CPU s |" in text
+    assert "| 1 cluster, workers 0 -> 100 | rayscale | 1.00 | 10.0 | 1.50 | 100 | 10 | 12.0 |" in text
 
 
 def test_render_one_operator_one_run() -> None:
