@@ -63,13 +63,14 @@ class Runtime:
     controller: RayClusterController | None = None
     autoscaler: Autoscaler | None = None
     health: WatchHealth | None = None
-    # The indexes the informers fill (`indexes`), and the informers
+    # The indexes the informers fill (`indexes`), the informers and their client
     clusters: RayClusterIndex | None = None
     pods: ByCluster | None = None
     services: ByCluster | None = None
     requests: ByCluster | None = None
     virtual_clusters: ByCluster | None = None
     informers: list[Informer] = dataclasses.field(default_factory=list)
+    watch_api: Any = None
     tasks: list[asyncio.Task[None]] = dataclasses.field(default_factory=list)
     recorder: EventRecorder | None = None
     api: Any = None
@@ -79,10 +80,9 @@ class Runtime:
     hand_over: Callable[[], Awaitable[None]] | None = None
     # Which RayClusters are this operator's (--cluster-selector; its namespaces are the informers')
     scope: Scope = dataclasses.field(default_factory=Scope)
-    # The RayClusters handed to the controller and the autoscaler so far: one that leaves the scope
-    # is handed over once more, so that both let go of it.
-    owned: set[ClusterKey] = dataclasses.field(default_factory=set)
-    # What of each owned RayCluster, when it changes, the controller acts on (`reconciled_facts`)
+    # What of each RayCluster handed to the controller and the autoscaler, when it changes, the
+    # controller acts on (`reconciled_facts`). One that leaves the scope is handed over once more,
+    # so that both let go of it.
     facts: dict[ClusterKey, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
 
 
@@ -208,16 +208,15 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     # that is another shard's, for its requests and virtual clusters), so the RayCluster informer
     # keeps every RayCluster of the watched namespaces and its index tells them apart
     # (docs/scaling.md).
-    watch_api = await make_api_client(connections=0)
+    runtime.watch_api = await make_api_client(connections=0)
     runtime.informers = [
-        Informer(watch_api, index, kind=kind, label_selector=selector, namespaces=runtime.namespaces)
+        Informer(runtime.watch_api, index, kind=kind, label_selector=selector, namespaces=runtime.namespaces)
         for kind, selector, index in indexes(runtime)
     ]
     for informer in runtime.informers:
         runtime.tasks.append(
             asyncio.create_task(informer.run(), name=f"rayscale-{informer.kind.plural}-watch")
         )
-    runtime.tasks.append(asyncio.create_task(_closing(watch_api), name="rayscale-watch-client"))
     if runtime.run_controller:
         runtime.controller = RayClusterController(
             api, source, runtime.recorder, runtime.config, observer=metrics.queue("raycluster")
@@ -235,14 +234,6 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     runtime.api = api
     log.debug("garbage collector settled: %d objects frozen", gc_tuning.settle())
     runtime.tasks.append(asyncio.create_task(gc_tuning.collect_on_a_clock(), name="rayscale-gc"))
-
-
-async def _closing(api: Any) -> None:
-    """Close `api` when cancelled (at cleanup, with the informers that use it)."""
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await api.close()
 
 
 async def _once_indexed(runtime: Runtime, work: Callable[[], Awaitable[None]]) -> None:
@@ -274,8 +265,9 @@ async def shutdown(memo: Any, **_: Any) -> None:
             with contextlib.suppress(Fenced):  # a replica that lost the Lease posts no more Events
                 await runtime.recorder.stop()
     finally:
-        if runtime.api is not None:
-            await runtime.api.close()
+        for api in (runtime.api, runtime.watch_api):
+            if api is not None:
+                await api.close()
 
 
 def _hand(runtime: Runtime, key: ClusterKey, reason: str, *, controller: bool = True) -> None:
@@ -288,11 +280,11 @@ def _hand(runtime: Runtime, key: ClusterKey, reason: str, *, controller: bool = 
 
 
 def raycluster_changed(runtime: Runtime, key: ClusterKey, body: Mapping[str, Any] | None) -> None:
-    """A RayCluster of this shard is marked; one that was and is no longer (deleted: `body` None,
-    or its labels moved it to another shard) is marked once more, so that both halves let go of
-    it (its series go with it); another shard's is not touched."""
-    ours = body is not None and runtime.scope.owns(body)
-    if not ours and key not in runtime.owned:
+    """A RayCluster of this shard (the index keeps it) is marked; one that was and is no longer
+    (deleted: `body` None, or its labels moved it to another shard) is marked once more, so that
+    both halves let go of it (its series go with it); another shard's is not touched."""
+    ours = body is not None and IndexSource(runtime).cluster(key) is not None
+    if not ours and key not in runtime.facts:
         return
     if runtime.run_controller and runtime.metrics is not None:  # series of the RayCluster controller
         named = {"metadata": {"namespace": key[0], "name": key[1]}}
@@ -300,12 +292,10 @@ def raycluster_changed(runtime: Runtime, key: ClusterKey, body: Mapping[str, Any
     controller = True
     if ours:
         assert body is not None
-        runtime.owned.add(key)
         facts = reconciled_facts(body)
         controller = runtime.facts.get(key) != facts
         runtime.facts[key] = facts
     else:
-        runtime.owned.discard(key)
         runtime.facts.pop(key, None)
         if body is not None:
             log.info(

@@ -15,6 +15,7 @@ from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
 from rayscale.common import labels as L
+from rayscale.handlers import RAYCLUSTERS
 from rayscale.kube import informer as informer_module
 from rayscale.kube.by_cluster import ByCluster, by_spec
 from rayscale.kube.client import make_api_client
@@ -43,6 +44,23 @@ async def until(check: Callable[[], bool], what: str) -> None:
 
 
 @contextlib.asynccontextmanager
+async def running(*informers: Informer) -> AsyncIterator[None]:
+    """`informers` running and synced; stopped, and their client closed, on the way out."""
+    tasks = [asyncio.create_task(inf.run()) for inf in informers]
+    try:
+        for inf in informers:
+            await asyncio.wait_for(inf.synced.wait(), DEADLINE)
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await informers[0].api.close()
+
+
+@contextlib.asynccontextmanager
 async def informing(
     cluster: testcluster.ClusterHandle, namespaces: list[str] | None
 ) -> AsyncIterator[tuple[Informer, ByCluster, list[Any]]]:
@@ -50,15 +68,8 @@ async def informing(
     index = ByCluster(changed.append)
     api = await make_api_client(str(cluster.kubeconfig), connections=0)
     inf = Informer(api, index, label_selector="ray.io/cluster", namespaces=namespaces, page=2)
-    task = asyncio.create_task(inf.run())
-    try:
-        await asyncio.wait_for(inf.synced.wait(), DEADLINE)
+    async with running(inf):
         yield inf, index, changed
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await api.close()
 
 
 def names(index: ByCluster, key: tuple[str, str]) -> set[str]:
@@ -177,15 +188,12 @@ async def test_a_custom_resource_informer_follows_rayclusters_and_a_kind_not_ser
     absent = ByCluster(lambda key: None, cluster_of=by_spec("clusterName"))
     watch_api = await make_api_client(str(cluster.kubeconfig), connections=0)
     informers = [
-        Informer(watch_api, clusters, kind=Kind("rayclusters", "ray.io", "v1"), namespaces=[namespace]),
+        Informer(watch_api, clusters, kind=RAYCLUSTERS, namespaces=[namespace]),
         Informer(
             watch_api, absent, kind=Kind("nonesuches", "rayscale.io", "v1alpha1"), namespaces=[namespace]
         ),
     ]
-    tasks = [asyncio.create_task(inf.run()) for inf in informers]
-    try:
-        for inf in informers:
-            await asyncio.wait_for(inf.synced.wait(), DEADLINE)
+    async with running(*informers):
         objects: Any = client.CustomObjectsApi(api)
         body = example("raycluster-basic.yaml")
         await objects.create_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", body)
@@ -203,10 +211,3 @@ async def test_a_custom_resource_informer_follows_rayclusters_and_a_kind_not_ser
         assert len(absent) == 0
         assert all(inf.problem() is None for inf in informers)
         assert not informers[1]._failing  # not served is not failing
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await watch_api.close()
