@@ -1,5 +1,6 @@
 """PlanApplier (rayscale.controller.apply), the controller's writes, with rayscale.kube.ops faked:
-deletes then creates, each in parallel; KubeRay's Events; scale expectations only for what the API
+deletes then creates, each in parallel; KubeRay's Events, one per step and kind naming its pods
+(at most BATCH each; one pod's message is KubeRay's own); scale expectations only for what the API
 server did; the first failing step stops the rest; `wanted` stops creates for a deleted RayCluster;
 Secrets, Ingresses and RBAC objects created once per RayCluster."""
 
@@ -13,7 +14,7 @@ from tests.support.fakes import EventLog, FakeKubeOps, ManualClock
 
 from rayscale.cluster.naming import AUTH_TOKEN_KEY
 from rayscale.common.fairslots import FairSlots
-from rayscale.controller.apply import PlanApplier
+from rayscale.controller.apply import BATCH, MESSAGE_LIMIT, PlanApplier, pods_message
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import CreatePod, DeletePod, Manifest, Step
 from rayscale.controller.status import ReconcileError
@@ -76,7 +77,7 @@ async def test_events_and_expectations_for_each_create_and_delete(
     created = sorted(kube_ops.names("create_pod", made=True))
     assert event_log.posted == [
         ("Normal", "DeletedWorkerPod", "Deleted worker Pod ns/old-0 (scaleDown)"),
-        *[("Normal", "CreatedWorkerPod", f"Created worker Pod ns/{name}") for name in created],
+        ("Normal", "CreatedWorkerPod", f"Created 2 worker Pods: ns/{created[0]}, ns/{created[1]}"),
     ]
     assert {e.name for e in event_log.events} == {"rc"}  # on the RayCluster
     assert expectations.pending(GROUP_KEY) == 3
@@ -211,3 +212,46 @@ async def test_services_stop_at_the_first_refused(
     assert error == ReconcileError("create service rc-headless: 500")
     assert kube_ops.names("create_service") == ["rc-head-svc", "rc-headless"]
     assert event_log.posted == [("Warning", "FailedToCreateService", "create service rc-headless: 500")]
+
+
+async def test_a_large_step_posts_one_event_per_batch_of_pods_naming_each(
+    applier: PlanApplier, kube_ops: FakeKubeOps, event_log: EventLog
+) -> None:
+    step = Step(
+        "small",
+        deletes=[delete(f"old-{i}") for i in range(3)] + [delete("picked", why="workersToDelete")],
+        creates=[create() for _ in range(2 * BATCH + 1)],
+    )
+    assert await applier.run_steps(cluster(), [step]) is None
+    posted = [(reason, message) for _, reason, message in event_log.posted]
+    assert sorted(posted[:2]) == [
+        ("DeletedWorkerPod", "Deleted 3 worker Pods (scaleDown): ns/old-0, ns/old-1, ns/old-2"),
+        ("DeletedWorkerPod", "Deleted worker Pod ns/picked (workersToDelete)"),
+    ]
+    creates = posted[2:]
+    assert [reason for reason, _ in creates] == ["CreatedWorkerPod"] * 3
+    last = "Created worker Pod ns/rc-small-worker-00041"
+    assert [m.split(":")[0] for _, m in creates] == [f"Created {BATCH} worker Pods"] * 2 + [last]
+    told = " ".join(m for _, m in creates)
+    assert all(f"ns/{name}" in told for name in kube_ops.names("create_pod", made=True))
+
+
+async def test_pods_created_before_a_failure_are_told(
+    applier: PlanApplier, kube_ops: FakeKubeOps, event_log: EventLog
+) -> None:
+    kube_ops.refuse[("delete_pod", "old-1")] = ops.KubeError("delete pod old-1: forbidden", 403)
+    step = Step("small", deletes=[delete("old-0"), delete("old-1")], creates=[create()])
+    assert await applier.run_steps(cluster(), [step]) is not None
+    assert ("Normal", "DeletedWorkerPod", "Deleted worker Pod ns/old-0 (scaleDown)") in event_log.posted
+
+
+def test_a_message_naming_many_pods_keeps_to_the_limit_and_counts_the_rest() -> None:
+    names = [f"a-very-long-worker-pod-name-{i:04d}" for i in range(100)]
+    message = pods_message("Created", "worker", "team", names)
+    assert len(message) <= MESSAGE_LIMIT
+    shown = message.count("team/")
+    assert message.startswith("Created 100 worker Pods: team/a-very-long-worker-pod-name-0000, ")
+    assert message.endswith(f", and {100 - shown} more")
+    assert pods_message("Created", "worker", "team", names[:2]) == (
+        "Created 2 worker Pods: team/a-very-long-worker-pod-name-0000, team/a-very-long-worker-pod-name-0001"
+    )

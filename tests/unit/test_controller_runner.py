@@ -41,7 +41,8 @@ async def test_a_new_clusters_plan_is_applied_and_its_status_written(
         ("create_pod", "rc-small-worker-"),
         ("patch_raycluster_status", "rc"),
     ]
-    assert event_log.reasons() == ["CreatedService", "CreatedHeadPod", "CreatedWorkerPod", "CreatedWorkerPod"]
+    # one Event names both workers
+    assert event_log.reasons() == ["CreatedService", "CreatedHeadPod", "CreatedWorkerPod"]
     (status,) = kube_ops.statuses
     assert (status["desiredWorkerReplicas"], status["observedGeneration"]) == (2, 1)
     assert condition(status, "HeadPodReady")["reason"] == "HeadPodNotFound"

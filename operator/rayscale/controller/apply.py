@@ -28,10 +28,63 @@ MAX_PARALLEL_CALLS = 16  # one RayCluster's pod creates (deletes) in flight at o
 #: the API server's attention while small clusters wait behind it.
 SHARED_CALLS = 64
 ALL_PODS = ("suspend", "upgrade")  # deletes of every pod: no scale expectations, as KubeRay
+MESSAGE_LIMIT = 1024  # characters of an Event's message the recorder keeps
+#: Pods named in one Created/Deleted Event at most: a step of many pods posts one Event per
+#: BATCH of them (each a write to the API server, as each pod is), not one per pod.
+BATCH = 20
 
 
 def _pod_word(kind: str) -> str:
     return "HeadPod" if kind == "head" else "WorkerPod"
+
+
+def pods_message(verb: str, kind: str, namespace: str, names: Sequence[str], why: str = "") -> str:
+    """One Event's message for the pods of one kind a step created or deleted.
+
+    One pod reads as KubeRay's own ("Created worker Pod ns/a", "Deleted worker Pod ns/a (scaleDown)");
+    several are one Event that names them all ("Created 3 worker Pods: ns/a, ns/b, ns/c"), as many as
+    fit the message, then "and N more".
+    """
+    suffix = f" ({why})" if why else ""
+    if len(names) == 1:
+        return f"{verb} {kind} Pod {namespace}/{names[0]}{suffix}"
+    head = f"{verb} {len(names)} {kind} Pods{suffix}: "
+    shown: list[str] = []
+    length = len(head)
+    for i, name in enumerate(names):
+        item = f"{namespace}/{name}"
+        more = f", and {len(names) - i} more" if i < len(names) - 1 else ""
+        if length + len(item) + 2 + len(more) > MESSAGE_LIMIT:
+            return head + ", ".join(shown) + f", and {len(names) - i} more"
+        shown.append(item)
+        length += len(item) + 2
+    return head + ", ".join(shown)
+
+
+class _Done:
+    """The pods of one RayCluster's steps that the API server created or deleted, posted as one
+    Event per (reason, kind, why) each time `BATCH` are together and when a step's calls are back."""
+
+    def __init__(self, events: EventSink, body: Mapping[str, Any], meta: ClusterMeta) -> None:
+        self.events, self.body, self.meta = events, body, meta
+        self.names: dict[tuple[str, str, str, str], list[str]] = {}
+
+    def add(self, verb: str, reason: str, kind: str, name: str, why: str = "") -> None:
+        key = (verb, reason, kind, why)
+        names = self.names.setdefault(key, [])
+        names.append(name)
+        if len(names) >= BATCH:
+            self._post(key, self.names.pop(key))
+
+    def flush(self) -> None:
+        for key, names in self.names.items():
+            self._post(key, names)
+        self.names.clear()
+
+    def _post(self, key: tuple[str, str, str, str], names: list[str]) -> None:
+        verb, reason, kind, why = key
+        message = pods_message(verb, kind, self.meta.namespace, sorted(names), why)
+        self.events.post(self.body, "Normal", reason, message)
 
 
 async def _bounded(calls: Sequence[Callable[[], Awaitable[None]]], limit: int) -> None:
@@ -116,20 +169,32 @@ class PlanApplier:
         is gone) no more pods are created for it.
         """
         meta = ClusterMeta.from_body(body)
+        done = _Done(self.events, body, meta)
         for step in steps:
             failures: list[ReconcileError] = []
-            await _bounded([self._deleter(meta, body, d, failures) for d in step.deletes], MAX_PARALLEL_CALLS)
-            if not failures:
+            try:
                 await _bounded(
-                    [self._creator(meta, body, c, failures, wanted) for c in step.creates],
-                    MAX_PARALLEL_CALLS,
+                    [self._deleter(meta, body, d, failures, done) for d in step.deletes], MAX_PARALLEL_CALLS
                 )
+                done.flush()
+                if not failures:
+                    await _bounded(
+                        [self._creator(meta, body, c, failures, wanted, done) for c in step.creates],
+                        MAX_PARALLEL_CALLS,
+                    )
+            finally:  # what was done is told, also when the step failed or was cancelled
+                done.flush()
             if failures:
                 return failures[0]
         return None
 
     def _deleter(
-        self, meta: ClusterMeta, body: Mapping[str, Any], action: DeletePod, failures: list[ReconcileError]
+        self,
+        meta: ClusterMeta,
+        body: Mapping[str, Any],
+        action: DeletePod,
+        failures: list[ReconcileError],
+        done: _Done,
     ) -> Callable[[], Awaitable[None]]:
         async def call() -> None:
             try:
@@ -147,12 +212,7 @@ class PlanApplier:
             if action.why not in ALL_PODS:
                 self.expectations.expect((meta.namespace, meta.name, action.group), action.name, "delete")
             reason = "DeletedPod" if action.why in ALL_PODS else f"Deleted{_pod_word(action.kind)}"
-            self.events.post(
-                body,
-                "Normal",
-                reason,
-                f"Deleted {action.kind} Pod {meta.namespace}/{action.name} ({action.why})",
-            )
+            done.add("Deleted", reason, action.kind, action.name, action.why)
 
         return call
 
@@ -163,6 +223,7 @@ class PlanApplier:
         action: CreatePod,
         failures: list[ReconcileError],
         wanted: Callable[[], bool] | None,
+        done: _Done,
     ) -> Callable[[], Awaitable[None]]:
         async def call() -> None:
             if wanted is not None and not wanted():
@@ -177,7 +238,6 @@ class PlanApplier:
                 )
                 return
             self.expectations.expect((meta.namespace, meta.name, action.group), name, "create")
-            self.events.post(body, "Normal", f"Created{_pod_word(action.kind)}",
-                             f"Created {action.kind} Pod {meta.namespace}/{name}")  # fmt: skip
+            done.add("Created", f"Created{_pod_word(action.kind)}", action.kind, name)
 
         return call
