@@ -3,6 +3,7 @@ cut every few seconds; once the faults stop, the cluster has exactly its workers
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 from collections.abc import Iterator
@@ -136,11 +137,14 @@ async def test_sigterm_stops_the_operator_after_an_event_post_saw_the_server_dis
 async def test_events_are_still_posted_after_event_posts_saw_the_server_disconnect(
     kube: Kube, proxy: FaultProxy, operator: Operator
 ) -> None:
-    # one disconnect per recorder worker (4)
+    # one disconnect per recorder worker (4); each cluster posts 3 Events (Service, head, workers)
     proxy.set_rules([Rule(disconnect=True, method="POST", path=EVENT_POSTS, times=4, name="events")])
     body = example("raycluster-basic.yaml")
     body["spec"]["workerGroupSpecs"][0]["replicas"] = 4
     await kube.create(body)
+    second = copy.deepcopy(body)
+    second["metadata"]["name"] = f"{NAME}-second"
+    await kube.create(second)
     await eventually(lambda: proxy.counts().get("events") == 4, timeout=60, message="four event posts cut")
     before = {p.metadata.name for p in await kube.workers(NAME)}
     await kube.set_group(NAME, 0, "replicas", 6)

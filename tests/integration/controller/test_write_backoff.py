@@ -80,9 +80,11 @@ async def test_refused_pod_creates_back_off_in_one_event_and_spare_another_clust
     # The healthy cluster is served at once, whatever the other one does.
     await eventually(lambda: other.running_workers("healthy", 2), timeout=30, message="healthy's 2 workers")
 
-    async def healthy_events() -> list[Any]:
+    async def healthy_events() -> list[Any]:  # one Event names both workers
+        workers = {p.metadata.name for p in await other.workers("healthy")}
         created = [e for e in await other.events("CreatedWorkerPod") if e.involved_object.name == "healthy"]
-        return created if len(created) == 2 else []
+        told = " ".join(e.message for e in created)
+        return created if len(workers) == 2 and all(name in told for name in workers) else []
 
     await eventually(healthy_events, timeout=30, message="healthy's CreatedWorkerPod Events")
     healthy_seconds = time.monotonic() - started
