@@ -31,6 +31,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as comm:
+            return comm.read().strip()
+    except FileNotFoundError:
+        return ""
+
+
 def test_no_preexec_fn_when_setpriv_is_there() -> None:
     if shutil.which("setpriv") is None:
         pytest.skip("no util-linux setpriv on this machine")
@@ -50,6 +58,12 @@ def test_the_child_dies_with_its_parent() -> None:
     child = int(parent.stdout.readline())
     try:
         assert _alive(child)
+        # setpriv asks for the death signal, then execs sleep: kill the parent only once the
+        # child runs sleep, or the parent may die before there is anything to signal the child
+        deadline = time.monotonic() + 10
+        while _command(child) != "sleep" and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling /proc with a deadline: nothing to await here
+        assert _command(child) == "sleep", _command(child)
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
         deadline = time.monotonic() + 10
