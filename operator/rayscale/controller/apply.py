@@ -49,16 +49,13 @@ def pods_message(verb: str, kind: str, namespace: str, names: Sequence[str], why
     if len(names) == 1:
         return f"{verb} {kind} Pod {namespace}/{names[0]}{suffix}"
     head = f"{verb} {len(names)} {kind} Pods{suffix}: "
-    shown: list[str] = []
-    length = len(head)
-    for i, name in enumerate(names):
-        item = f"{namespace}/{name}"
-        more = f", and {len(names) - i} more" if i < len(names) - 1 else ""
-        if length + len(item) + 2 + len(more) > MESSAGE_LIMIT:
-            return head + ", ".join(shown) + f", and {len(names) - i} more"
-        shown.append(item)
-        length += len(item) + 2
-    return head + ", ".join(shown)
+    items = [f"{namespace}/{name}" for name in names]
+    for shown in range(len(items), 0, -1):  # as many as fit with the count of the rest
+        rest = f", and {len(items) - shown} more" if shown < len(items) else ""
+        message = head + ", ".join(items[:shown]) + rest
+        if len(message) <= MESSAGE_LIMIT:
+            return message
+    return head + f"and {len(items)} more"
 
 
 class _Done:
