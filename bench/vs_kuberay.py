@@ -38,8 +38,10 @@ from the clock's start to the case's last milestone, and again once the Events a
 RayClusters stopped changing (both operators post them in the background); its VmHWM then (the
 process's lifetime peak: the process is fresh per case); the Events; its log's size; and the
 1-minute load average at the start and the end. The bench adds fake kwok nodes (32 CPU / 110 pods,
-one per 100 pods of the case; operator_fleet.extra_nodes) for each case. Operators take turns
-within a repetition, in an order that rotates from one repetition to the next. b1000 runs once by
+one per 100 pods of the case; operator_fleet.extra_nodes) for each case, then warms the API
+server's pod watch cache with a burst of 600 bare pods (`warm_api_server` says why). Operators take
+turns within a repetition, in an order that rotates from one repetition and one case to the next,
+so no operator is always first. b1000 runs once by
 default (--reps-large): it takes about 10 minutes per operator on 2 cores, teardown included; a
 full run about an hour on a busy 2-core machine. Progress goes to stderr; the raw results are JSON
 (--out, default bench/results/vs_kuberay.json), which --docs-from renders again. --write-docs
@@ -107,6 +109,7 @@ FLEETS = {"b50": (50, 10), "b1000": (1000, 9)}  # clusters, workers per cluster
 SCALES = {"a100": 100, "a1000": 1000}
 DOWN = 1000  # workers of case d
 PODS_PER_EXTRA_NODE = 100
+WARM_PODS = 600  # bare pods of the burst that warms the API server's pod watch cache (`warm_api_server`)
 
 CLUSTER_LABEL, NODE_TYPE_LABEL = "ray.io/cluster", "ray.io/node-type"
 # what client-go's event recorder (KubeRay's) logs when 1,000 Events already wait to be sent
@@ -218,9 +221,10 @@ def repetitions(case: str, args: argparse.Namespace) -> int:
     return int(args.reps_large if case == LARGE else args.reps)
 
 
-def turns(operators: Sequence[str], rep: int) -> list[str]:
-    """The operators' order in repetition `rep`: rotated by one each time."""
-    k = rep % len(operators) if operators else 0
+def turns(operators: Sequence[str], rep: int, group: int = 0) -> list[str]:
+    """The operators' order in repetition `rep` of the `group`-th case group: rotated by one each
+    repetition and each group, so that no operator always runs first."""
+    k = (rep + group) % len(operators) if operators else 0
     return [*operators[k:], *operators[:k]]
 
 
@@ -853,7 +857,7 @@ async def run(cluster: testcluster.ClusterHandle, args: argparse.Namespace) -> d
     async with kube_apis(cluster) as (core, objects):
         install_kuberay_crds(cluster, bindir)
         bench = Bench(cluster, core, objects, bindir, args.timeout)
-        for group in case_groups(args.cases):
+        for index, group in enumerate(case_groups(args.cases)):
             reps = repetitions(group[0], args)
             nodes = extra_node_count(group)
             bench.say(
@@ -861,8 +865,9 @@ async def run(cluster: testcluster.ClusterHandle, args: argparse.Namespace) -> d
                 f" {nodes} extra nodes"
             )
             async with extra_nodes(core, nodes):
+                await warm_api_server(bench)
                 for rep in range(reps):
-                    for name in turns(args.operators, rep):
+                    for name in turns(args.operators, rep, index):
                         runs += await run_case(bench, group, name, rep)
     return {
         "runs": runs,
@@ -874,6 +879,50 @@ async def run(cluster: testcluster.ClusterHandle, args: argparse.Namespace) -> d
         "kuberay_version": kuberay_version(),
         "run_seconds": time.monotonic() - began,
     }
+
+
+def bare_pod(name: str) -> dict[str, Any]:
+    """A pod of a bench cluster's size (100m CPU / 128Mi) that belongs to no operator."""
+    resources = {"requests": {"cpu": "100m", "memory": "128Mi"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": resources}]},
+    }
+
+
+async def warm_api_server(bench: Bench, pods: int = WARM_PODS) -> None:
+    """A burst of `pods` bare pods, created (`CREATE_CONCURRENCY` calls in flight), run by kwok and
+    deleted in a namespace of their own, before a case group's first timed run.
+
+    The API server gives each pod watch, when it starts, a buffer of about one second of the
+    events its watch cache held lately, and at least 10. A watch started before any burst (the
+    scheduler's, kwok's, the controller-manager's) has 10; in the next burst the API server closes
+    every watch whose buffer is full ("Forcing pods watcher close due to unresponsiveness" in its
+    log) and each watcher lists everything again. kwok, listing again, plays the Running stage
+    again for the pods it had not yet seen Running, and those patches are refused (422) and
+    retried until the pod is gone. Without this burst, whichever operator ran first after the
+    control plane started (or after a quiet spell) paid for it: 1-2 s more to Running in b50, and
+    in b1000 over 70 s. The watches closed in this burst start again with buffers sized for one."""
+    began = time.monotonic()
+    ns = await create_namespace(bench.core, "vs-warm")
+    try:
+        async with watching(bench.core, ns) as (watch, task):
+            gate = asyncio.Semaphore(CREATE_CONCURRENCY)
+
+            async def create(i: int) -> None:
+                async with gate:
+                    await bench.core.create_namespaced_pod(ns, bare_pod(f"warm-{i:04d}"))
+
+            await asyncio.gather(*(create(i) for i in range(pods)))
+            watch.milestone("running", lambda w: w.count(lambda _: True, running=True) >= pods)
+            await watch.wait(["running"], time.monotonic() + bench.timeout, task)
+    finally:
+        await delete_namespace(bench.core, bench.objects, ns)
+    bench.say(
+        f"API server warmed: {pods} pods created, Running and deleted in {time.monotonic() - began:.0f}s"
+    )
 
 
 async def run_case(bench: Bench, group: Sequence[str], name: str, rep: int) -> list[dict[str, Any]]:
@@ -1160,8 +1209,13 @@ def render(results: Mapping[str, Any]) -> str:
         " operators inject), no autoscaling (`enableInTreeAutoscaling` unset). Each case and repetition"
         " runs in a fresh namespace with a fresh operator process, started before the clock and known to be"
         " watching (a head-only warm-up RayCluster has its head Running); the operators take turns within"
-        " a repetition, in an order that rotates. The bench adds kwok nodes of 32 CPU / 110 pods for each"
-        " case, one per 100 of its pods. Times come from one watch on the namespace's pods, the first"
+        " a repetition, in an order that rotates from one repetition and one case to the next, so no operator"
+        " is always first. The bench adds kwok nodes of 32 CPU / 110 pods for each case, one per 100 of its"
+        " pods, then warms the API server with 600 bare pods created, run and deleted: the API server sizes"
+        " a pod watch's buffer when the watch starts, from how many events its cache held lately, so the"
+        " watches started before any burst (the kube-scheduler's, kwok's) have 10 events of room and are"
+        " closed in the first burst, and whichever operator ran first paid for it (kwok lists every pod"
+        " again and plays some twice). Times come from one watch on the namespace's pods, the first"
         " moment it shows the milestone; pods are Running when kwok says so (no containers run). The"
         " control plane does not throttle the operators' pods: the kube-scheduler and controller-manager"
         " run without their client rate limit (as kwokctl's `--disable-qps-limits`), and kwok plays pod"

@@ -107,6 +107,13 @@ def test_turns_rotate_every_repetition() -> None:
     assert vs_kuberay.turns(["kuberay"], 2) == ["kuberay"]
 
 
+def test_turns_rotate_from_one_case_group_to_the_next() -> None:
+    ops = ["rayscale", "kuberay", "kuberay-matched"]
+    firsts = {vs_kuberay.turns(ops, 0, group)[0] for group in range(3)}
+    assert firsts == set(ops)  # b1000 runs once: each group starts with another operator
+    assert vs_kuberay.turns(ops, 1, 2) == ops
+
+
 def test_case_groups_put_the_scale_down_after_its_scale_up() -> None:
     assert vs_kuberay.case_groups(list(vs_kuberay.CASES)) == [
         ["a100"],
