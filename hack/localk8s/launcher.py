@@ -27,6 +27,7 @@ import ctypes
 import functools
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -80,10 +81,42 @@ def log(msg: str) -> None:
 # --------------------------------------------------------------------------- helpers
 
 
+PORT_FLOOR = 20000  # the lowest port a component listens on (`free_port`)
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_handed_out: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's range for outgoing connections (32768 when unknown)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port of 127.0.0.1 that nothing listens on now and this process has not handed out,
+    below the kernel's range for outgoing connections.
+
+    A port the kernel picks (bind to port 0) comes from that range, and between this check and the
+    component's own bind any outgoing connection may take it: a kube-controller-manager then
+    failed to start ("bind: address already in use"). Outside the range only another listener
+    can, as it can for any port. Port 0 (the kernel's pick) when the range leaves no room below."""
+    low = _ephemeral_low()
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(PORT_FLOOR, low) if low - PORT_FLOOR >= 1000 else 0
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            port = int(s.getsockname()[1])
+        _handed_out.add(port)
+        return port
+    raise LaunchError(f"no free port of 127.0.0.1 in {PORT_FLOOR}-{low - 1} after 200 tries")
 
 
 def poll(
