@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,10 +27,9 @@ Sample = tuple[str, dict[str, str], float]
 
 
 def free_port() -> int:
-    """A TCP port of 127.0.0.1 that nothing listens on (now)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port of 127.0.0.1 that nothing listens on (now), outside the range outgoing
+    connections take theirs from (`launcher.free_port`)."""
+    return launcher.free_port()
 
 
 class Operator:
