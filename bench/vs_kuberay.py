@@ -57,6 +57,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import os
@@ -66,7 +67,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -608,16 +609,25 @@ async def create_all(
     objects: Any, ns: str, bodies: Sequence[dict[str, Any]], in_flight: int = CREATE_CONCURRENCY
 ) -> dict[str, float]:
     """Create the RayClusters, `in_flight` calls at a time: when (monotonic) each call returned."""
-    gate = asyncio.Semaphore(in_flight)
     done: dict[str, float] = {}
 
     async def create(body: dict[str, Any]) -> None:
-        async with gate:
-            await objects.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
-            done[body["metadata"]["name"]] = time.monotonic()
+        await objects.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+        done[body["metadata"]["name"]] = time.monotonic()
 
-    await asyncio.gather(*(create(b) for b in bodies))
+    await at_most(in_flight, [functools.partial(create, b) for b in bodies])
     return done
+
+
+async def at_most(limit: int, calls: Sequence[Callable[[], Awaitable[None]]]) -> None:
+    """Run `calls`, `limit` at a time."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(call: Callable[[], Awaitable[None]]) -> None:
+        async with gate:
+            await call()
+
+    await asyncio.gather(*(one(c) for c in calls))
 
 
 async def patch_replicas(objects: Any, ns: str, name: str, replicas: int, delete: Sequence[str] = ()) -> None:
@@ -913,13 +923,9 @@ async def warm_api_server(bench: Bench, pods: int = WARM_PODS) -> None:
     ns = await create_namespace(bench.core, "vs-warm")
     try:
         async with watching(bench.core, ns) as (watch, task):
-            gate = asyncio.Semaphore(CREATE_CONCURRENCY)
-
-            async def create(i: int) -> None:
-                async with gate:
-                    await bench.core.create_namespaced_pod(ns, bare_pod(f"warm-{i:04d}"))
-
-            await asyncio.gather(*(create(i) for i in range(pods)))
+            create = bench.core.create_namespaced_pod
+            names = [f"warm-{i:04d}" for i in range(pods)]
+            await at_most(CREATE_CONCURRENCY, [functools.partial(create, ns, bare_pod(n)) for n in names])
             watch.milestone("running", lambda w: w.count(lambda _: True, running=True) >= pods)
             await watch.wait(["running"], time.monotonic() + bench.timeout, task)
     finally:

@@ -103,9 +103,8 @@ def free_port() -> int:
     failed to start ("bind: address already in use"). Outside the range only another listener
     can, as it can for any port. Port 0 (the kernel's pick) when the range leaves no room below."""
     low = _ephemeral_low()
-    rng = random.Random()
     for _ in range(200):
-        port = rng.randrange(PORT_FLOOR, low) if low - PORT_FLOOR >= 1000 else 0
+        port = random.randrange(PORT_FLOOR, low) if low - PORT_FLOOR >= 1000 else 0
         if port in _handed_out:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

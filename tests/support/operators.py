@@ -16,6 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from hack.localk8s import launcher, testcluster
+from hack.localk8s.launcher import free_port as free_port  # the tests take it from here
 from prometheus_client.parser import text_string_to_metric_families
 
 from rayscale.ray.address import OVERRIDE_FLAG
@@ -24,12 +25,6 @@ from tests.support.builders import ROOT
 # Rounds every second; the GCS where the cluster's annotation says (a local head, a fake or nothing).
 AUTOSCALING_EXTRA = ("--autoscaler-interval", "1", OVERRIDE_FLAG)
 Sample = tuple[str, dict[str, str], float]
-
-
-def free_port() -> int:
-    """A TCP port of 127.0.0.1 that nothing listens on (now), outside the range outgoing
-    connections take theirs from (`launcher.free_port`)."""
-    return launcher.free_port()
 
 
 class Operator:
