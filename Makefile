@@ -10,6 +10,10 @@ CLUSTER_DIR ?= e2e/.cluster
 SCALE ?=
 # the local control plane's launcher (hack/localk8s/; standard library only)
 LOCALK8S := hack.localk8s
+# The cluster tests, the demo, the benchmarks and the fault suite use: the local control plane
+# unless RAYSCALE_TARGET_KUBECONFIG names another (never $KUBECONFIG's); see docs/development.md.
+# e.g. make integration RAYSCALE_TARGET_KUBECONFIG=$HOME/kind.kubeconfig RAYSCALE_TARGET_CONTEXT=kind-dev
+export RAYSCALE_TARGET_KUBECONFIG RAYSCALE_TARGET_CONTEXT RAYSCALE_TARGET_FORCE
 
 .PHONY: help
 help: ## list the targets
@@ -85,7 +89,7 @@ browser: ## headless Chromium for the status page's browser test (apt-get instal
 		echo "browser: no chromium (apt-get install chromium): the status page's browser test is skipped"
 
 .PHONY: integration
-integration: install cluster-build browser ## integration tests and the e2e smoke scenarios on the local control plane (or $KUBECONFIG)
+integration: install cluster-build browser ## integration tests and the e2e smoke scenarios on the local control plane (never $KUBECONFIG's cluster; RAYSCALE_TARGET_KUBECONFIG=FILE names another)
 	$(PY) -m pytest tests/integration e2e -q -m "integration or e2e_smoke"
 
 .PHONY: e2e
@@ -134,7 +138,7 @@ cluster-down: ## stop the local control plane and remove its state
 	@$(PYTHON) -m $(LOCALK8S) down --dir $(CLUSTER_DIR)
 
 .PHONY: demo
-demo: install cluster-build ## local cluster (unless $KUBECONFIG answers), rayscale, a real Ray program: a RayCluster growing and shrinking (about 1 min)
+demo: install cluster-build ## local control plane (RAYSCALE_TARGET_KUBECONFIG=FILE for another cluster; never $KUBECONFIG's), rayscale, a real Ray program: a RayCluster growing and shrinking (about 1 min)
 	@$(PY) -m e2e.demo --dir $(CLUSTER_DIR)
 
 .PHONY: clean

@@ -11,8 +11,9 @@ until all are Running; per cluster, the seconds from the start until its own pod
 all run (median, p90, max: a cluster that waits behind others shows in the tail); and the
 operator's resident memory (VmRSS once all pods run, VmHWM peak) from /proc.
 
-The cluster is $KUBECONFIG's, else `make cluster-up`'s, else a fresh local control plane that is
-stopped at the end. --write-docs rewrites the "Operator at fleet scale" section of
+The cluster is the local control plane of `make cluster-up`, else a fresh one that is stopped at
+the end, or the one RAYSCALE_TARGET_KUBECONFIG names, checked (hack/localk8s/target.py); never
+$KUBECONFIG's. --write-docs rewrites the "Operator at fleet scale" section of
 docs/benchmarks.md, keeping every other section.
 """
 

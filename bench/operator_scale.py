@@ -19,8 +19,9 @@ watching when a warm-up RayCluster (a head only, not counted) has its head Runni
 Namespaces are deleted (while the operator still runs, so its finalizers are removed) and
 waited for; the operator gets SIGTERM, then SIGKILL, and also dies with this process.
 
-The cluster is $KUBECONFIG's, else `make cluster-up`'s, else a fresh local control plane that
-is stopped at the end (hack/localk8s/testcluster.py). --write-docs rewrites the "Operator on
+The cluster is the local control plane of `make cluster-up`, else a fresh one that is stopped
+at the end, or the one RAYSCALE_TARGET_KUBECONFIG names, checked; never $KUBECONFIG's
+(hack/localk8s/testcluster.py, target.py). --write-docs rewrites the "Operator on
 the local control plane" section of docs/benchmarks.md, keeping every other section.
 """
 

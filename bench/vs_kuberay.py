@@ -48,8 +48,9 @@ full run about an hour on a busy 2-core machine. Progress goes to stderr; the ra
 rewrites the section "Side by side with KubeRay's operator" of docs/benchmarks.md (or --docs FILE),
 keeping every other section.
 
-The cluster is $KUBECONFIG's, else `make cluster-up`'s, else a fresh local control plane that is
-stopped at the end (hack/localk8s/testcluster.py).
+The cluster is the local control plane of `make cluster-up`, else a fresh one that is stopped at
+the end, or the one RAYSCALE_TARGET_KUBECONFIG names, checked; never $KUBECONFIG's
+(hack/localk8s/testcluster.py, target.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 Run from the repository root as ``python -m e2e.demo`` (what `make demo` does):
 
-1. Use $KUBECONFIG's cluster if it answers, else bring up the local control plane.
+1. Use the local control plane in e2e/.cluster (started unless it runs), or the cluster that
+   RAYSCALE_TARGET_KUBECONFIG names, checked as for the tests (hack/localk8s/target.py): never
+   $KUBECONFIG's.
 2. Install the CRDs and the Helm chart's ServiceAccount and RBAC (no operator replica: there is no
    image here).
 3. Run `rayscale run` out of cluster with a token of the chart's ServiceAccount.
@@ -40,7 +42,7 @@ import yaml
 from e2e.raybridge import rayproc
 from e2e.raybridge.bridge import GCS_ANNOTATION, RayBridge, head_params
 from e2e.raybridge.driver import RayDriver
-from hack.localk8s import launcher
+from hack.localk8s import launcher, target, testcluster
 from kubernetes_asyncio import client, config
 
 from rayscale.ray.client import GcsClient, GcsError
@@ -602,14 +604,17 @@ def _tail(path: Path, lines: int) -> str:
 # ---------------------------------------------------------------------------- where to look next
 
 
-def next_steps(demo: Demo, *, local_dir: Path | None) -> None:
+def next_steps(demo: Demo, *, local_dir: Path | None, named: target.Target | None = None) -> None:
     """What the person can do with what the demo leaves behind."""
     ns = demo.namespace
     bindir = Path(demo.kubectl.binary).parent
     venv = Path(sys.executable).parent
     print(f"\nThe control plane keeps running, with the RayCluster {ns}/{NAME} and its head pod; rayscale")
     print("and the Ray processes stopped with the demo. Try next:")
-    print(f"  export KUBECONFIG={Path(demo.kubeconfig).resolve()} PATH={bindir}:$PATH")
+    kubeconfig = named.source if named else Path(demo.kubeconfig).resolve()
+    print(f"  export KUBECONFIG={kubeconfig} PATH={bindir}:$PATH")
+    if named and named.context:
+        print(f"  kubectl config use-context {named.context}   # the context the demo used")
     print("  # the Ray bridge and rayscale again, each in a shell of its own (Ctrl-C stops them):")
     print(f"  {venv}/python -m e2e.raybridge.bridge --namespace {ns} --cluster {NAME} --annotate")
     print(f"  {venv}/rayscale run --namespace {ns} --allow-gcs-address-override --status-page")
@@ -627,25 +632,6 @@ def next_steps(demo: Demo, *, local_dir: Path | None) -> None:
 
 
 # ---------------------------------------------------------------------------- make demo
-
-
-def cluster_kubeconfig(bindir: Path, state_dir: Path) -> tuple[str, Path | None]:
-    """$KUBECONFIG if its cluster answers, else the local control plane in `state_dir` (started if
-    needed; it keeps running). Returns the kubeconfig and the local control plane's directory."""
-    kubeconfig = os.environ.get("KUBECONFIG", "")
-    if kubeconfig and subprocess.run(
-        [str(bindir / "kubectl"), "--request-timeout=5s", "get", "--raw", "/readyz"],
-        env={**os.environ, "KUBECONFIG": kubeconfig}, capture_output=True, check=False,
-    ).returncode == 0:  # fmt: skip
-        say(f"Using the cluster of KUBECONFIG={kubeconfig}")
-        return kubeconfig, None
-    say("Bringing up the local control plane (etcd, kube-apiserver, scheduler, controller-manager, kwok)")
-    note(f"in {state_dir}; it keeps running after the demo")
-    with contextlib.redirect_stdout(sys.stderr):
-        code = launcher.main(["up", "--dir", str(state_dir), "--bindir", str(bindir)])
-    if code != 0:
-        raise DemoError("the local control plane did not start")
-    return str(state_dir / "kubeconfig"), state_dir
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -667,15 +653,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     bindir = Path(launcher.build())
     helm = subprocess.run([str(ROOT / "e2e/tools/helm.sh")], check=True, stdout=subprocess.PIPE,
                           text=True).stdout.strip().splitlines()[-1]  # fmt: skip
+    if os.environ.get(target.TARGET_KUBECONFIG):  # never $KUBECONFIG's cluster
+        say(f"Checking the cluster {target.TARGET_KUBECONFIG}={os.environ[target.TARGET_KUBECONFIG]} names")
+    else:
+        say("Bringing up the local control plane (etcd, kube-apiserver, scheduler, controller-manager, kwok)")
+        note(f"in {args.dir} (reused when it runs); it keeps running after the demo")
     try:
-        kubeconfig, local_dir = cluster_kubeconfig(bindir, Path(args.dir))
+        cluster = testcluster.for_demo(bindir, Path(args.dir), by="make demo (e2e/demo.py)")
+    except (target.TargetError, launcher.LaunchError) as exc:
+        print(f"\nmake demo failed: {exc}", file=sys.stderr)
+        return 1
+    named = cluster.named if cluster.origin == "target" else None
+    try:
         with tempfile.TemporaryDirectory(prefix="rayscale-demo-") as tmp:
-            demo = Demo(Kubectl(str(bindir / "kubectl"), kubeconfig), helm, Path(tmp))
+            demo = Demo(Kubectl(str(bindir / "kubectl"), str(cluster.kubeconfig)), helm, Path(tmp))
             asyncio.run(run(demo))
-            next_steps(demo, local_dir=local_dir)
+            next_steps(demo, local_dir=cluster.state_dir, named=named)
     except DemoError as exc:
         print(f"\nmake demo failed: {exc}", file=sys.stderr)
         return 1
+    finally:
+        cluster.stop()  # only removes the copy of a named cluster's kubeconfig
     print(f"(the demo took {time.monotonic() - started:.0f} s)")
     return 0
 

@@ -818,30 +818,21 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Use $KUBECONFIG's cluster if it answers, else bring up the local one; show the nodes."""
+    """The local control plane in --dir (started unless it runs), or the cluster that
+    RAYSCALE_TARGET_KUBECONFIG names (checked as for the tests, never $KUBECONFIG's); show the nodes.
+    Run it as ``python -m hack.localk8s demo`` from the repository root (it uses hack.localk8s)."""
+    from hack.localk8s import target, testcluster  # not standard library only: the demo alone
+
     bindir = Path(build())
     kubectl = str(bindir / "kubectl")
-    kubeconfig = os.environ.get("KUBECONFIG", "")
-    probe = (
-        subprocess.run(
-            [kubectl, "--request-timeout=5s", "get", "--raw", "/readyz"],
-            capture_output=True,
-            env={**os.environ, "KUBECONFIG": kubeconfig},
-            check=False,
-        )
-        if kubeconfig
-        else None
-    )
-    if probe is not None and probe.returncode == 0:
-        log(f"using the cluster of KUBECONFIG={kubeconfig}")
-    else:
-        if kubeconfig:
-            log(f"KUBECONFIG={kubeconfig} does not answer; using the local control plane instead")
-        args.bindir, args.nodes, args.scale, args.timeout = str(bindir), str(DEFAULT_NODES), [], 180
-        with contextlib.redirect_stdout(sys.stderr):
-            if cmd_up(args) != 0:
-                return 1
-        kubeconfig = str(Path(args.dir).resolve() / "kubeconfig")
+    try:
+        cluster = testcluster.for_demo(bindir, Path(args.dir), by="python -m hack.localk8s demo")
+    except (target.TargetError, LaunchError) as exc:
+        log(str(exc))
+        return 1
+    kubeconfig = str(cluster.kubeconfig)
+    if cluster.named is not None:
+        log(f"using the cluster named by {cluster.named.describe()}")
     cols = (
         "NAME:.metadata.name,POOL:.metadata.labels.rayscale\\.io/node-pool,CPU:.status.capacity.cpu,"
         "MEMORY:.status.capacity.memory,GPU:.status.capacity.nvidia\\.com/gpu,"
@@ -850,10 +841,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     env = {**os.environ, "KUBECONFIG": kubeconfig}
     print("\n$ kubectl get nodes\n", flush=True)
     code = subprocess.call([kubectl, "get", "nodes", "-o", f"custom-columns={cols}"], env=env)
-    print(
-        f"\nThe cluster keeps running. Use it with:\n  export KUBECONFIG={kubeconfig}\n"
-        f"  {kubectl} get pods -A\nStop it with `make cluster-down`."
-    )
+    cluster.stop()  # only removes the copy of a named cluster's kubeconfig
+    if cluster.local:
+        print(
+            f"\nThe cluster keeps running. Use it with:\n  export KUBECONFIG={kubeconfig}\n"
+            f"  {kubectl} get pods -A\nStop it with `make cluster-down`."
+        )
     return code
 
 

@@ -1,8 +1,11 @@
 """Find or start a Kubernetes cluster for a test session.
 
-Used by the pytest fixtures of tests/support/fixtures.py, the fault suite and the benchmarks. In order:
+Used by the pytest fixtures of tests/support/fixtures.py, the fault suite, the benchmarks and (with
+`for_demo`) `make demo`. `$KUBECONFIG` and ``~/.kube/config`` are never used. In order:
 
-1. `$KUBECONFIG` when it points at a reachable cluster (kind, any cluster);
+1. the cluster `RAYSCALE_TARGET_KUBECONFIG` names (kind, another cluster; `RAYSCALE_TARGET_CONTEXT`
+   picks its context), when it is set: it must answer and hold no other owner's Ray objects, else
+   the session fails (hack/localk8s/target.py; `RAYSCALE_TARGET_FORCE=1` overrides the check);
 2. the local control plane that `make cluster-up` started in e2e/.cluster, if it runs;
 3. otherwise a fresh local control plane in a temporary directory, owned by this
    process: it stops when `stop()` is called, and also when the test process dies,
@@ -12,6 +15,7 @@ Used by the pytest fixtures of tests/support/fixtures.py, the fault suite and th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hack.localk8s import launcher
+from hack.localk8s import launcher, target
 
 TMP_PREFIX = "rayscale-localk8s-"
 
@@ -32,10 +36,11 @@ class ClusterHandle:
     kubeconfig: Path
     kubectl: str
     bindir: Path | None
-    origin: str  # "kubeconfig" | "cluster-up" | "fixture"
+    origin: str  # "target" (a named cluster) | "cluster-up" | "fixture"
     state_dir: Path | None = None
     supervisor: subprocess.Popen[bytes] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    named: target.Target | None = None  # when RAYSCALE_TARGET_KUBECONFIG chose it
 
     def __post_init__(self) -> None:
         self.env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
@@ -43,7 +48,7 @@ class ClusterHandle:
     @property
     def local(self) -> bool:
         """True when this is rayscale's local control plane (not kind or another cluster)."""
-        return self.origin != "kubeconfig"
+        return self.origin != "target"
 
     def state(self) -> dict[str, object]:
         assert self.state_dir is not None
@@ -64,6 +69,8 @@ class ClusterHandle:
         return out.stdout
 
     def stop(self) -> None:
+        if self.named is not None:
+            self.named.discard()
         if self.supervisor is None:
             return
         if self.supervisor.poll() is None:
@@ -87,37 +94,43 @@ def remove_stale_dirs() -> None:
             shutil.rmtree(parent, ignore_errors=True)
 
 
-def reachable(kubectl: str, kubeconfig: str) -> bool:
-    try:
-        out = subprocess.run(
-            [kubectl, "--request-timeout=5s", "get", "--raw", "/readyz"],
-            env={**os.environ, "KUBECONFIG": kubeconfig},
-            capture_output=True,
-            timeout=20,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0
+def named_cluster(bindir: Path, *, by: str) -> ClusterHandle | None:
+    """The cluster RAYSCALE_TARGET_KUBECONFIG names, checked (target.resolve), or None when it is
+    not set. Raises target.TargetError when the named cluster cannot be used."""
+    kubectl = str(bindir / "kubectl")
+    named = target.resolve(os.environ, target.kubectl_at(kubectl), by=by)
+    if named is None:
+        return None
+    origin = "target" if named.local_dir is None else "cluster-up"
+    return ClusterHandle(named.kubeconfig, kubectl, bindir, origin, named.local_dir, named=named)
 
 
 def acquire(timeout: float = 300) -> ClusterHandle:
     bindir = Path(launcher.build())
     kubectl = str(bindir / "kubectl")
-
-    env_kubeconfig = os.environ.get("KUBECONFIG")
-    if env_kubeconfig and reachable(kubectl, env_kubeconfig):
-        default_dir = launcher.DEFAULT_DIR
-        state = launcher.running(default_dir)
-        if state and Path(str(state["kubeconfig"])).resolve() == Path(env_kubeconfig).resolve():
-            return ClusterHandle(Path(env_kubeconfig), kubectl, bindir, "cluster-up", default_dir)
-        return ClusterHandle(Path(env_kubeconfig), kubectl, bindir, "kubeconfig")
-
+    named = named_cluster(bindir, by=f"hack/localk8s/testcluster.py ({Path(sys.argv[0]).name})")
+    if named is not None:
+        return named
     default_dir = launcher.DEFAULT_DIR
     state = launcher.running(default_dir)
-    if state and reachable(kubectl, str(state["kubeconfig"])):
+    if state and target.answers(target.kubectl_at(kubectl), Path(str(state["kubeconfig"]))) is None:
         return ClusterHandle(Path(str(state["kubeconfig"])), kubectl, bindir, "cluster-up", default_dir)
-
     return start_private(bindir, timeout)
+
+
+def for_demo(bindir: Path, state_dir: Path, *, by: str) -> ClusterHandle:
+    """The cluster a demo shows things on: the named one (as `acquire`), else the local control
+    plane in `state_dir`, started unless it runs; it keeps running after the demo."""
+    named = named_cluster(bindir, by=by)
+    if named is not None:
+        return named
+    with contextlib.redirect_stdout(sys.stderr):
+        code = launcher.main(["up", "--dir", str(state_dir), "--bindir", str(bindir)])
+    if code != 0:
+        raise launcher.LaunchError(f"the local control plane did not start in {state_dir}")
+    return ClusterHandle(
+        state_dir.resolve() / "kubeconfig", str(bindir / "kubectl"), bindir, "cluster-up", state_dir
+    )
 
 
 def start_private(bindir: Path | None = None, timeout: float = 300, *, audit: bool = False) -> ClusterHandle:

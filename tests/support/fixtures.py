@@ -4,18 +4,26 @@ namespace per test, the CRDs, `rayscale run` (`operator`, `autoscaling_operator`
 operator (`kuberay_bindir`, `kuberay`) and Helm; for unit tests, the controller's Kubernetes calls
 faked (`kube_ops`) and an Event sink that keeps what is posted (`event_log`).
 
-`cluster` is $KUBECONFIG's cluster when it answers, else the local control plane of `make
-cluster-up`, else a fresh one started here and stopped at the end (also when tests fail or the run
-is interrupted); see hack/localk8s/testcluster.py. Nothing here starts before a test asks for it:
-the unit tests never touch these.
+`cluster` is the local control plane of `make cluster-up` when it runs, else a fresh one started
+here and stopped at the end (also when tests fail or the run is interrupted); another cluster only
+when RAYSCALE_TARGET_KUBECONFIG names it, and only if it holds no other owner's Ray objects (see
+hack/localk8s/target.py and testcluster.py). `$KUBECONFIG` and ``~/.kube/config`` are never used:
+when this plugin loads, KUBECONFIG is pointed at a file that does not exist (`NO_KUBECONFIG`), for
+this process and what it starts, and so is kubernetes_asyncio's default, so a client a test makes
+by mistake reaches no cluster; every cluster handle passes its own KUBECONFIG to what it starts.
+Nothing here starts before a test asks for it: the unit tests never touch these.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
+import tempfile
 from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 
+import kubernetes_asyncio.config
+import kubernetes_asyncio.config.kube_config
 import pytest
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client, config
@@ -31,6 +39,17 @@ from tests.support.operators import (
     running,
 )
 from tests.support.polling import eventually
+
+# A kubeconfig that does not exist (nor does its directory). kubernetes_asyncio reads KUBECONFIG
+# once, when it is first imported, into KUBE_CONFIG_DEFAULT_LOCATION (the default of
+# load_kube_config and load_config; load_config's own import too): it may have been imported before
+# this plugin, so those are set as well.
+NO_KUBECONFIG = str(Path(tempfile.gettempdir()) / f"rayscale-tests-{os.getpid()}-no-kubeconfig" / "config")
+os.environ["KUBECONFIG"] = NO_KUBECONFIG
+kubernetes_asyncio.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION = NO_KUBECONFIG
+kubernetes_asyncio.config.KUBE_CONFIG_DEFAULT_LOCATION = NO_KUBECONFIG  # type: ignore[attr-defined]
+for _variable in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):  # nor a pod's own cluster
+    os.environ.pop(_variable, None)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
