@@ -39,7 +39,7 @@ from hack.localk8s import testcluster
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import ApiException
 
-from bench.docs import add_output_options, finish, paragraphs, replace_section
+from bench.docs import Block, add_output_options, finish, measured, paragraphs
 from bench.operator_scale import (
     GROUP,
     PLURAL,
@@ -55,6 +55,7 @@ RRR_GROUP, RRR_VERSION, RRR_PLURAL = "rayscale.io", "v1alpha1", "rayresourcerequ
 DOCS = ROOT / "docs" / "benchmarks.md"
 TITLE = "## Autoscaler reaction on the local control plane"
 COMMAND = ".venv/bin/python -m bench.autoscaler_reaction --write-docs"
+BLOCK = Block("bench.autoscaler_reaction", "bench/results/autoscaler_reaction.json")
 UNREACHABLE = "127.0.0.1:1"
 MILESTONES = ("patched", "created", "running", "satisfied")
 
@@ -335,7 +336,6 @@ def _cell(stats: dict[str, float]) -> str:
 
 
 def render(results: dict[str, Any]) -> str:
-    note = f" {results['note'].strip().rstrip('.')}." if results.get("note") else ""
     about = (
         "Time from creating a RayResourceRequest of N x `{CPU: 1}` to the RayCluster's `replicas`"
         " patched to N, to N worker pods created, to all N Running, and to the request `Satisfied`."
@@ -352,12 +352,8 @@ def render(results: dict[str, Any]) -> str:
         " first moment a watch shows the milestone; median / p90 over the repetitions (p90"
         " interpolated between the order statistics)."
     )
-    measured = (
-        f"Measured on {results['machine']}, {results['date']}; load average {results['load']:.2f} at the"
-        f" start.{note} Reproduce with `make bench-autoscaler` (or `{COMMAND}`)."
-    )
     lines = [
-        *paragraphs(TITLE, about, measured),
+        *paragraphs(TITLE, about, measured(results, f"`make bench-autoscaler` (or `{COMMAND}`)")),
         "| GCS | bundles | runs | replicas patched s | pods created s | pods Running s | Satisfied s |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
@@ -403,12 +399,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gcs", nargs="+", choices=("fake", "unreachable"), default=["fake", "unreachable"],
                         help="Ray's GCS setups to measure (see above)")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=300, help="deadline per repetition, seconds")
-    add_output_options(parser)
+    add_output_options(parser, ROOT / BLOCK.source)
     args = parser.parse_args(argv)
     return finish(
         args,
         lambda: measure(lambda cluster: run(cluster, args), args.note),
-        lambda results: replace_section(DOCS, TITLE, render(results)),
+        lambda results: BLOCK.write(DOCS, render(results)),
         lambda results: (
             {k: v for k, v in results.items() if k != "rows"}
             | {"rows": [{k: v for k, v in r.items() if k != "samples"} for r in results["rows"]]}

@@ -32,11 +32,12 @@ from typing import Any
 from hack.localk8s import testcluster
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bench.docs import add_output_options, finish, paragraphs, replace_section
+from bench.docs import Block, add_output_options, finish, measured, paragraphs
 from bench.operator_scale import (
     DOCS,
     GROUP,
     PLURAL,
+    ROOT,
     VERSION,
     PodWatch,
     create_namespace,
@@ -51,6 +52,7 @@ from bench.procstat import cpu_seconds, memory_kib
 
 TITLE = "## Operator at fleet scale"
 COMMAND = ".venv/bin/python -m bench.operator_fleet --write-docs"
+BLOCK = Block("bench.operator_fleet", "bench/results/fleet.json")
 NODE_POOL = "bench-fleet"
 PODS_PER_NODE = 110
 CREATE_CONCURRENCY = 50  # RayCluster create calls in flight
@@ -230,7 +232,6 @@ async def fleet(
 
 def render(r: dict[str, Any]) -> str:
     f = r["fleet"]
-    note = f" {r['note'].strip().rstrip('.')}." if r.get("note") else ""
     about = (
         f"One `rayscale run --namespace NS` (default settings: 16 clusters reconciled in parallel,"
         f" client rate limit 100 requests/s, burst 200) on the local control plane (Kubernetes"
@@ -242,14 +243,10 @@ def render(r: dict[str, Any]) -> str:
         " cluster's own pods all exist / all run; a cluster kept waiting behind the others would show"
         " as a long tail. Memory is the operator process's resident set from /proc. One run."
     )
-    measured = (
-        f"Measured on {r['machine']}, {r['date']}; load average {r['load']:.2f} at the start.{note}"
-        " Reproduce with `make bench-fleet` (or `" + COMMAND + "`)."
-    )
     cc, cr = f["cluster_created"], f["cluster_running"]
     peak_mb = f["rss_peak_mib"] * 1.048576
     lines = [
-        *paragraphs(TITLE, about, measured),
+        *paragraphs(TITLE, about, measured(r, f"`make bench-fleet` (or `{COMMAND}`)")),
         "| what | seconds or MiB |",
         "|---|---:|",
         f"| {f['clusters']:,} RayClusters created (API calls returned) | {f['crs_seconds']:.1f} s |",
@@ -293,12 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", type=int, default=1000, help="RayClusters")
     parser.add_argument("--workers", type=int, default=9, help="workers per RayCluster")
     parser.add_argument("--timeout", type=float, default=1800, help="deadline, seconds")
-    add_output_options(parser)
+    add_output_options(parser, ROOT / BLOCK.source)
     args = parser.parse_args(argv)
     return finish(
         args,
         lambda: measure(lambda cluster: run(cluster, args), args.note),
-        lambda results: replace_section(DOCS, TITLE, render(results)),
+        lambda results: BLOCK.write(DOCS, render(results)),
     )
 
 

@@ -48,7 +48,8 @@ from hack.localk8s import launcher, testcluster
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bench.docs import add_output_options, finish, paragraphs, replace_section
+from bench import provenance
+from bench.docs import Block, add_output_options, finish, measured, paragraphs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,6 +59,7 @@ POD_RESOURCES = {"cpu": "100m", "memory": "128Mi"}
 DOCS = ROOT / "docs" / "benchmarks.md"
 TITLE = "## Operator on the local control plane"
 COMMAND = ".venv/bin/python -m bench.operator_scale --write-docs"
+BLOCK = Block("bench.operator_scale", "bench/results/operator_scale.json")
 
 
 # --------------------------------------------------------------------------- objects
@@ -440,7 +442,6 @@ async def many_clusters(
 
 def render(r: dict[str, Any]) -> str:
     s, m = r["scale_up"], r["many"]
-    note = f" {r['note'].strip().rstrip('.')}." if r.get("note") else ""
     about = (
         "rayscale's controller (`rayscale run --namespace NS`, default settings: 16 clusters reconciled"
         " in parallel) on the local control plane (`hack/localk8s`: etcd, kube-apiserver, kube-scheduler,"
@@ -454,12 +455,8 @@ def render(r: dict[str, Any]) -> str:
         " Pods are Running when kwok says so (no containers run), so these times are the controller's,"
         " the API server's and the scheduler's. One run each."
     )
-    measured = (
-        f"Measured on {r['machine']}, {r['date']}; load average {r['load']:.2f} at the start.{note}"
-        " Reproduce with `make bench-operator` (or `" + COMMAND + "`)."
-    )
     lines = [
-        *paragraphs(TITLE, about, measured),
+        *paragraphs(TITLE, about, measured(r, f"`make bench-operator` (or `{COMMAND}`)")),
         "| case | pods | CRs created s | pods created s | pods Running s |",
         "|---|---:|---:|---:|---:|",
         f"| 1 RayCluster, worker `replicas: 0 -> {s['replicas']}` (from the patch) | {s['replicas']}"
@@ -474,8 +471,8 @@ def render(r: dict[str, Any]) -> str:
 
 
 def write_section(path: Path, results: dict[str, Any]) -> None:
-    """Replace (or append) this section; every other section stays as it is."""
-    replace_section(path, TITLE, render(results))
+    """Replace this section's generated block; everything else stays as it is."""
+    BLOCK.write(path, render(results))
 
 
 # --------------------------------------------------------------------------- main
@@ -526,6 +523,7 @@ def measure(
 ) -> dict[str, Any]:
     """The results of `bench` on the cluster (acquired and released here), with where and when."""
     load = os.getloadavg()[0]
+    started = provenance.begin(provenance.command())
     cluster = testcluster.acquire()
     try:
         version = kubernetes_version(cluster)
@@ -540,6 +538,7 @@ def measure(
         "kubernetes": version,
         "cluster": cluster.origin,
         "note": note,
+        "provenance": provenance.end(started),
     }
 
 
@@ -549,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", type=int, default=50, help="case 2: RayClusters")
     parser.add_argument("--workers", type=int, default=10, help="case 2: workers per RayCluster")
     parser.add_argument("--timeout", type=float, default=900, help="deadline per case, seconds")
-    add_output_options(parser)
+    add_output_options(parser, ROOT / BLOCK.source)
     args = parser.parse_args(argv)
     return finish(
         args,

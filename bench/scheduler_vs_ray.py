@@ -6,8 +6,9 @@ Creates ~/.cache/rayscale/venv-ray-2.60.0 with ray==2.60.0 from PyPI on first us
 case it times one rayscale decision (after a warm-up, median of 3, the decision alone) and one
 Ray decision in a subprocess (schedule() alone; median of 3 if under 1 s; capped at 120 s),
 and reports the hosts each launches against two lower bounds. Results go to
-bench/results/scheduler.json; --write-docs also rewrites the "Scheduler" section of
-docs/benchmarks.md.
+bench/results/scheduler.json with the run's provenance (date, commit, machine, load, command);
+--write-docs also rewrites the "Scheduler" section of docs/benchmarks.md, and --render-only only
+rewrites it from the stored results.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import venv
 from pathlib import Path
 from typing import Any
 
+from bench import provenance
 from bench.bounds import lower_bounds
 from bench.docs import write_section
 from bench.workload import scenario
@@ -36,6 +38,8 @@ RAY_VENV = Path(
 )
 RAY_TIMEOUT = 120.0
 HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "scheduler.json"
+DOCS = HERE.parent / "docs" / "benchmarks.md"
 
 
 def ray_python() -> Path:
@@ -83,12 +87,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--running", default="0,500")
     parser.add_argument("--write-docs", action="store_true")
-    parser.add_argument("--docs-only", action="store_true", help="rewrite the docs from the last results")
+    parser.add_argument(
+        "--render-only",
+        "--docs-only",
+        dest="render_only",
+        action="store_true",
+        help=f"only rewrite the docs from the stored results ({RESULTS.relative_to(HERE.parent)})",
+    )
     args = parser.parse_args(argv)
-    out = HERE / "results" / "scheduler.json"
-    if args.docs_only:
-        write_section(HERE.parent / "docs" / "benchmarks.md", json.loads(out.read_text()))
+    if args.render_only:
+        write_section(DOCS, json.loads(RESULTS.read_text()))
         return 0
+    started = provenance.begin(provenance.command("bench.scheduler_vs_ray", argv))
     python = ray_python()
     rows = []
     for requests in (int(s) for s in args.sizes.split(",")):
@@ -120,11 +130,17 @@ def main(argv: list[str] | None = None) -> int:
             )
     cpu = platform.processor() or platform.machine()
     machine = f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    results = {"ray_version": RAY_VERSION, "timeout_seconds": RAY_TIMEOUT, "machine": machine, "rows": rows}
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    results = {
+        "ray_version": RAY_VERSION,
+        "timeout_seconds": RAY_TIMEOUT,
+        "machine": machine,
+        "provenance": provenance.end(started),
+        "rows": rows,
+    }
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     if args.write_docs:
-        write_section(HERE.parent / "docs" / "benchmarks.md", results)
+        write_section(DOCS, results)
     return 0
 
 

@@ -76,7 +76,8 @@ import aiohttp
 from hack.localk8s import testcluster
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bench.docs import add_output_options, finish, paragraphs, replace_section
+from bench import provenance
+from bench.docs import Block, add_output_options, finish, paragraphs
 from bench.operator_fleet import CREATE_CONCURRENCY, FleetWatch, extra_nodes
 from bench.operator_scale import (
     DOCS,
@@ -99,6 +100,7 @@ from bench.procstat import load_average, tree_cpu_seconds, tree_memory_kib
 TITLE = "## Side by side with KubeRay's operator"
 COMMAND = ".venv/bin/python -m bench.vs_kuberay --write-docs"
 OUT = ROOT / "bench" / "results" / "vs_kuberay.json"
+BLOCK = Block("bench.vs_kuberay", "bench/results/vs_kuberay.json")
 BUILD = ROOT / "tools" / "kuberay-oracle" / "build-operator.sh"
 VERSIONS = ROOT / "tools" / "kuberay-oracle" / "versions.env"
 
@@ -214,8 +216,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--reps-large", type=positive, default=1, help="repetitions of b1000")
     parser.add_argument("--timeout", type=float, default=900, help="deadline of a wait, seconds (b1000: 2x)")
     parser.add_argument("--docs", type=Path, default=DOCS, help="the benchmarks page --write-docs rewrites")
-    add_output_options(parser)
-    parser.set_defaults(out=OUT)
+    add_output_options(parser, OUT)
     return parser.parse_args(argv)
 
 
@@ -1268,8 +1269,9 @@ def render(results: Mapping[str, Any]) -> str:
         f"Measured on {results['machine']}, {results['date']}. {load_sentence(results)}{note}"
         f" The run took {took_text}. Reproduce with `make bench-vs-kuberay` (or `{COMMAND}`)."
     )
+    recorded = provenance.sentence(results)
     lines = [
-        *paragraphs(TITLE, about, setup, cases, resources, reps_sentence(results), measured),
+        *paragraphs(TITLE, about, setup, cases, resources, reps_sentence(results), recorded, measured),
         *figures_table(results),
         "",
         *resources_table(results),
@@ -1293,12 +1295,20 @@ def shown(results: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def write_docs(docs: Path, results: Mapping[str, Any]) -> None:
+    """This section of `docs` and, from the same results, the limits table of scaling.md beside it."""
+    from bench import limits  # it renders from this module's figures
+
+    BLOCK.write(docs, render(results))
+    limits.write(results, docs.parent / "scaling.md")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     return finish(
         args,
         lambda: measure(lambda cluster: run(cluster, args), args.note),
-        lambda results: replace_section(args.docs, TITLE, render(results)),
+        lambda results: write_docs(args.docs, results),
         shown,
     )
 

@@ -1,17 +1,18 @@
 """Turn the end-to-end scenarios' timings (e2e/.results/*.json) into a section of docs/benchmarks.md.
 
-    .venv/bin/python -m e2e.report               # print the section
-    .venv/bin/python -m e2e.report --write-docs  # replace it in docs/benchmarks.md
+    .venv/bin/python -m e2e.report                # print the section
+    .venv/bin/python -m e2e.report --write-docs   # replace it in docs/benchmarks.md
+    .venv/bin/python -m e2e.report --render-only  # the same from the stored bench/results/e2e.json
 
-`make e2e` runs every scenario and then this with --write-docs.
+`make e2e` runs every scenario and then this with --write-docs, which also stores the timings,
+with the report's provenance (date, commit, machine, load average, command), in
+bench/results/e2e.json: the docs' block is rendered from that file.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
 import platform
 import statistics
 import textwrap
@@ -19,11 +20,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.docs import paragraphs, replace_section
+from bench import provenance
+from bench.docs import Block, paragraphs
 from e2e.harness import RESULTS
 
 TITLE = "## End-to-end scenarios with a real Ray"
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "benchmarks.md"
+BLOCK = Block("e2e.report", "bench/results/e2e.json")
 
 # step -> what KubeRay's e2e suite (ray-operator/test/e2eautoscaler) allows for the same step.
 KUBERAY_ALLOWS = {
@@ -51,7 +55,17 @@ def _fmt(values: list[float]) -> str:
     return f"{statistics.median(values):.1f} / {max(values):.1f}"
 
 
-def render(runs: list[dict[str, Any]]) -> str:
+def stored(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The scenarios' results as bench/results/e2e.json keeps them, with this report's provenance:
+    the scenarios ran just before it (`make e2e`), so its load average is the one at their end."""
+    recorded = provenance.begin("make e2e (the scenarios, then python -m e2e.report --write-docs)")
+    recorded["load_end"], recorded["load_start"] = recorded["load_start"], None
+    machine = f"{platform.machine()}, {recorded['cores']} cores, Python {platform.python_version()}"
+    return {"machine": machine, "provenance": recorded, "runs": runs}
+
+
+def render(results: dict[str, Any]) -> str:
+    runs: list[dict[str, Any]] = results["runs"]
     passed = [r for r in runs if r["outcome"] == "passed"]
     failed = sorted(r["test"] for r in runs if r["outcome"] != "passed")
     by_step = _steps(passed)
@@ -59,7 +73,6 @@ def render(runs: list[dict[str, Any]]) -> str:
     for run in passed:
         for t in run["timings"]:
             pods[t["step"]] += int(t["pods"])
-    load1 = os.getloadavg()[0]
     lines = paragraphs(
         TITLE,
         "KubeRay's autoscaler e2e scenarios (its `ray-operator/test/e2eautoscaler` suite) with a real "
@@ -73,9 +86,7 @@ def render(runs: list[dict[str, Any]]) -> str:
         "the idle timeout to the pod's deletion (drain through the GCS, then delete); pods deleted by "
         "hand to their replacements' Ray nodes alive. Idle timeouts are 5-30 s instead of KubeRay's "
         "60 s default, to keep the suite short.",
-        f"Measured on {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{datetime.date.today().isoformat()}; load average {load1:.2f} when the report was written; "
-        f"{len(passed)} scenarios passed"
+        f"{provenance.sentence(results)} {len(passed)} scenarios passed"
         + (f", {len(failed)} failed ({', '.join(failed)})" if failed else "")
         + ". Reproduce with `make e2e` (every scenario, then this section).",
     )
@@ -128,13 +139,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--write-docs", action="store_true", help=f"replace the section in {DOCS}")
+    parser.add_argument(
+        "--render-only", action="store_true", help=f"replace the section from {BLOCK.source} alone"
+    )
     args = parser.parse_args(argv)
+    if args.render_only:
+        BLOCK.write(DOCS, render(json.loads((ROOT / BLOCK.source).read_text())))
+        print(f"wrote {TITLE!r} to {DOCS} from {BLOCK.source}")
+        return 0
     runs = load(args.results)
     if not runs:
         parser.error(f"no results in {args.results}: run the scenarios first (make e2e)")
-    section = render(runs)
+    results = stored(runs)
+    section = render(results)
     if args.write_docs:
-        replace_section(DOCS, TITLE, section)
+        (ROOT / BLOCK.source).write_text(json.dumps(results, indent=2) + "\n")
+        BLOCK.write(DOCS, section)
         print(f"wrote {TITLE!r} to {DOCS}")
     else:
         print(section)

@@ -1,29 +1,33 @@
 """Outcomes of fault runs, and the table they make in docs/reliability.md.
 
 Every fault run (one fault injected while clusters scale, the invariants checked throughout)
-records one `Outcome` as a JSON line in ``e2e/.results/chaos/<suite>.jsonl``. ``python -m
-e2e.chaos.results --write-docs`` folds all of them into the table "Fault runs" of
-docs/reliability.md: per fault, the runs, the invariant violations, and the time the clusters took
-to converge after the fault ended (median and max).
+records one `Outcome` as a JSON line in ``e2e/.results/chaos/<suite>.jsonl``, with its provenance
+(date, commit, machine, load average, command) as it was recorded. ``python -m e2e.chaos.results
+--write-docs`` folds all of them into the table "Fault runs" of docs/reliability.md: per fault, the
+runs, the invariant violations, and the time the clusters took to converge after the fault ended
+(median and max); it also stores them in bench/results/chaos.json, from which ``--render-only``
+writes the table again.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
-import os
-import platform
 import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from bench import provenance
+from bench.docs import Block
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "e2e" / ".results" / "chaos"
 DOCS = ROOT / "docs" / "reliability.md"
 TITLE = "## Fault runs"
+BLOCK = Block("e2e.chaos.results", "bench/results/chaos.json")
+COMMAND = "make chaos"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,10 +37,15 @@ class Outcome:
     violations: tuple[str, ...]  # each names the invariant and what was seen
     converged_seconds: float | None  # None: did not converge within the run's deadline
     detail: dict[str, Any] = dataclasses.field(default_factory=dict)  # counts, e.g. pods created
+    # date, commit, machine, load average and command when the outcome was recorded (`record`)
+    provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def record(self, results: Path = RESULTS) -> None:
         results.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({**dataclasses.asdict(self), "violations": list(self.violations)})
+        recorded = self.provenance or provenance.end(provenance.begin(provenance.command()))
+        line = json.dumps(
+            {**dataclasses.asdict(self), "violations": list(self.violations), "provenance": recorded}
+        )
         with (results / f"{self.suite}.jsonl").open("a") as out:
             out.write(line + "\n")
 
@@ -72,16 +81,44 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+def _span(values: list[Any], fmt: str = "{}") -> Any:
+    """One value, "first to last" of several (sorted), or None when none was recorded."""
+    known = sorted({fmt.format(v) for v in values if v is not None})
+    return None if not known else known[0] if len(known) == 1 else f"{known[0]} to {known[-1]}"
+
+
+def recorded(outcomes: list[Outcome]) -> dict[str, Any]:
+    """The runs' provenance folded into one: the span of their dates and load averages, their commits."""
+    p = [o.provenance for o in outcomes]
+    commits = sorted({x["commit"] for x in p if x.get("commit")})
+    loads = [x.get(k) for x in p for k in ("load_start", "load_end")]
+    cores = _span([x.get("cores") for x in p])
+    memory = _span([x.get("memory_gib") for x in p], "{:.1f}")
+    return {
+        "provenance": {
+            "date": _span([x.get("date") for x in p]),
+            "commit": ", ".join(commits) or None,
+            "cores": cores,
+            "memory_gib": None if memory is None else float(memory.split()[0]),
+            "load_start": min((v for v in loads if v is not None), default=None),
+            "load_end": max((v for v in loads if v is not None), default=None),
+            "command": COMMAND if any(p) else None,
+        }
+    }
+
+
 def section(outcomes: list[Outcome]) -> str:
-    when = datetime.date.today().isoformat()
-    machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores"
     faults = len(outcomes)
     violations = sum(len(o.violations) for o in outcomes)
     listed = [f"- {o.fault}: {v}" for o in outcomes for v in o.violations]
     body = [
         TITLE,
         "",
-        f"`make chaos` on {when} ({machine}): {faults} faults injected, {violations} invariant violations.",
+        f"{faults} faults injected, {violations} invariant violations."
+        f" {provenance.sentence(recorded(outcomes))} The load averages are the lowest and the highest"
+        ' recorded as the runs ended. "Converged after" is timed from the fault\'s end: for the'
+        " leader SIGKILL, the moment the standby holds the Lease, which it takes only once the Lease"
+        " has not changed for its duration (15 s) after the kill.",
         "",
         table(outcomes),
         "",
@@ -92,15 +129,17 @@ def section(outcomes: list[Outcome]) -> str:
 
 
 def write_docs(outcomes: list[Outcome], docs: Path = DOCS) -> None:
-    text = docs.read_text() if docs.exists() else "# Reliability\n"
-    new = section(outcomes)
-    start = text.find(TITLE)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + new
-    else:
-        end = text.find("\n## ", start + len(TITLE))
-        text = text[:start] + new + (text[end + 1 :] if end >= 0 else "")
-    docs.write_text(text.rstrip("\n") + "\n")
+    BLOCK.write(docs, section(outcomes))
+
+
+def store(outcomes: list[Outcome], stored: Path = ROOT / BLOCK.source) -> None:
+    stored.write_text(json.dumps([dataclasses.asdict(o) for o in outcomes], indent=2) + "\n")
+
+
+def load_stored(stored: Path = ROOT / BLOCK.source) -> list[Outcome]:
+    return [
+        Outcome(**(raw | {"violations": tuple(raw["violations"])})) for raw in json.loads(stored.read_text())
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,10 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--write-docs", action="store_true", help="replace the section in docs/reliability.md"
     )
+    parser.add_argument(
+        "--render-only", action="store_true", help=f"replace the section from {BLOCK.source} alone"
+    )
     args = parser.parse_args(argv)
-    outcomes = load()
-    if args.write_docs:
+    outcomes = load_stored() if args.render_only else load()
+    if args.write_docs or args.render_only:
         write_docs(outcomes)
+    if args.write_docs:
+        store(outcomes)
     print(section(outcomes))
     return 1 if any(o.violations or o.converged_seconds is None for o in outcomes) else 0
 
