@@ -2,6 +2,7 @@
 
     python -m bench.autoscaler_reaction [--sizes 1 10 100] [--reps 10] [--gcs fake unreachable]
                                         [--write-docs] [--note TEXT] [--out FILE] [--docs-from FILE]
+                                        [--render-only]
 
 `rayscale run --namespace NS` (default settings: controller and autoscaler, rounds on every
 RayCluster, pod and RayResourceRequest event and at least every 5 s) runs as a subprocess in a
@@ -18,8 +19,10 @@ Ray node (1 CPU, free) for every Running worker pod, as if Ray started the momen
 (connection refused, one retry) and Running pods count as running without Ray.
 
 Every pod asks for 100m CPU and 128Mi (rayStartParams num-cpus "1" makes each worker a 1-CPU Ray
-host). Nothing sleeps a fixed time: every wait has a deadline. --write-docs rewrites the
-"Autoscaler reaction" section of docs/benchmarks.md, keeping every other section.
+host). Nothing sleeps a fixed time: every wait has a deadline. The results, with the run's
+provenance, go to bench/results/autoscaler_reaction.json (--out); --write-docs rewrites the
+"Autoscaler reaction" section's generated block in docs/benchmarks.md, keeping everything else, and
+--render-only rewrites it from the stored results without measuring.
 """
 
 from __future__ import annotations

@@ -207,6 +207,8 @@ def finish(
     `write` them with --write-docs.
     """
     source = args.out if args.render_only else args.docs_from
+    if source and not source.exists():
+        raise SystemExit(f"{source}: no stored results; run the benchmark first")
     if source:
         saved = json.loads(source.read_text())
         write(saved | ({"note": args.note} if args.note else {}))

@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.render_only:
+        if not (ROOT / BLOCK.source).exists():
+            parser.error(f"{BLOCK.source}: no stored results; run make e2e first")
         BLOCK.write(DOCS, render(json.loads((ROOT / BLOCK.source).read_text())))
         print(f"wrote {TITLE!r} to {DOCS} from {BLOCK.source}")
         return 0

@@ -151,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         "--render-only", action="store_true", help=f"replace the section from {BLOCK.source} alone"
     )
     args = parser.parse_args(argv)
+    if args.render_only and not (ROOT / BLOCK.source).exists():
+        parser.error(f"{BLOCK.source}: no stored results; run make chaos first")
     outcomes = load_stored() if args.render_only else load()
     if args.write_docs or args.render_only:
         write_docs(outcomes)
