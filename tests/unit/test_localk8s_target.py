@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,12 @@ class FakeKubectl:
 def env(source: Path | None, **extra: str) -> dict[str, str]:
     named = {TARGET_KUBECONFIG: str(source)} if source else {}
     return {"KUBECONFIG": "/home/someone/.kube/config", **named, **extra}
+
+
+@pytest.fixture(autouse=True)
+def scratch_in_tmp_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The pinned copies go under the test's own directory, even when a test fails before discard."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
 @pytest.fixture
