@@ -1,4 +1,4 @@
-"""The RayCluster controller against a real API server (local control plane or $KUBECONFIG)."""
+"""The RayCluster controller against a real API server (the local control plane, or the cluster RAYSCALE_TARGET_KUBECONFIG names)."""
 
 from __future__ import annotations
 
