@@ -27,6 +27,9 @@ metadata:
     {{- if $shard }}
     rayscale.io/shard: {{ $shard.name }}
     {{- end }}
+    {{- with $values.labels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 spec:
   replicas: {{ $replicas }}
   strategy:
@@ -46,10 +49,10 @@ spec:
         {{- if $shard }}
         rayscale.io/shard: {{ $shard.name }}
         {{- end }}
-        {{- with $values.podLabels }}
+        {{- with include "rayscale.podLabels" $root | fromJson }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
-      {{- with $values.podAnnotations }}
+      {{- with include "rayscale.podAnnotations" $root | fromJson }}
       annotations:
         {{- toYaml . | nindent 8 }}
       {{- end }}
@@ -66,7 +69,7 @@ spec:
         {{- toYaml $values.podSecurityContext | nindent 8 }}
       containers:
         - name: rayscale
-          image: "{{ $values.image.repository }}:{{ $values.image.tag | default $root.Chart.AppVersion }}"
+          image: {{ include "rayscale.image" $root | quote }}
           imagePullPolicy: {{ $values.image.pullPolicy }}
           args:
             {{- if .namespaces }}
@@ -139,14 +142,12 @@ spec:
             httpGet:
               path: /healthz
               port: health
-            initialDelaySeconds: 10
-            periodSeconds: 20
-            failureThreshold: 3
+            {{- toYaml $values.livenessProbe | nindent 12 }}
           readinessProbe:
             httpGet:
               path: /healthz
               port: health
-            periodSeconds: 10
+            {{- toYaml $values.readinessProbe | nindent 12 }}
           resources:
             {{- toYaml $resources | nindent 12 }}
           securityContext:

@@ -35,12 +35,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
-{{/* The namespaces the operator watches; empty means all. */}}
+{{/* The namespaces the operator watches; empty means all. As KubeRay's chart: watchNamespace, else
+with singleNamespaceInstall the release namespace. */}}
 {{- define "rayscale.watchNamespaces" -}}
-{{- if .Values.singleNamespaceInstall -}}
+{{- if .Values.watchNamespace -}}
+{{- .Values.watchNamespace | toJson -}}
+{{- else if .Values.singleNamespaceInstall -}}
 {{- list .Release.Namespace | toJson -}}
 {{- else -}}
-{{- .Values.watchNamespace | default list | toJson -}}
+{{- list | toJson -}}
 {{- end -}}
 {{- end -}}
 
