@@ -33,8 +33,22 @@ def test_the_wheel_build_requires_the_generators_the_dev_extra_pins() -> None:
         assert lower_bound(build[name]) == lower_bound(dev[name]), (
             f"{name}: {build[name]} against {dev[name]}"
         )
-        major = int(lower_bound(build[name]).split(".")[0])
-        assert f"<{major + 1}" in str(build[name].specifier), f"{name}: no upper bound below the next major"
+        major, minor = (int(part) for part in lower_bound(build[name]).split(".")[:2])
+        ceiling = f"<{major}.{minor + 1}" if name == "grpcio-tools" else f"<{major + 1}"
+        assert ceiling in str(build[name].specifier), f"{name}: {build[name]} lacks the upper bound {ceiling}"
+
+
+def test_the_protobuf_runtime_floor_is_the_version_the_bindings_are_generated_for() -> None:
+    """protoc's generated modules refuse an older protobuf runtime at import; grpcio-tools is held to one
+    minor release (above), whose protoc writes one protobuf version, and the runtime floor is that one."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    runtime = {r.name: r for r in map(Requirement, pyproject["project"]["dependencies"])}["protobuf"]
+    generated = sorted(PROTOS.glob("*_pb2.py"))
+    assert generated, "no generated bindings: make proto"
+    versions = {
+        m.group(1) for f in generated if (m := re.search(r"Protobuf Python Version: (\S+)", f.read_text()))
+    }
+    assert versions == {lower_bound(runtime)}, f"generated for {versions}, runtime floor {runtime}"
 
 
 def test_the_sdist_takes_the_protos_and_leaves_generated_bindings_out() -> None:
