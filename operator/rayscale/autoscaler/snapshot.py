@@ -15,6 +15,11 @@ Nodes are the worker pods joined with the GCS node states by pod name (a Ray nod
   runs without any Ray node in the GCS (aged from when rayscale first saw it so, `missing_since`):
   the longer boot limit applies.
 
+The hosts of a multi-host replica are listed host 0 first (`slice_host_rank`: what the running Ray
+node reports, else the pod's ``ray.io/replica-host-index``), in the places the replica's pods hold
+in name order: the scheduler gives host 0's capacity (a TPU slice's ``TPU-<type>-head``) to the
+first host of a replica it reads.
+
 Replicas the spec asks for whose pods do not exist yet are pending "unborn" nodes (named so no pod
 can be), so the scheduler neither launches them again nor reads them as removals.
 
@@ -44,6 +49,7 @@ from rayscale.autoscaler.scheduling.model import (
     Snapshot,
 )
 from rayscale.autoscaler.spec_reader import ScalingSpec, read_spec
+from rayscale.cluster.accelerators import slice_host_rank
 from rayscale.cluster.replicas import expected_replicas
 from rayscale.common import labels as L
 from rayscale.common.pods import (
@@ -298,6 +304,26 @@ def _group_unlabelled(nodes: list[Node], groups: Mapping[str, Group]) -> list[No
     return out
 
 
+def _host_rank(pod: Obj, state: ray.ClusterState | None) -> int:
+    found = None if state is None else state.node_by_instance(pod_name(pod))
+    reported = found.total_resources if found is not None and found.alive else None
+    return slice_host_rank(pod_labels(pod).get(L.HOST_INDEX), reported)
+
+
+def _host_order(nodes: list[Node], ranks: Mapping[str, int]) -> list[Node]:
+    """Each multi-host replica's hosts in the places they hold, host 0 first (`ranks`)."""
+    places: dict[tuple[str, str], list[int]] = {}
+    for i, node in enumerate(nodes):
+        if node.replica is not None:
+            places.setdefault((node.group, node.replica), []).append(i)
+    out = list(nodes)
+    for held in places.values():
+        hosts = sorted((nodes[i] for i in held), key=lambda n: (ranks.get(n.name, 0), n.name))
+        for i, node in zip(held, hosts, strict=True):
+            out[i] = node
+    return out
+
+
 def _nodes(
     spec: RayClusterSpec,
     groups: Sequence[Group],
@@ -309,11 +335,14 @@ def _nodes(
     by_name = {g.name: g for g in groups}
     listed = _listed(spec)
     nodes: list[Node] = []
+    ranks: dict[str, int] = {}
     for pod in sorted(pods, key=pod_name):
         group = by_name.get(pod_group(pod))
         if group is not None and is_worker(pod):
             nodes.append(_node(pod, group, listed.get(group.name, set()), state, clocks))
-    nodes = _group_unlabelled(nodes, by_name)
+            if group.num_of_hosts > 1:
+                ranks[pod_name(pod)] = _host_rank(pod, state)
+    nodes = _host_order(_group_unlabelled(nodes, by_name), ranks)
     wanted = {g.group_name: expected_replicas(g) for g in spec.workers}  # the controller's own rule
     for group in groups:
         live = {

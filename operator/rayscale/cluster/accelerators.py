@@ -7,7 +7,10 @@ needs no GPU. ``google.com/tpu`` is a TPU for ``desiredTPU`` and becomes Ray's `
 
 A TPU host of a group scheduled with GKE's TPU node selectors also has ``TPU-<type>-head``
 (`tpu_slice_head_resource`), the resource Ray puts on the first host of a slice so that one task
-per slice can be placed.
+per slice can be placed. Ray puts it on host 0 of the slice (``TPU_WORKER_ID`` 0), which is the
+pod labelled ``ray.io/replica-host-index: 0``; `slice_host_rank` says where a host of a
+multi-host replica stands, host 0 first, for the autoscaler's snapshot (which lists each replica's
+hosts in that order, so the scheduler gives the head resource to the right one).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from typing import Final
 
 __all__ = [
     "CONTAINER_ACCELERATORS",
@@ -28,6 +32,7 @@ __all__ = [
     "TPU_RESOURCE",
     "is_gpu_key",
     "is_tpu_slice_head_resource",
+    "slice_host_rank",
     "tpu_accelerator_type",
     "tpu_slice_head_resource",
 ]
@@ -92,3 +97,25 @@ def tpu_slice_head_resource(pod_type: str) -> str:
 def is_tpu_slice_head_resource(name: str) -> bool:
     """Whether `name` is a `tpu_slice_head_resource` (only host 0 of a multi-host replica has one)."""
     return name.startswith(_SLICE_HEAD_PREFIX) and name.endswith(_SLICE_HEAD_SUFFIX)
+
+
+#: The rank of a host whose place nothing tells (no Ray report, no host index label): after all others.
+_UNKNOWN_HOST: Final = 1 << 30
+
+
+def slice_host_rank(host_index: str | None, reported: Mapping[str, float] | None) -> int:
+    """Where a host stands among the hosts of its multi-host replica: the lowest rank carries
+    `tpu_slice_head_resource`.
+
+    `reported`: the total resources its running Ray node reports (None: no Ray node, or Ray
+    cannot be asked). A host whose Ray node reports a slice head resource comes first; then the
+    hosts in the order of `host_index` (the pod's ``ray.io/replica-host-index`` label); a host
+    without a valid index comes last.
+    """
+    if reported and any(is_tpu_slice_head_resource(name) for name in reported):
+        return 0
+    try:
+        index = int(host_index) if host_index is not None else _UNKNOWN_HOST
+    except ValueError:
+        index = _UNKNOWN_HOST
+    return 1 + (index if 0 <= index < _UNKNOWN_HOST else _UNKNOWN_HOST)

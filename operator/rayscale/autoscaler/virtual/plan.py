@@ -278,7 +278,7 @@ class _Split:
         groups.insert(
             0, dataclasses.replace(group, min_replicas=max(0, primary_min), max_replicas=max(0, primary_max))
         )
-        for name, node in sorted(live.items()):
+        for name, node in live.items():  # the snapshot's order: a replica's host 0 first
             member = members.members.get(name)
             nodes.append(self._host(node, None if member is None else member.part))
         spare = list(unborn)
