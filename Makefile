@@ -186,3 +186,7 @@ helm: ## build (or reuse) Helm in ~/.cache/rayscale and print its path
 crds: install ## regenerate crds/ and the chart's copy from the API models
 	$(VENV)/bin/rayscale crds --output-dir crds
 	$(VENV)/bin/rayscale crds --output-dir charts/rayscale/crds
+
+.PHONY: ci-timings
+ci-timings: ## make test's stages and make demo timed one by one in a fresh clone (CI_ARGS=--fresh-caches: every cache empty), then their table into docs/development.md
+	$(PYTHON) -m bench.ci_stages --write-docs $(CI_ARGS)

@@ -23,6 +23,7 @@ from e2e.chaos import results as chaos
 
 from bench import (
     autoscaler_reaction,
+    ci_stages_docs,
     docs,
     limits,
     operator_fleet,
@@ -62,6 +63,10 @@ GENERATED = (
     Generated(operator_scale.DOCS, vs_kuberay.BLOCK, vs_kuberay.render),
     Generated(limits.DOCS, limits.BLOCK, limits.render),
     Generated(chaos.DOCS, chaos.BLOCK, chaos.section, chaos.load_stored),
+    *(
+        Generated(ci_stages_docs.DOCS, block, ci_stages_docs.render)
+        for block in ci_stages_docs.BLOCKS.values()
+    ),
 )
 
 

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from bench import provenance, render_docs
+from bench import ci_stages_docs, provenance, render_docs
 from bench.docs import Block
 from bench.render_docs import GENERATED, ROOT, Generated
 
@@ -50,6 +50,22 @@ def test_the_stored_results_render_the_current_scheduler_run() -> None:
     recorded = results["provenance"]
     for field in ("date", "commit", "cores", "memory_gib", "load_start", "load_end", "command"):
         assert recorded.get(field) is not None, field
+
+
+@pytest.mark.parametrize("mode", ci_stages_docs.MODES)
+def test_the_ci_stage_timings_are_registered_and_carry_their_run(mode: str) -> None:
+    assert ci_stages_docs.BLOCKS[mode].generator in IDS
+    stored = ci_stages_docs.RESULTS[mode]
+    if not stored.exists():
+        pytest.skip(f"{stored.name} not stored yet (make ci-timings stores it)")
+    results = json.loads(stored.read_text())
+    assert results["mode"] == mode
+    for field in ("date", "commit", "cores", "memory_gib", "load_start", "load_end", "command"):
+        assert results["provenance"].get(field) is not None, field
+    assert results["stages"]
+    for stage in results["stages"]:
+        for field in ("wall_s", "cpu_s", "exit", "load_start", "load_end"):
+            assert stage.get(field) is not None, (stage["stage"], field)
 
 
 def test_a_hand_edit_inside_a_block_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
