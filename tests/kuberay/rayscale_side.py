@@ -29,6 +29,7 @@ from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.naming import AUTH_TOKEN_KEY
 from rayscale.cluster.validation import Invalid
 from rayscale.controller import tokenauth
+from rayscale.controller.apply import NOT_EXPECTED
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import Plan
 from rayscale.controller.reconcile import PlannerOptions, plan_cluster
@@ -146,7 +147,7 @@ def _apply(plan: Plan, meta: ClusterMeta, objects: dict[str, list[Obj]],
         gone = {d.name for d in step.deletes}
         pods[:] = [p for p in pods if p["metadata"]["name"] not in gone]
         for d in step.deletes:
-            if d.why != "suspend":
+            if d.why not in NOT_EXPECTED:
                 expectations.expect((meta.namespace, meta.name, d.group), d.name, "delete")
         for create in step.creates:
             pod = _stored_pod(create.manifest, rng)

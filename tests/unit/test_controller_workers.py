@@ -60,7 +60,8 @@ def test_terminating_pods_count_and_are_not_replaced() -> None:
 @pytest.mark.parametrize(
     ("pods", "victims"),
     [
-        ([pod("old", created=T0), pod("young", created=T2), pod("mid", created=T1)], ["young"]),
+        # KubeRay's choice: the first by name, as the API server lists them (not the youngest)
+        ([pod("b", created=T0), pod("c", created=T2), pod("a", created=T1)], ["a"]),
         (
             [pod("old", created=T0), pod("young", created=T2), pod("pend", created=T0, phase="Pending")],
             ["pend"],
@@ -113,7 +114,7 @@ def test_unhealthy_pods_deleted_first_and_nothing_created() -> None:
 
 def test_suspended_group_deletes_its_pods() -> None:
     plan = _plan(group(replicas=2, suspend=True), [pod("a"), pod("b", deleting=GONE)])
-    assert _deleted(plan) == [("a", "suspend")]
+    assert _deleted(plan) == [("a", "suspendGroup")]
 
 
 def _slice(replica: str, index: int, hosts: int = 2, **kw: Any) -> list[dict[str, Any]]:
@@ -158,10 +159,10 @@ def test_multi_host_unhealthy_host_deletes_replica() -> None:
     assert {d.name for d in plan.deletes} == {"tpu-x-0", "tpu-x-1"}
 
 
-def test_multi_host_scale_down_removes_youngest_replica() -> None:
-    pods = _slice("tpu-x", 0, created=T0) + _slice("tpu-y", 1, created=T2) + _slice("tpu-z", 2, created=T1)
+def test_multi_host_scale_down_removes_the_first_replica_by_name() -> None:
+    pods = _slice("tpu-y", 0, created=T0) + _slice("tpu-x", 1, created=T2) + _slice("tpu-z", 2, created=T1)
     plan = _plan(group("tpu", replicas=2, hosts=2), pods)
-    assert {d.name for d in plan.deletes} == {"tpu-y-0", "tpu-y-1"}
+    assert {d.name for d in plan.deletes} == {"tpu-x-0", "tpu-x-1"}
 
 
 def _unlabelled(*names: str, created: str = T0) -> list[dict[str, Any]]:
@@ -205,7 +206,7 @@ def test_multi_host_scale_down_removes_unlabelled_pods_by_hosts() -> None:
     pods = _slice("tpu-x", 0, created=T0) + _unlabelled("k-0", "k-1", created=T1)
     pods += _unlabelled("k-2", "k-3", created=T2)
     plan = _plan(group("tpu", replicas=2, hosts=2), pods)
-    assert {d.name for d in plan.deletes} == {"k-2", "k-3"}
+    assert {d.name for d in plan.deletes} == {"k-0", "k-1"}  # the first by name
     assert all(d.why == "scaleDown" for d in plan.deletes)
     assert _plan(group("tpu", replicas=2, hosts=2), pods, autoscaling=True).deletes == []
 

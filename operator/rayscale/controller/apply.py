@@ -27,7 +27,9 @@ MAX_PARALLEL_CALLS = 16  # one RayCluster's pod creates (deletes) in flight at o
 #: slot goes round-robin to the next RayCluster waiting, so a large scale-up does not hold most of
 #: the API server's attention while small clusters wait behind it.
 SHARED_CALLS = 64
-ALL_PODS = ("suspend", "upgrade")  # deletes of every pod: no scale expectations, as KubeRay
+ALL_PODS = ("suspend", "upgrade")  # deletes of every pod of the cluster: KubeRay's DeletedPod
+#: deletes KubeRay makes without scale expectations: every pod, or a suspended group's
+NOT_EXPECTED = (*ALL_PODS, "suspendGroup")
 MESSAGE_LIMIT = 1024  # characters of an Event's message the recorder keeps
 #: Pods named in one Created/Deleted Event at most: a step of many pods posts one Event per
 #: BATCH of them (each a write to the API server, as each pod is), not one per pod.
@@ -206,7 +208,7 @@ class PlanApplier:
                 self.events.post(body, "Warning", f"FailedToDelete{_pod_word(action.kind)}", str(exc))
                 failures.append(ReconcileError(str(exc), reason, exc.retry_after))
                 return
-            if action.why not in ALL_PODS:
+            if action.why not in NOT_EXPECTED:
                 self.expectations.expect((meta.namespace, meta.name, action.group), action.name, "delete")
             reason = "DeletedPod" if action.why in ALL_PODS else f"Deleted{_pod_word(action.kind)}"
             done.add("Deleted", reason, action.kind, action.name, action.why)

@@ -195,16 +195,18 @@ class RayClusterController:
         """Write `new` over `old` (the status the watch shows) if they differ; None, or the seconds
         after which to reconcile again when the write waits (`PROGRESS_SPACING`).
 
-        A status this controller wrote from the same resourceVersion is not written again: the
-        watch has not delivered that write yet."""
+        While the watch still shows the resourceVersion this controller's last write was computed
+        from, that write is what is stored: `new` is compared with it, not with the older copy (a
+        worker count that went down with that write and back up since is written again), and a
+        status equal to it is not written twice."""
+        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        last = self._written.get(key)
+        if last is not None and last.version == version:
+            old = last.status  # the watch has not delivered that write yet
         if not status_changed(old, new):
             return None
-        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
         clock = asyncio.get_running_loop().time()
-        last = self._written.get(key)
         if last is not None:
-            if last.version == version and not status_changed(last.status, new):
-                return None
             wait = last.at + PROGRESS_SPACING - clock
             if wait > 0 and progress_only(old, new):
                 return wait

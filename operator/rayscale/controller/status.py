@@ -263,7 +263,22 @@ def compute_status(
     status["head"] = head_info
     status["conditions"] = sorted(conds.values(), key=lambda c: c["type"])
     status["observedGeneration"] = gen
-    return status
+    return omit_empty(status)
+
+
+def _empty(value: Any) -> bool:
+    return value in ("", 0, {}, []) and not isinstance(value, bool)
+
+
+def omit_empty(status: Mapping[str, Any]) -> dict[str, Any]:
+    """`status` as KubeRay's types serialise it: their fields are `omitempty`, so a zero count, an
+    empty string and an empty map or list are not written (`kubectl get` shows a blank, not 0).
+    `head` is a struct and always written (as `{}` when empty); the desired quantities are
+    Quantity strings ("0"), never empty."""
+    out = {k: v for k, v in status.items() if k == "head" or not _empty(v)}
+    if isinstance(out.get("head"), Mapping):
+        out["head"] = {k: v for k, v in out["head"].items() if not _empty(v)}
+    return out
 
 
 def invalid_status(

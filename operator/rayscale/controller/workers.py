@@ -20,7 +20,6 @@ from rayscale.common import labels as L
 from rayscale.common.pods import (
     Obj,
     condition,
-    creation_time,
     is_terminating,
     is_unhealthy,
     phase,
@@ -50,17 +49,14 @@ def _delete(pod: Obj, group: str, why: str) -> DeletePod:
     return DeletePod(name=pod_name(pod), group=group, kind="worker", why=why)
 
 
-def _not_ready_first_then_youngest(pod: Obj) -> tuple[int, str]:
+def _scale_down_order(pod: Obj) -> tuple[int, str]:
+    """Which surplus pod goes first: those already terminating (nothing more to delete), then
+    pending or unready ones, then by name. Among pods alike that is KubeRay v1.6.2's own choice:
+    its reconcilePods deletes the first surplus pods as the API server lists them, by name."""
     ready = condition(pod, "Ready")
     healthy = phase(pod) == "Running" and ready is not None and ready.get("status") == "True"
-    # sort ascending: terminating (already going) < pending/unready < ready; youngest first
     rank = 0 if is_terminating(pod) else (2 if healthy else 1)
-    return rank, _negate(creation_time(pod))
-
-
-def _negate(timestamp: str) -> str:
-    # RFC 3339 timestamps sort lexically; invert every character for "youngest first".
-    return "".join(chr(0x10FFFF - ord(c)) for c in timestamp)
+    return rank, pod_name(pod)
 
 
 def _bounded(replicas: int, hosts: int, max_creates: int | None) -> int:
@@ -101,7 +97,7 @@ def plan_group(
     name = group.group_name
     plan = GroupPlan()
     if group.suspend:
-        plan.deletes = [_delete(p, name, "suspend") for p in pods if not is_terminating(p)]
+        plan.deletes = [_delete(p, name, "suspendGroup") for p in pods if not is_terminating(p)]
         return plan
     may_scale_down = not spec.autoscaling or random_delete
     if num_hosts(group) > 1:
@@ -124,7 +120,7 @@ def plan_group(
         manifests = podspec.worker_pods(meta, spec, group, _lowest_free(used, count))
         plan.creates = [CreatePod(group=name, kind="worker", manifest=m) for m in manifests]
     elif diff < 0 and may_scale_down:
-        victims = sorted(running, key=_not_ready_first_then_youngest)[:-diff]
+        victims = sorted(running, key=_scale_down_order)[:-diff]
         plan.deletes += [_delete(p, name, "scaleDown") for p in victims if not is_terminating(p)]
     return plan
 
@@ -145,7 +141,7 @@ def _plan_multi_host(
     adopted, never deleted for lacking the label: they count as ceil(n / numOfHosts) replicas
     (so no replica is created beside them), a named or unhealthy one is deleted alone (as KubeRay
     deletes them), and a scale-down removes them `numOfHosts` at a time, an incomplete remainder
-    first, then not ready and youngest first. New replicas always get the labels.
+    first, then not ready ones, then by name (`_scale_down_order`). New replicas always get the labels.
     """
     name = group.group_name
     hosts = num_hosts(group)
@@ -179,7 +175,7 @@ def _plan_multi_host(
         plan.requeue = True
         return plan
 
-    ordered = sorted(unlabelled, key=_not_ready_first_then_youngest)
+    ordered = sorted(unlabelled, key=_scale_down_order)
     units = list(replicas.values()) + [ordered[i : i + hosts] for i in range(0, len(ordered), hosts)]
     diff = expected_replicas(group) - len(units)
     if diff > 0:
@@ -194,8 +190,8 @@ def _plan_multi_host(
                 )
                 plan.creates.append(CreatePod(group=name, kind="worker", manifest=manifest))
     elif diff < 0 and may_scale_down:
-        # an incomplete run of unlabelled pods first, then not ready and youngest first
-        units.sort(key=lambda ms: (len(ms) >= hosts, min(_not_ready_first_then_youngest(p) for p in ms)))
+        # an incomplete run of unlabelled pods first, then as `_scale_down_order`
+        units.sort(key=lambda ms: (len(ms) >= hosts, min(_scale_down_order(p) for p in ms)))
         for members in units[:-diff]:
             plan.deletes += [_delete(p, name, "scaleDown") for p in members if not is_terminating(p)]
     return plan
