@@ -5,8 +5,11 @@ Nodes are the worker pods joined with the GCS node states by pod name (a Ray nod
 
 - terminating: the pod has a deletionTimestamp, is listed in its group's ``workersToDelete``,
   or has failed (the controller replaces it);
-- draining: its Ray node accepted a drain (the GCS says DRAINING, or rayscale's own drain was
-  accepted and its removal is not written yet): it takes no work and always goes (DRAINED);
+- draining: its Ray node accepted a drain (rayscale's own, accepted and its removal not written
+  yet; or anyone's, once the node is idle): it takes no work and always goes (DRAINED);
+- drained by someone else (``ray drain-node``, a preemption notice) and still running work (the
+  GCS says DRAINING, no idle time, some resources in use): it stays, as Ray keeps it, running
+  with nothing free (it takes no new work, and it is never idle); it goes once idle or dead;
 - dead: the pod runs but its Ray node is DEAD: it goes (NODE_DEAD), without backoff;
 - running: the pod runs and its Ray node is alive; idle time, free resources and labels from Ray;
 - pending, not booting: the pod is not scheduled to a Kubernetes node yet; aged from its creation
@@ -240,8 +243,12 @@ def _node(pod: Obj, group: Group, listed: set[str], state: ray.ClusterState | No
             base, state=NodeState.PENDING, booting=True, pending_seconds=clocks.since(missing)
         )
     labels = {**found.labels, **found.dynamic_labels} or None
+    if found.status is ray.NodeStatus.DRAINING and _still_working(found):
+        # Drained by someone else (rayscale's own is in clocks.draining) and still running work:
+        # Ray keeps it until it is idle or dead; it takes no new work and is never removed idle.
+        return dataclasses.replace(base, available={}, labels=labels)
     if found.status is ray.NodeStatus.DRAINING:
-        # Accepted a drain (rayscale's or anyone's): it takes no work and goes (DRAINED).
+        # Accepted a drain and idle: it takes no work and goes (DRAINED).
         return dataclasses.replace(
             base,
             state=NodeState.DRAINING,
@@ -252,6 +259,14 @@ def _node(pod: Obj, group: Group, listed: set[str], state: ray.ClusterState | No
     return dataclasses.replace(
         base, available=dict(found.available_resources), idle_seconds=found.idle_seconds, labels=labels
     )
+
+
+def _still_working(found: ray.RayNodeState) -> bool:
+    """Whether a Ray node runs work: Ray reports no idle time and some of its resources in use."""
+    if found.idle_duration_ms > 0:
+        return False
+    free = found.available_resources
+    return any(free.get(name, 0.0) < total for name, total in found.total_resources.items())
 
 
 def short_groups(snapshot: Snapshot) -> frozenset[str]:
