@@ -238,8 +238,8 @@ def run_stage(name: str, clone: Path, env: Mapping[str, str], logs: Path) -> dic
     return {
         "stage": name,
         "command": f"make {name}",
-        "wall_s": round(wall, 1),
-        "cpu_s": round(cpu, 1),
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
         "exit": status,
         "tests": pytest_counts(output),
         "load_start": load_start,

@@ -84,7 +84,7 @@ def _fill(text: str) -> str:
 
 
 def _seconds(value: float) -> str:
-    return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}" if value >= 1 else f"{value:.2f}"
 
 
 def _load(value: float | None) -> str:
@@ -102,7 +102,7 @@ def _tests(counts: Mapping[str, int] | None) -> str:
 def _size(count: int | None) -> str:
     if count is None:
         return "none"
-    return f"{count / 1e9:.2f} GB" if count >= 1e9 else f"{count / 1e6:.0f} MB"
+    return f"{count / 1e9:.2f} GB" if count >= 1e9 else f"{count / 1e6:.{0 if count >= 1e6 else 1}f} MB"
 
 
 def _total(stages: Sequence[Mapping[str, Any]], test_stages: Sequence[str]) -> str | None:

@@ -144,7 +144,8 @@ def results(stages: list[dict[str, Any]], mode: str = "fresh") -> dict[str, Any]
         "mode": mode,
         "stages": stages,
         "test_stages": ["install", "check"],
-        "disk_bytes": {"gomodcache": 640_000_000, "gocache": 3_100_000_000, "venv": None},
+        "disk_bytes": {"gomodcache": 640_000_000, "gocache": 3_100_000_000, "pip_cache": 385_024,
+                       "venv": None},
         "provenance": {"date": "2026-11-28 04:00 UTC", "commit": "abc1234", "cores": 2, "memory_gib": 23.5,
                        "load_start": 1.0, "load_end": 2.5, "command": "python -m bench.ci_stages"},
     }  # fmt: skip
@@ -153,13 +154,14 @@ def results(stages: list[dict[str, Any]], mode: str = "fresh") -> dict[str, Any]
 def test_a_whole_run_renders_its_stages_and_the_total_of_make_test() -> None:
     text = ci_stages_docs.render(
         results([fake_stage("install"), fake_stage("check", tests={"passed": 448, "failed": 0, "skipped": 3}),
-                 fake_stage("demo")])
+                 fake_stage("demo") | {"wall_s": 0.03, "cpu_s": 0.0}])
     )  # fmt: skip
     assert "| `make install` | 12 | 5.0 | 0 | — | 1.00 → 2.50 |" in text
     assert "| `make check` | 12 | 5.0 | 0 | 448 / 0 / 3 | 1.00 → 2.50 |" in text
     assert "| **`make test`**: the stages above but `make demo` | **25** | **10** | 0 | 448 / 0 / 3 |" in text
     flat = " ".join(text.split())
-    assert "Go module cache 640 MB, Go build cache 3.10 GB, ~/.cache/rayscale none" in flat
+    assert "| `make demo` | 0.03 | 0.00 | 0 | — |" in text
+    assert "Go module cache 640 MB, Go build cache 3.10 GB, ~/.cache/rayscale none, pip cache 0.4 MB" in flat
     assert "commit abc1234" in flat
     assert "`make ci-timings CI_ARGS=--fresh-caches`" in flat
 
