@@ -8,13 +8,16 @@
   ``replicas`` and ``workersToDelete`` would fight. So rayscale takes only clusters that keep
   in-tree autoscaling off and opt in with the annotation ``rayscale.io/autoscaler: "true"``;
   KubeRay's controller honours the ``replicas`` and ``workersToDelete`` rayscale writes there. A
-  cluster that opts in with in-tree autoscaling on is refused, with a reason.
+  cluster that opts in with in-tree autoscaling on is refused, with a reason; so is one asking
+  for Ray's in-place pod resize (``ray.io/ippr``), which rayscale does not do.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from rayscale.cluster.validation import ippr_problem
 
 __all__ = ["OPT_IN_ANNOTATION", "Eligibility", "eligibility"]
 
@@ -66,4 +69,6 @@ def eligibility(
             " rayscale --mode autoscaler leaves the cluster to it. To have rayscale autoscale it, set"
             f' enableInTreeAutoscaling: false and keep the annotation {OPT_IN_ANNOTATION}: "true".',
         )
+    if problem := ippr_problem(annotations):
+        return Eligibility(False, problem)
     return Eligibility(True)

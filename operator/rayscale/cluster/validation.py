@@ -25,6 +25,9 @@ from rayscale.cluster.rayversion import version_at_least
 from rayscale.common import labels as L
 
 MAX_CLUSTER_NAME = 53
+#: Ray 2.60's in-place pod resize for KubeRay (autoscaler v2): JSON, per group ``max-cpu``,
+#: ``max-memory`` and ``resize-timeout``. rayscale resizes no pod: refused (`ippr_problem`).
+IPPR_ANNOTATION = "ray.io/ippr"
 #: rayStartParams a group's ``resources`` map replaces (`rayscale.cluster.host`).
 RESOURCE_PARAMS = (*host.AMOUNT_PARAMS.values(), host.RESOURCES_PARAM)
 _QUALIFIED = re.compile(
@@ -164,8 +167,25 @@ def _unimplemented(spec: RayClusterSpec) -> str | None:
     return None
 
 
+def ippr_problem(annotations: Mapping[str, str]) -> str | None:
+    """Why a RayCluster asking for Ray's in-place pod resize (`IPPR_ANNOTATION`) is refused, or None.
+
+    Ray 2.60's autoscaler with KubeRay resizes running worker pods (the ``resize`` subresource)
+    before it adds pods; rayscale's autoscaler only adds and removes pods, and the Role rayscale's
+    controller gives Ray's own autoscaler (``--mode controller``) has no ``pods/resize``. Refused
+    so that nobody believes it in force."""
+    if IPPR_ANNOTATION not in annotations:
+        return None
+    return (
+        f"metadata.annotations.{IPPR_ANNOTATION}: in-place pod resize is not implemented by rayscale"
+        " (its autoscaler adds and removes pods, it never resizes one); remove the annotation"
+    )
+
+
 def validate_spec(meta: ClusterMeta, spec: RayClusterSpec, *, max_pods: int = DEFAULT_MAX_PODS) -> str | None:
     if problem := _unimplemented(spec):
+        return problem
+    if spec.autoscaling and (problem := ippr_problem(meta.annotations)):
         return problem
     head = spec.head_group_spec
     problem = _group_checks(
