@@ -277,6 +277,7 @@ def measure(names: Sequence[str], fresh: bool, keep: bool, note: str) -> dict[st
             if stages[-1]["exit"]:
                 break
         disk = {key: disk_bytes(path) for key, path in cache_dirs(env, clone).items()}
+        go_version = go_env(env, "GOVERSION").get("GOVERSION")  # before `remove`: go writes under HOME
     finally:
         if (clone / "e2e" / ".cluster").exists():  # make demo leaves its control plane running
             subprocess.run(["make", "cluster-down"], cwd=clone, env=env, capture_output=True, check=False)
@@ -290,7 +291,7 @@ def measure(names: Sequence[str], fresh: bool, keep: bool, note: str) -> dict[st
         "test_stages": [s.name for s in STAGES if s.in_test],
         "disk_bytes": disk,
         "pip_find_links": env.get("PIP_FIND_LINKS"),
-        "go_version": go_env(env, "GOVERSION").get("GOVERSION"),
+        "go_version": go_version,
         **({"note": note} if note else {}),
         "provenance": {**provenance.end(started), "commit": head},
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -107,13 +108,20 @@ def test_the_first_failing_stage_ends_the_run_and_the_exit_status(
     monkeypatch.setattr(ci_stages, "git", lambda *_: "abc1234")
     monkeypatch.setattr(ci_stages, "run_stage", run_stage)
     monkeypatch.setattr(ci_stages, "cache_dirs", lambda *_: {"venv": tmp_path / "absent"})
+    run = tmp_path / "run"
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **_: str(run))
+    run.mkdir()
     out = tmp_path / "results.json"
     assert ci_stages.main(["--stages", "differential,install,check", "--out", str(out)]) == 1
     assert ran == ["install", "check"]
     text = out.read_text()
     assert '"commit": "abc1234"' in text
     assert '"mode": "warm"' in text
-    assert ci_stages.main(["--stages", "install", "--out", str(out)]) == 0
+    assert not run.exists()
+    run.mkdir()
+    assert ci_stages.main(["--fresh-caches", "--stages", "install", "--out", str(out)]) == 0
+    assert '"mode": "fresh"' in out.read_text()
+    assert not run.exists(), "the temporary directory (and the fresh caches in it) is left behind"
 
 
 def test_stages_are_named_from_the_list_and_run_in_its_order() -> None:
