@@ -56,8 +56,11 @@ def test_the_stored_results_render_the_current_scheduler_run() -> None:
 def test_the_ci_stage_timings_are_registered_and_carry_their_run(mode: str) -> None:
     assert ci_stages_docs.BLOCKS[mode].generator in IDS
     stored = ci_stages_docs.RESULTS[mode]
-    if not stored.exists():
-        pytest.skip(f"{stored.name} not stored yet (make ci-timings stores it)")
+    if not stored.exists():  # the block says "not measured yet", exactly as the generator renders it
+        block = ci_stages_docs.BLOCKS[mode]
+        placeholder = block.wrap(ci_stages_docs.render({"mode": mode}))
+        assert block.find(ci_stages_docs.DOCS.read_text()) == placeholder
+        return
     results = json.loads(stored.read_text())
     assert results["mode"] == mode
     for field in ("date", "commit", "cores", "memory_gib", "load_start", "load_end", "command"):
