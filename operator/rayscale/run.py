@@ -99,6 +99,10 @@ def register(subparsers: Any) -> None:
                    help="a worker pod scheduled (or running) this long without a Ray node is removed and "
                    "its group backs off (default: 3600; per cluster: annotation "
                    "rayscale.io/max-node-boot-seconds)")  # fmt: skip
+    p.add_argument("--unprovisioned-grace-seconds", type=float, default=120.0,
+                   help="an unschedulable worker pod no node provisioner is scaling up for (a "
+                   "NotTriggerScaleUp Event, or none at all) fails to launch after this long (default: "
+                   "120; per cluster: annotation rayscale.io/unprovisioned-grace-seconds)")  # fmt: skip
     p.add_argument("--head-restart-grace-seconds", type=float, default=120.0,
                    help="after Ray's GCS session changes (the head restarted), remove no worker for this "
                    "long while workers re-register (default: 120)")  # fmt: skip
@@ -248,6 +252,7 @@ async def _run(args: argparse.Namespace, metrics: Metrics, served: web_api.Serve
             concurrency=args.concurrency,
             max_node_provision_seconds=args.max_node_provision_seconds,
             max_node_boot_seconds=args.max_node_boot_seconds,
+            unprovisioned_grace_seconds=args.unprovisioned_grace_seconds,
             head_restart_grace_seconds=args.head_restart_grace_seconds,
             beside_kuberay=args.mode == "autoscaler",
             max_pods=args.max_pods_per_cluster,

@@ -110,6 +110,7 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("create", "jobs.batch"),
         ("get", "jobs.batch"),
         ("create", "events"),
+        ("list", "events"),  # node provisioners' Events on unschedulable pods
         ("watch", "rayvirtualclusters.rayscale.io"),
         ("patch", "rayvirtualclusters.rayscale.io"),
         ("get", "secrets/raycluster-basic"),

@@ -102,7 +102,7 @@ with singleNamespaceInstall the release namespace. */}}
 {{- end }}
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create", "patch", "list"]
 {{- end -}}
 
 {{/* The namespaces that get a Role each: every watched namespace when all are named one by one;

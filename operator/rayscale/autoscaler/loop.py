@@ -74,6 +74,7 @@ from rayscale.autoscaler.lifecycle import (
     unit,
 )
 from rayscale.autoscaler.patch import ClusterPatch, build_patch, writable
+from rayscale.autoscaler.provision_events import ProvisionEvents
 from rayscale.autoscaler.ray_report import (
     LaunchFailure,
     autoscaling_state,
@@ -143,6 +144,7 @@ class AutoscalerConfig:
     gcs_retries: int = 1
     max_node_provision_seconds: float = 900.0
     max_node_boot_seconds: float = 3600.0
+    unprovisioned_grace_seconds: float = 120.0  # unschedulable, no node being provisioned: fails then
     head_restart_grace_seconds: float = DEFAULT_GRACE_SECONDS  # no removals this long after a session change
     status_refresh_seconds: float = REFRESH_SECONDS  # rewrite an unchanged status.autoscaler this often
     beside_kuberay: bool = False  # --mode autoscaler: only opted-in clusters (eligibility.py)
@@ -267,6 +269,7 @@ class Autoscaler:
         )
         self._memory: dict[ClusterKey, ClusterMemory] = {}  # what each cluster's rounds keep
         self.vclusters = VirtualClusters(api, events)
+        self.provisioners = ProvisionEvents(api)
 
     def mark(self, key: ClusterKey, reason: str = "") -> None:
         """Run a round of `key` soon; `reason` (what changed: "RayCluster", "pod", ...) is recorded
@@ -431,6 +434,7 @@ class Autoscaler:
         memory = self._mem(key)
         backoff = memory.backoff
         short_since = memory.short_since
+        provisioning = await self.provisioners.read(key[0], pods)  # before `now`: the pods' clocks
         now = self.wall_clock()
         started = time.perf_counter()
         missing = ray_missing_since(pods, state, memory.missing_since, now)
@@ -446,6 +450,8 @@ class Autoscaler:
             now,
             max_node_provision_seconds=self.config.max_node_provision_seconds,
             max_node_boot_seconds=self.config.max_node_boot_seconds,
+            provisioning=provisioning,
+            unprovisioned_grace_seconds=self.config.unprovisioned_grace_seconds,
             short_since=short_since,
             missing_since=missing,
             draining=draining,

@@ -13,7 +13,8 @@ Nodes are the worker pods joined with the GCS node states by pod name (a Ray nod
 - dead: the pod runs but its Ray node is DEAD: it goes (NODE_DEAD), without backoff;
 - running: the pod runs and its Ray node is alive; idle time, free resources and labels from Ray;
 - pending, not booting: the pod is not scheduled to a Kubernetes node yet; aged from its creation
-  (the provisioning limit applies);
+  (the provisioning limit applies), or sooner past it when nothing will provision a node for it,
+  or booting from its creation while a node is being provisioned for it (provisioning.py);
 - pending, booting: the pod is scheduled but not running (aged from its PodScheduled time), or
   runs without any Ray node in the GCS (aged from when rayscale first saw it so, `missing_since`):
   the longer boot limit applies.
@@ -45,6 +46,7 @@ from rayscale.autoscaler.demand import (
     head_node,
     request_constraints,
 )
+from rayscale.autoscaler.provisioning import Provisioning, unscheduled_clock
 from rayscale.autoscaler.scheduling.model import (
     Group,
     Node,
@@ -73,6 +75,7 @@ __all__ = [
     "MAX_NODE_BOOT_ANNOTATION",
     "MAX_NODE_PROVISION_ANNOTATION",
     "UNBORN_PREFIX",
+    "UNPROVISIONED_GRACE_ANNOTATION",
     "build_snapshot",
     "is_unborn",
     "ray_missing_since",
@@ -83,6 +86,7 @@ Obj = Mapping[str, Any]
 
 MAX_NODE_PROVISION_ANNOTATION = "rayscale.io/max-node-provision-seconds"
 MAX_NODE_BOOT_ANNOTATION = "rayscale.io/max-node-boot-seconds"
+UNPROVISIONED_GRACE_ANNOTATION = "rayscale.io/unprovisioned-grace-seconds"
 UNBORN_PREFIX = "unborn:"  # ':' never appears in a pod name
 
 
@@ -106,6 +110,8 @@ def build_snapshot(
     draining: Collection[str] = (),
     max_pods: int | None = None,
     scaling: ScalingSpec | None = None,
+    provisioning: Mapping[str, Provisioning] | None = None,
+    unprovisioned_grace_seconds: float = 120.0,
 ) -> Snapshot:
     """The Snapshot of `cluster`; `pods` are its pods, `requests` the RayResourceRequests in its namespace.
 
@@ -123,6 +129,11 @@ def build_snapshot(
     A spec asking for more is refused (SpecError) before any per-replica work, and the
     decision never goes past it (``max_workers``, only set when the groups' maxima could).
 
+    `provisioning`: what node provisioners said about unscheduled pods (provisioning.py; None: the
+    Events could not be read, and unscheduled pods age from their creation only);
+    `unprovisioned_grace_seconds` (or the cluster's annotation): how long an unschedulable pod no
+    provisioner is scaling up for waits before it fails to launch.
+
     `scaling`: the cluster as `spec_reader.read_spec` read it, when the caller has already;
     otherwise it is read here (only the CRD's shape is required). Raises SpecError when the
     spec cannot be read.
@@ -139,7 +150,10 @@ def build_snapshot(
         max_node_boot_seconds=_seconds(cluster, MAX_NODE_BOOT_ANNOTATION, max_node_boot_seconds),
     )
     constraints = gcs_constraints(state) + request_constraints(cluster, requests)
-    clocks = _Clocks(now, missing_since or {}, frozenset(draining))
+    grace = _seconds(cluster, UNPROVISIONED_GRACE_ANNOTATION, unprovisioned_grace_seconds)
+    clocks = _Clocks(
+        now, missing_since or {}, frozenset(draining), provisioning, options.max_node_provision_seconds, grace
+    )
     return Snapshot(
         groups=groups,
         nodes=_nodes(scaling.spec, groups, pods, state, clocks, short_since or {}),
@@ -192,6 +206,9 @@ class _Clocks:
     now: datetime
     missing_since: Mapping[str, datetime]
     draining: frozenset[str]
+    provisioning: Mapping[str, Provisioning] | None = None
+    provision_seconds: float = 900.0
+    grace_seconds: float = 120.0
 
     def since(self, moment: datetime | None) -> float:
         return 0.0 if moment is None else max((self.now - moment).total_seconds(), 0.0)
@@ -213,8 +230,17 @@ def _not_running(pod: Obj, base: Node, clocks: _Clocks) -> Node:
         return dataclasses.replace(
             base, state=NodeState.PENDING, booting=True, pending_seconds=clocks.since(at)
         )
-    created = parse_time(creation_time(pod))
-    return dataclasses.replace(base, state=NodeState.PENDING, pending_seconds=clocks.since(created))
+    clock = unscheduled_clock(
+        pod,
+        clocks.now,
+        (clocks.provisioning or {}).get(base.name),
+        known=clocks.provisioning is not None,
+        provision_seconds=clocks.provision_seconds,
+        grace_seconds=clocks.grace_seconds,
+    )
+    return dataclasses.replace(
+        base, state=NodeState.PENDING, booting=clock.booting, pending_seconds=clock.pending_seconds
+    )
 
 
 def _node(pod: Obj, group: Group, listed: set[str], state: ray.ClusterState | None, clocks: _Clocks) -> Node:

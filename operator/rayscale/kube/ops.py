@@ -244,6 +244,26 @@ async def list_namespaces(api: client.ApiClient) -> list[str]:
     return [str(item["metadata"]["name"]) for item in body.get("items", [])]
 
 
+async def list_events(api: client.ApiClient, namespace: str, field_selector: str) -> list[dict[str, Any]]:
+    """The core/v1 Events of `namespace` that `field_selector` selects, `LIST_PAGE` at a time."""
+    out: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        page: dict[str, Any] = {
+            "field_selector": field_selector,
+            "limit": LIST_PAGE,
+            "_preload_content": False,
+        }
+        if token:
+            page["_continue"] = token
+        call = _core(api).list_namespaced_event(namespace, **page)
+        body = await send(call, f"list events ({field_selector})", body=True)
+        out += [item for item in body.get("items", []) if isinstance(item, dict)]
+        token = str((body.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return out
+
+
 JSON_PATCH = "application/json-patch+json"
 RRR_GROUP, RRR_VERSION, RRR_PLURAL = "rayscale.io", "v1alpha1", "rayresourcerequests"
 
