@@ -12,7 +12,8 @@ are recorded; the first stage that fails ends the run (exit 1). At the end, the 
 caches (Go's module and build caches, ~/.cache/rayscale, pip's cache, the clone's .venv).
 
 --fresh-caches: every cache empty, as on a new machine (HOME, XDG_CACHE_HOME, GOPATH, GOMODCACHE,
-GOCACHE, PIP_CACHE_DIR in the temporary directory); without it the machine's caches (a warm run).
+GOCACHE, PIP_CACHE_DIR in the temporary directory; XDG_CONFIG_HOME, the configuration, stays the
+machine's); without it the machine's caches (a warm run).
 The results, with their provenance (the clone's commit), go to bench/results/ci_stages_fresh.json
 or ci_stages_warm.json (--out); --write-docs writes that mode's block in docs/development.md and
 --render-only renders it again from the stored results. Before anything runs, STAGES is checked
@@ -164,7 +165,9 @@ def environment(tmp: Path, fresh: bool) -> dict[str, str]:
         env["PATH"] = os.pathsep.join(p for p in paths if not Path(p).resolve().is_relative_to(venv))
     if not fresh:
         return env
-    goenv = go_env(env, "GOENV").get("GOENV")
+    # configuration (Go's env file and telemetry, pip's config) stays the machine's: found through
+    # XDG_CONFIG_HOME, not the new HOME
+    env.setdefault("XDG_CONFIG_HOME", str(Path.home() / ".config"))
     for name in ("RAYSCALE_CACHE", "RAYSCALE_RAY_VENV"):
         env.pop(name, None)
     home = tmp / "home"
@@ -179,8 +182,6 @@ def environment(tmp: Path, fresh: bool) -> dict[str, str]:
     for name, path in caches.items():
         path.mkdir(parents=True, exist_ok=True)
         env[name] = str(path)
-    if goenv:  # Go's configuration file (GOFLAGS, GOTOOLCHAIN, ...): the machine's, not a cache
-        env["GOENV"] = goenv
     return env
 
 
@@ -253,7 +254,10 @@ def git(args: Sequence[str], cwd: Path) -> str:
 
 def remove(tmp: Path) -> None:
     subprocess.run(["chmod", "-R", "u+w", str(tmp)], check=False)  # Go's module cache is read-only
-    shutil.rmtree(tmp)
+    try:
+        shutil.rmtree(tmp)
+    except OSError as e:  # a process the stages left behind still writes there: keep the results
+        print(f"bench.ci_stages: {tmp} not removed: {e}", file=sys.stderr)
 
 
 def measure(names: Sequence[str], fresh: bool, keep: bool, note: str) -> dict[str, Any]:

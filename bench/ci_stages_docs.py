@@ -41,7 +41,7 @@ CACHES = {
         "Every cache empty, as on a new machine: `HOME`, `XDG_CACHE_HOME`, `GOPATH`, `GOMODCACHE`,"
         " `GOCACHE` and `PIP_CACHE_DIR` point into a temporary directory (`RAYSCALE_CACHE` unset), so Go"
         " downloads and builds every module and pip fetches every package; configuration stays the"
-        " machine's (Go's env file, pip's)."
+        " machine's (`XDG_CONFIG_HOME`: Go's env file, pip's)."
     ),
     "warm": (
         "The machine's caches as they were (Go's module and build caches, ~/.cache/rayscale with the"

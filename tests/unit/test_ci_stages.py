@@ -133,14 +133,14 @@ def test_stages_are_named_from_the_list_and_run_in_its_order() -> None:
 def test_fresh_caches_point_every_cache_into_the_temporary_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ci_stages, "go_env", lambda *_: {"GOENV": "/etc/go/env"})
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     for name in ("RAYSCALE_CACHE", "RAYSCALE_TARGET_KUBECONFIG", "MAKEFLAGS"):
         monkeypatch.setenv(name, "x")
     env = ci_stages.environment(tmp_path, fresh=True)
     for name in ("HOME", "XDG_CACHE_HOME", "GOPATH", "GOMODCACHE", "GOCACHE", "PIP_CACHE_DIR"):
         assert Path(env[name]).is_relative_to(tmp_path), name
         assert Path(env[name]).is_dir(), name
-    assert env["GOENV"] == "/etc/go/env"
+    assert env["XDG_CONFIG_HOME"] == str(Path.home() / ".config")  # the machine's configuration
     assert not {"RAYSCALE_CACHE", "RAYSCALE_TARGET_KUBECONFIG", "MAKEFLAGS"} & set(env)
     warm = ci_stages.environment(tmp_path, fresh=False)
     assert warm["RAYSCALE_CACHE"] == "x"
