@@ -62,6 +62,10 @@ def test_every_chart_value_is_documented_and_in_values_yaml() -> None:
 
 
 def test_every_autoscaler_annotation_is_documented() -> None:
-    annotations = [snapshot.MAX_NODE_PROVISION_ANNOTATION, snapshot.MAX_NODE_BOOT_ANNOTATION]
+    annotations = [
+        snapshot.MAX_NODE_PROVISION_ANNOTATION,
+        snapshot.MAX_NODE_BOOT_ANNOTATION,
+        snapshot.UNPROVISIONED_GRACE_ANNOTATION,
+    ]
     missing = [a for a in annotations if f"| `{a}: " not in DOC]
     assert not missing, f"docs/configuration.md lacks {missing}"
