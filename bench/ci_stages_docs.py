@@ -167,7 +167,8 @@ def render(results: Mapping[str, Any]) -> str:
             else "the machine's, with whatever else is in them"
         )
         sizes = ", ".join(f"{label} {_size(disk.get(key))}" for key, label in DISK_LABELS.items())
-        notes.append(f"Disk used at the end by the caches ({owner}): {sizes}.")
+        in_all = sum(disk.get(key) or 0 for key in DISK_LABELS)
+        notes.append(f"Disk used at the end by the caches ({owner}): {sizes}; {_size(in_all)} in all.")
         lines += [_fill(" ".join(notes)), ""]
     lines.append(_fill(measured(results, REPRODUCE[mode])))
     return "\n".join(lines).rstrip("\n") + "\n"

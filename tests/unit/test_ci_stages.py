@@ -169,7 +169,8 @@ def test_a_whole_run_renders_its_stages_and_the_total_of_make_test() -> None:
     assert "| **`make test`**: the stages above but `make demo` | **25** | **10** | 0 | 448 / 0 / 3 |" in text
     flat = " ".join(text.split())
     assert "| `make demo` | 0.03 | 0.00 | 0 | — |" in text
-    assert "Go module cache 640 MB, Go build cache 3.10 GB, ~/.cache/rayscale none, pip cache 0.4 MB" in flat
+    assert "Go module cache 640 MB, Go build cache 3.10 GB, ~/.cache/rayscale none, pip cache 0.4 MB," in flat
+    assert "the clone's `.venv` none; 3.74 GB in all." in flat
     assert "commit abc1234" in flat
     assert "`make ci-timings CI_ARGS=--fresh-caches`" in flat
 
