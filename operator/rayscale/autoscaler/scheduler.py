@@ -52,6 +52,7 @@ from rayscale.autoscaler.scheduling.model import (
     Strategy,
     UnmetReason,
 )
+from rayscale.autoscaler.scheduling.packing import place_demand
 from rayscale.autoscaler.scheduling.removal import (
     Removed,
     idle,
@@ -269,13 +270,15 @@ class _Pass:
     def _reason(self, shape: Shape) -> UnmetReason:
         return blocked_reason(self.fleet, shape.eligible)
 
-    def _batch(self, runs: list[Run], source: int, atomic: bool) -> tuple[Result, dict[int, UnmetReason]]:
+    def _batch(
+        self, runs: list[Run], source: int, atomic: bool, pack: bool = False
+    ) -> tuple[Result, dict[int, UnmetReason]]:
         """Place one batch; an atomic one that leaves anything is undone. Returns the result
-        and, per run left (partly) unplaced, why."""
+        and, per run left (partly) unplaced, why. ``pack``: new hosts packed (``packing.py``)."""
         fleet = self.fleet
         if atomic:
             fleet.checkpoint()
-        result = self.placer.place(runs, source)
+        result = place_demand(self.placer, runs) if pack else self.placer.place(runs, source)
         reasons = {i: self._reason(runs[i].shape) for i, n in enumerate(result.left) if n > 0}
         if atomic and reasons:
             fleet.rollback()
@@ -284,11 +287,11 @@ class _Pass:
             fleet.commit()
         self.placer.order = result.order
         self.placer.spares = result.spares
-        for b, fill in result.fills:
+        for b, fill, copies in result.fills:
             name = fleet.hosts[b.host].name if b.rank in (HostKind.RUNNING, HostKind.PENDING) else None
             for i, units in fill:
                 group = self.catalog.group_name(b.group)
-                self.explain.placed(runs[i].tag, group, b.rank, units, [name] if name else [])
+                self.explain.placed(runs[i].tag, group, b.rank, units * copies, [name] if name else [])
             fleet.mark_worked(b.host)
         return result, reasons
 
@@ -384,7 +387,7 @@ class _Pass:
             totals[key] = totals.get(key, 0) + d.count
             runs.append(Run(shape, d.count, key))
         runs = ordered(self.catalog, runs)
-        result, reasons = self._batch(runs, DEMAND, atomic=False)
+        result, reasons = self._batch(runs, DEMAND, atomic=False, pack=True)
         left: dict[tuple[object, ...], int] = {}
         for i, n in enumerate(result.left):
             left[runs[i].tag] = left.get(runs[i].tag, 0) + n

@@ -159,6 +159,10 @@ class Fleet:
         self.live_hosts[HostKind.NEW] += len(ids)
         return rid
 
+    def launch_copies(self, group: int, copies: int) -> list[int]:
+        """Add ``copies`` new replicas of the group; returns their ids."""
+        return [self.launch(group) for _ in range(copies)]
+
     def remove(self, rid: int) -> None:
         replica = self.replicas[rid]
         replica.removed = True

@@ -34,13 +34,14 @@ from dataclasses import dataclass, replace
 from rayscale.autoscaler.scheduling.catalog import GROUP_LABELS, Catalog, Shape
 from rayscale.autoscaler.scheduling.fleet import Fleet, HostKind
 from rayscale.autoscaler.scheduling.model import UnmetReason
-from rayscale.autoscaler.scheduling.space import Vec, fit_count, sub
+from rayscale.autoscaler.scheduling.space import BIG, Vec, fit_count, sub
 from rayscale.cluster.accelerators import GPU
 
 DEMAND, CONSTRAINT = 0, 1  # what a host's free resources are counted against
 
 Score = tuple[int, bool, int, float, float]
 Fill = list[tuple[int, int]]  # (run index, units) one host takes
+Placed = tuple["Bin", Fill, int]  # a host, what it took, and how many new hosts took the same
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +93,7 @@ class Result:
 
     order: list[Bin]
     spares: list[Bin]
-    fills: list[tuple[Bin, Fill]]
+    fills: list[Placed]
     left: list[int]  # per run
 
 
@@ -145,6 +146,7 @@ class Placer:
         self.fleet = fleet
         self.order = order  # existing hosts, in the order Ray would try them
         self.spares: list[Bin] = []  # hosts of replicas launched this pass that nothing used yet
+        self.before: dict[int, Bin] = {}  # by host: the existing hosts before the latest batch
         space = catalog.space
         self._gpu = space.index.get(GPU)
         self._scored = tuple(i for i in range(len(space.names)) if i not in space.implicit)
@@ -169,8 +171,16 @@ class Placer:
             sum(terms) / len(terms) if terms else 0.0,
         )
 
-    def try_bin(self, b: Bin, runs: Sequence[Run], left: Sequence[int], source: int) -> tuple[Fill, Bin]:
-        """What ``b`` takes of ``left``, in order, and the host afterwards."""
+    def try_bin(
+        self,
+        b: Bin,
+        runs: Sequence[Run],
+        left: Sequence[int],
+        source: int,
+        order: Sequence[int] | None = None,
+    ) -> tuple[Fill, Bin]:
+        """What ``b`` takes of ``left``, in order (or the runs ``order`` lists, in its order),
+        and the host afterwards."""
         load = b.loads[source]
         free = load.free
         kinds = set(load.kinds)
@@ -178,7 +188,8 @@ class Placer:
         label_score = load.label_score
         marks = b.marks
         fill: Fill = []
-        for i, run in enumerate(runs):
+        for i in range(len(runs)) if order is None else order:
+            run = runs[i]
             if left[i] <= 0 or (run.spread is not None and run.spread in marks):
                 continue
             shape = run.shape
@@ -204,9 +215,11 @@ class Placer:
 
     def best(
         self, bins: Sequence[Bin], runs: Sequence[Run], left: Sequence[int], source: int
-    ) -> tuple[int, Fill, Bin] | None:
-        """The candidate whose fill scores best (ties: the earlier one), or None if none takes any."""
+    ) -> tuple[int, Fill, Bin, bool] | None:
+        """The candidate whose fill scores best (ties: the earlier one), or None if none takes
+        any; and whether it beats every other candidate outright."""
         best: tuple[tuple[Score, int], int, Fill, Bin] | None = None
+        strict = True
         seen: set[tuple[object, ...]] = set()
         for i, b in enumerate(bins):
             key = b.key(source)
@@ -218,8 +231,11 @@ class Placer:
                 continue
             rank = (self.score(after, source), b.priority)
             if best is None or rank > best[0]:
+                strict = True
                 best = (rank, i, fill, after)
-        return None if best is None else (best[1], best[2], best[3])
+            elif rank == best[0]:
+                strict = False
+        return None if best is None else (best[1], best[2], best[3], strict)
 
     # -- new hosts -------------------------------------------------------------------
     def fresh(self, group: int, host: int = -1, position: int = 0) -> Bin:
@@ -235,42 +251,71 @@ class Placer:
         Launches go through the fleet; the caller keeps or rolls them back and, to keep the
         result, sets ``order`` from it.
         """
-        fleet = self.fleet
         left = [r.count for r in runs]
+        fills, done = self.on_existing(runs, left, source)
+        spares = list(self.spares)
+        self.grow(runs, left, source, fills, done, spares)
+        return Result(done, spares, fills, left)
+
+    def on_existing(
+        self, runs: Sequence[Run], left: list[int], source: int
+    ) -> tuple[list[Placed], list[Bin]]:
+        """Place what existing hosts take (``left`` is updated); returns the fills and the
+        existing hosts in their new order."""
         shapes = {(r.shape.vec, r.shape.idx) for r in runs}
-        fills: list[tuple[Bin, Fill]] = []
+        fills: list[Placed] = []
         done: list[Bin] = []
         candidates: list[Bin] = []
         exhausted: list[Bin] = []
+        self.before = {b.host: b for b in self.order}
         for b in self.order:
             free = b.loads[source].free
             if b.running and not any(fit_count(free, vec, idx) for vec, idx in shapes):
                 exhausted.append(b)
             else:
                 candidates.append(b)
-
-        def take(fill: Fill, after: Bin) -> None:
-            for i, units in fill:
-                left[i] -= units
-            fills.append((after, fill))
-            done.append(after)
-
         while any(left) and candidates:
             found = self.best(candidates, runs, left, source)
             if found is None:
                 break
-            i, fill, after = found
-            candidates.pop(i)
-            take(fill, after)
-        done += candidates + exhausted
+            i, fill, after, strict = found
+            # Hosts in the same state as a pick that wins outright win the next rounds in turn.
+            key = candidates[i].key(source)
+            same = (
+                [j for j in range(i, len(candidates)) if candidates[j].key(source) == key] if strict else [i]
+            )
+            if len(same) > 1:
+                same = same[: self._repeats(candidates, runs, left, source, fill)]
+            for j in same:
+                b = candidates[j]
+                fills.append((b.with_load(source, after.loads[source], after.marks), fill, 1))
+                done.append(fills[-1][0])
+                for k, units in fill:
+                    left[k] -= units
+            for j in reversed(same):
+                candidates.pop(j)
+        return fills, done + candidates + exhausted
 
-        spares = list(self.spares)
+    def grow(
+        self,
+        runs: Sequence[Run],
+        left: list[int],
+        source: int,
+        fills: list[Placed],
+        done: list[Bin],
+        spares: list[Bin],
+    ) -> None:
+        """New hosts group by group, in Ray's order of its node types (the group just picked goes
+        last): a group's spares (no launch needed; they win ties), then a fresh host of it.
+
+        A fresh single-host pick that beats every other candidate outright repeats, unchanged,
+        for as long as no candidate's fill can change (``_repeats``): those rounds are taken at
+        once."""
+        fleet = self.fleet
 
         def offered(group: int) -> bool:
             return fleet.room(group, 1) > 0 or any(s.group == group for s in spares)
 
-        # New hosts group by group, in Ray's order of its node types (the group just picked goes
-        # last): a group's spares (no launch needed; they win ties), then a fresh host of it.
         templates = [g.index for g in self.catalog.groups if offered(g.index)]
         while any(left):
             templates = [g for g in templates if offered(g)]
@@ -282,16 +327,51 @@ class Placer:
             found = self.best(pool, runs, left, source) if pool else None
             if found is None:
                 break
-            i, fill, after = found
+            i, fill, after, strict = found
             group = pool[i].group
             templates.remove(group)
+            templates.append(group)
             if pool[i].host >= 0:  # a spare
                 spares.remove(pool[i])
+                hosts = [pool[i].host]
             else:
-                rid = fleet.launch(group)
-                hosts = fleet.replicas[rid].hosts
-                after.host = hosts[0]
-                spares += [self.fresh(group, h, k) for k, h in enumerate(hosts) if k > 0]
-            templates.append(group)
-            take(fill, after)
-        return Result(done, spares, fills, left)
+                single = self.catalog.groups[group].num_hosts == 1
+                copies = self._repeats(pool, runs, left, source, fill) if strict and single else 1
+                rids = fleet.launch_copies(group, fleet.room(group, copies))
+                hosts = [h for rid in rids for h in fleet.replicas[rid].hosts[:1]]
+                spares += [
+                    self.fresh(group, h, k)
+                    for rid in rids
+                    for k, h in enumerate(fleet.replicas[rid].hosts)
+                    if k > 0
+                ]
+            for k, units in fill:
+                left[k] -= units * len(hosts)
+            after.host = hosts[0]
+            fills.append((after, fill, len(hosts)))
+            done += [after] + [replace(after, host=h) for h in hosts[1:]]
+
+    def _repeats(
+        self, pool: Sequence[Bin], runs: Sequence[Run], left: Sequence[int], source: int, fill: Fill
+    ) -> int:
+        """How many rounds in a row a pick with ``fill`` that wins outright wins again (a fresh
+        host again, or the next host in the same state).
+
+        Every candidate's fill stays what it is while each run the pick takes has, left, at
+        least as many units as any candidate would take of it were it unlimited (runs it does
+        not take keep their counts)."""
+        taken = dict(fill)
+        relaxed = [BIG if k in taken else n for k, n in enumerate(left)]
+        most = dict.fromkeys(taken, 0)
+        seen: set[tuple[object, ...]] = set()
+        for b in pool:
+            if b.key(source) in seen:
+                continue
+            seen.add(b.key(source))
+            got, _ = self.try_bin(b, runs, relaxed, source)
+            for k, units in got:
+                if k in most:
+                    most[k] = max(most[k], units)
+        if any(left[k] < most[k] for k in taken):
+            return 1
+        return 1 + min((left[k] - most[k]) // units for k, units in taken.items())
