@@ -161,7 +161,17 @@ class Fleet:
 
     def launch_copies(self, group: int, copies: int) -> list[int]:
         """Add ``copies`` new replicas of the group; returns their ids."""
-        return [self.launch(group) for _ in range(copies)]
+        if copies <= 0:
+            return []
+        width = len(self.catalog.groups[group].hosts)
+        first_rid, first_host = len(self.replicas), len(self.hosts)
+        rids = list(range(first_rid, first_rid + copies))
+        self.hosts += [Host(None, group, HostKind.NEW, rid) for rid in rids for _ in range(width)]
+        ids = iter(range(first_host, len(self.hosts)))
+        self.replicas += [Replica(group, [next(ids) for _ in range(width)], None, worked=True) for _ in rids]
+        self.launched[group] += copies
+        self.live_hosts[HostKind.NEW] += copies * width
+        return rids
 
     def remove(self, rid: int) -> None:
         replica = self.replicas[rid]

@@ -82,6 +82,11 @@ class Bin:
     def key(self, source: int) -> tuple[object, ...]:
         return (self.group, self.running, self.total, self.label_set, self.marks, self.loads[source])
 
+    def moved(self, host: int) -> Bin:
+        """The same state on another host (a plain constructor call: it runs once per new host)."""
+        b = self
+        return Bin(host, b.group, b.rank, b.total, b.label_set, b.priority, b.loads, b.marks, b.running)
+
     def with_load(self, source: int, load: Load, marks: frozenset[int]) -> Bin:
         loads = (load, self.loads[1]) if source == DEMAND else (self.loads[0], load)
         return replace(self, loads=loads, marks=marks)
@@ -147,6 +152,7 @@ class Placer:
         self.order = order  # existing hosts, in the order Ray would try them
         self.spares: list[Bin] = []  # hosts of replicas launched this pass that nothing used yet
         self.before: dict[int, Bin] = {}  # by host: the existing hosts before the latest batch
+        self._tried: list[tuple[Bin, Fill]] = []  # the latest ``best``: each state tried, its fill
         space = catalog.space
         self._gpu = space.index.get(GPU)
         self._scored = tuple(i for i in range(len(space.names)) if i not in space.implicit)
@@ -221,6 +227,7 @@ class Placer:
         best: tuple[tuple[Score, int], int, Fill, Bin] | None = None
         strict = True
         seen: set[tuple[object, ...]] = set()
+        self._tried = []
         for i, b in enumerate(bins):
             key = b.key(source)
             if key in seen:
@@ -229,6 +236,7 @@ class Placer:
             fill, after = self.try_bin(b, runs, left, source)
             if not fill:
                 continue
+            self._tried.append((b, fill))
             rank = (self.score(after, source), b.priority)
             if best is None or rank > best[0]:
                 strict = True
@@ -285,7 +293,7 @@ class Placer:
                 [j for j in range(i, len(candidates)) if candidates[j].key(source) == key] if strict else [i]
             )
             if len(same) > 1:
-                same = same[: self._repeats(candidates, runs, left, source, fill)]
+                same = same[: self._repeats(runs, left, source, fill)]
             for j in same:
                 b = candidates[j]
                 fills.append((b.with_load(source, after.loads[source], after.marks), fill, 1))
@@ -302,7 +310,7 @@ class Placer:
         left: list[int],
         source: int,
         fills: list[Placed],
-        done: list[Bin],
+        done: list[Bin] | None,
         spares: list[Bin],
     ) -> None:
         """New hosts group by group, in Ray's order of its node types (the group just picked goes
@@ -310,7 +318,7 @@ class Placer:
 
         A fresh single-host pick that beats every other candidate outright repeats, unchanged,
         for as long as no candidate's fill can change (``_repeats``): those rounds are taken at
-        once."""
+        once. ``done`` gets the new hosts (None: only counting)."""
         fleet = self.fleet
 
         def offered(group: int) -> bool:
@@ -336,7 +344,7 @@ class Placer:
                 hosts = [pool[i].host]
             else:
                 single = self.catalog.groups[group].num_hosts == 1
-                copies = self._repeats(pool, runs, left, source, fill) if strict and single else 1
+                copies = self._repeats(runs, left, source, fill) if strict and single else 1
                 rids = fleet.launch_copies(group, fleet.room(group, copies))
                 hosts = [h for rid in rids for h in fleet.replicas[rid].hosts[:1]]
                 spares += [
@@ -349,26 +357,23 @@ class Placer:
                 left[k] -= units * len(hosts)
             after.host = hosts[0]
             fills.append((after, fill, len(hosts)))
-            done += [after] + [replace(after, host=h) for h in hosts[1:]]
+            if done is not None:
+                done += [after] + [after.moved(h) for h in hosts[1:]]
 
-    def _repeats(
-        self, pool: Sequence[Bin], runs: Sequence[Run], left: Sequence[int], source: int, fill: Fill
-    ) -> int:
-        """How many rounds in a row a pick with ``fill`` that wins outright wins again (a fresh
-        host again, or the next host in the same state).
+    def _repeats(self, runs: Sequence[Run], left: Sequence[int], source: int, fill: Fill) -> int:
+        """How many rounds in a row a pick with ``fill`` that won the latest ``best`` outright
+        wins again (a fresh host again, or the next host in the same state).
 
         Every candidate's fill stays what it is while each run the pick takes has, left, at
         least as many units as any candidate would take of it were it unlimited (runs it does
-        not take keep their counts)."""
+        not take keep their counts). A candidate that took less than what was left of each of
+        those runs took what it would unlimited."""
         taken = dict(fill)
         relaxed = [BIG if k in taken else n for k, n in enumerate(left)]
         most = dict.fromkeys(taken, 0)
-        seen: set[tuple[object, ...]] = set()
-        for b in pool:
-            if b.key(source) in seen:
-                continue
-            seen.add(b.key(source))
-            got, _ = self.try_bin(b, runs, relaxed, source)
+        for b, got in self._tried:
+            if any(units >= left[k] for k, units in got if k in taken):
+                got, _ = self.try_bin(b, runs, relaxed, source)
             for k, units in got:
                 if k in most:
                     most[k] = max(most[k], units)

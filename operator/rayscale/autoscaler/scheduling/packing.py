@@ -285,7 +285,7 @@ def place_demand(placer: Placer, runs: Sequence[Run]) -> Result:
     before = list(fleet.launched)
     fleet.checkpoint()
     greedy_left = list(left)
-    placer.grow(runs, greedy_left, DEMAND, list(fills), [], [])
+    placer.grow(runs, greedy_left, DEMAND, [], None, [])
     greedy = _launched(catalog, fleet, before)
     fleet.rollback()
     options = [(fills, left)]
