@@ -29,9 +29,9 @@ subprocess is stopped after {timeout:.0f} s of wall time (Ray's import and reque
 seconds, included). Hosts are the new hosts each launches. Lower bounds on
 new hosts: *per resource* (total demand minus free capacity over the largest host, per
 resource) and *subset* (demand that only some groups can host needs hosts of those groups;
-the rest must still fit; `bench/bounds.py`). rayscale places demand with Ray's own best-node greedy
-algorithm (`autoscaler/scheduling/greedy.py`), so where Ray finishes both are expected to launch the
-same hosts; the difference is the time a decision takes.
+the rest must still fit; `bench/bounds.py`). rayscale fills existing hosts with Ray's own best-node
+greedy algorithm (`autoscaler/scheduling/greedy.py`) and packs the new hosts by shape
+(`autoscaler/scheduling/packing.py`) where that places all Ray's greedy would on fewer hosts.
 
 {recorded}
 """

@@ -14,7 +14,8 @@ Steps, in order (those of Ray 2.60's autoscaler, with KubeRay's whole replicas):
 8. idle replicas go (IDLE), unless they got work in steps 5-7 or their group is at min.
 
 Steps 5-7 place each batch with Ray's best-node greedy (``scheduling/greedy.py``): existing
-hosts first, then new replicas.
+hosts first, then new replicas. In step 7 the new replicas are packed by shape instead
+(``scheduling/packing.py``) when that places all the greedy would on fewer hosts.
 """
 
 from __future__ import annotations
