@@ -30,6 +30,7 @@ class _Absent:
 
 ABSENT: Any = _Absent()
 RANDOM = "<random>"
+CLUSTER = "<cluster name>"
 TIME = "<time>"
 
 
@@ -104,11 +105,14 @@ def _normalise_container(container: Obj) -> None:
         port.setdefault("protocol", "TCP")
 
 
-def _normalise_pod(pod: Obj) -> None:
-    spec = pod.get("spec") or {}
+def _normalise_pod_spec(spec: Obj) -> None:
     for kind in ("containers", "initContainers", "ephemeralContainers"):
         for container in spec.get(kind) or []:
             _normalise_container(container)
+
+
+def _normalise_pod(pod: Obj) -> None:
+    _normalise_pod_spec(pod.get("spec") or {})
     labels = (pod.get("metadata") or {}).get("labels") or {}
     group = labels.get("ray.io/group", "")
     replica = labels.get("ray.io/worker-group-replica-name")
@@ -134,8 +138,9 @@ def _normalise_secret(secret: Obj) -> None:
 
 
 def _normalise_status(status: Any) -> Any:
-    """KubeRay's status fields are ``omitempty``: a zero value ("", 0, {}, []) is never written,
-    and a reader sees absent and zero alike. Times are wall clocks on both sides."""
+    """Times are wall clocks on both sides. Zero values are compared as written: KubeRay's status
+    fields are ``omitempty`` (a zero count or empty string is not written, ``kubectl get`` shows a
+    blank), and so are rayscale's."""
     if not isinstance(status, dict):
         return status
     out: Obj = {}
@@ -148,7 +153,7 @@ def _normalise_status(status: Any) -> Any:
             value = [{**c, "lastTransitionTime": TIME} if "lastTransitionTime" in c else c for c in value]
         elif isinstance(value, dict):
             value = _normalise_status(value)
-        if value in ("", 0, None, {}, []) and not isinstance(value, bool):
+        if value is None:
             continue
         out[key] = value
     return out
@@ -184,8 +189,15 @@ def normalise(answer: Mapping[str, Any]) -> tuple[dict[str, Obj], Obj]:
         kind = obj.get("kind")
         if kind == "Pod":
             _normalise_pod(obj)
+            spec = obj.get("spec") or {}
+            # KubeRay's autoscaler ServiceAccount is named after the cluster: shown as CLUSTER so
+            # that an allowlist entry can tell it from a ServiceAccount the user named.
+            if spec.get("serviceAccountName") == cluster:
+                spec["serviceAccountName"] = CLUSTER
         elif kind == "Secret":
             _normalise_secret(obj)
+        elif kind == "Job":  # the Redis cleanup Job's pod template: its containers as a pod's
+            _normalise_pod_spec(((obj.get("spec") or {}).get("template") or {}).get("spec") or {})
         key = _role(obj, cluster)
         while key in objects:
             key += "#2"

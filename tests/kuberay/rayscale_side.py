@@ -100,7 +100,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
-def _stored_service(svc: Obj) -> Obj:
+def stored_service(svc: Obj) -> Obj:
     stored = copy.deepcopy(svc)
     spec = stored.setdefault("spec", {})
     spec.setdefault("type", "ClusterIP")
@@ -142,7 +142,7 @@ def _apply(plan: Plan, meta: ClusterMeta, objects: dict[str, list[Obj]],
     names = {s["metadata"]["name"] for s in services}
     for svc in plan.services:
         if svc["metadata"]["name"] not in names:
-            services.append(_stored_service(svc))
+            services.append(stored_service(svc))
     for step in plan.steps:
         gone = {d.name for d in step.deletes}
         pods[:] = [p for p in pods if p["metadata"]["name"] not in gone]

@@ -12,7 +12,7 @@ import dataclasses
 from collections import defaultdict
 from typing import Any
 
-from tests.kuberay import documents, rayscale_side
+from tests.kuberay import documents, lifecycle, rayscale_side
 from tests.kuberay.compare import Difference, compare
 from tests.kuberay.entries import Entry, glob_match
 from tests.kuberay.oracle import Oracle
@@ -41,7 +41,7 @@ class Report:
 
     def summary(self, *, limit: int = 60) -> str:
         lines = [
-            f"{len(self.documents)} RayClusters rendered by KubeRay and rayscale: "
+            f"{len(self.documents)} RayClusters and lifecycle steps judged by KubeRay and rayscale: "
             f"{len(self.identical)} identical, {len(self.deliberate_only)} more differ only deliberately; "
             f"{self.differences} differences",
             f"  allowlisted: {sum(map(len, self.allowed.values()))} in {len(self.allowed)} entries",
@@ -149,5 +149,10 @@ def compare_all(rendered: Rendered) -> list[tuple[str, bool, list[Difference]]]:
     return out
 
 
+def judge_all(oracle: Oracle) -> list[tuple[str, bool, list[Difference]]]:
+    """Every document's differences, then every lifecycle step's (tests/kuberay/lifecycle.py)."""
+    return compare_all(render_all(oracle)) + lifecycle.compare_all(lifecycle.run_all(oracle))
+
+
 def run(oracle: Oracle, allowlist: list[Entry], known: list[Entry]) -> Report:
-    return classify(compare_all(render_all(oracle)), allowlist, known)
+    return classify(judge_all(oracle), allowlist, known)

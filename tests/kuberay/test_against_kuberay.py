@@ -1,8 +1,9 @@
 """What rayscale creates for a RayCluster, judged by KubeRay's own controller (the oracle).
 
 Every RayCluster of KubeRay's samples, of examples/ and of tests/kuberay/cases/ is rendered by
-both; every difference must be deliberate (allowlist.yaml) or known (known.yaml), and every entry
-of both must still explain something. ``make kuberay-diff`` runs this (``make test`` does too);
+both, and every step of the lifecycle scripts (tests/kuberay/lifecycle.py) is reconciled by both;
+every difference must be deliberate (allowlist.yaml) or known (known.yaml), and every entry of both
+must still explain something. ``make kuberay-diff`` runs this (``make test`` does too);
 ``python -m tests.kuberay`` prints the same report.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.kuberay import documents, entries, oracle, runner
+from tests.kuberay import documents, entries, lifecycle, oracle, runner
 from tests.kuberay.compare import ABSENT, Difference, compare, normalise
 from tests.kuberay.oracle import Oracle, OracleError
 from tests.kuberay.rayscale_side import render as render_rayscale
@@ -35,8 +36,14 @@ def rendered(built: Oracle) -> runner.Rendered:
 
 
 @pytest.fixture(scope="module")
-def report(rendered: runner.Rendered) -> runner.Report:
-    return runner.classify(runner.compare_all(rendered), entries.load_allowlist(), entries.load_known())
+def judged(built: Oracle) -> lifecycle.Judged:
+    return lifecycle.run_all(built)
+
+
+@pytest.fixture(scope="module")
+def report(rendered: runner.Rendered, judged: lifecycle.Judged) -> runner.Report:
+    compared = runner.compare_all(rendered) + lifecycle.compare_all(judged)
+    return runner.classify(compared, entries.load_allowlist(), entries.load_known())
 
 
 def _answers(rendered: runner.Rendered, doc_id: str) -> tuple[dict[str, Any], dict[str, Any]]:

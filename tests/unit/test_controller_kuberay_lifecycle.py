@@ -102,3 +102,11 @@ def _spec(*groups: dict[str, Any]) -> RayClusterSpec:
 
 def group_spec(**kw: Any) -> Any:
     return _spec(group(**kw)).workers[0]
+
+
+def test_the_heads_name_and_ip_go_from_the_status_with_the_head() -> None:
+    """A merge patch keeps what it does not name: the head's gone keys are set to null."""
+    before = {"head": {"podName": "h", "podIP": "10.0.0.1", "serviceName": "rc-head-svc"}}
+    after = {"head": {"serviceName": "rc-head-svc"}}
+    patch = status_patch(before, after, now=NOW)["status"]
+    assert patch["head"] == {"podName": None, "podIP": None, "serviceName": "rc-head-svc"}

@@ -9,13 +9,13 @@
 #     module-dir                the module's directory in the Go module cache; its
 #                               config/samples/ holds KubeRay's sample RayClusters
 #
-# <hash> covers go.mod, go.sum, versions.env, this script, main.go and the Go version, so a
+# <hash> covers go.mod, go.sum, versions.env, this script, the Go sources and the Go version, so a
 # fresh clone reuses what an earlier clone built. Prints the directory on stdout (progress
 # goes to stderr).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
-key="$( (cat go.mod go.sum versions.env common.sh build.sh main.go; go env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-12)"
+key="$( (cat go.mod go.sum versions.env common.sh build.sh ./*.go; go env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-12)"
 bindir="${cache_root}/kuberay-oracle-${KUBERAY_VERSION}-${key}"
 
 complete() {

@@ -3,6 +3,7 @@
 // (tests/kuberay) compares rayscale's own rendering with this output.
 //
 //	kuberay-oracle [-crd FILE] [FILE...]   (no FILE: read standard input)
+//	kuberay-oracle [-crd FILE] -lifecycle  (multi-step scripts on standard input: lifecycle.go)
 //
 // Input: YAML (or JSON) documents; those whose kind is not RayCluster are skipped.
 // Output: one JSON array on stdout, one entry per RayCluster document in input order:
@@ -69,6 +70,7 @@ import (
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -161,6 +163,7 @@ var kinds = []listed{
 
 func main() {
 	crdPath := flag.String("crd", "", "KubeRay's RayCluster CRD (default: "+crdFileName+" next to the binary)")
+	lifecycle := flag.Bool("lifecycle", false, "read lifecycle scripts (JSON) from standard input: see lifecycle.go")
 	flag.Parse()
 	// KubeRay prints to stdout in places (utils.CheckName); the JSON goes to the real stdout.
 	out := os.Stdout
@@ -169,13 +172,13 @@ func main() {
 	for _, name := range kuberayEnv {
 		_ = os.Unsetenv(name)
 	}
-	if err := run(*crdPath, flag.Args(), out); err != nil {
+	if err := run(*crdPath, *lifecycle, flag.Args(), out); err != nil {
 		fmt.Fprintln(os.Stderr, "kuberay-oracle:", err)
 		os.Exit(1)
 	}
 }
 
-func run(crdPath string, files []string, out io.Writer) error {
+func run(crdPath string, lifecycle bool, files []string, out io.Writer) error {
 	if crdPath == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -186,6 +189,9 @@ func run(crdPath string, files []string, out io.Writer) error {
 	schemas, err := loadSchemas(crdPath)
 	if err != nil {
 		return fmt.Errorf("%s: %w", crdPath, err)
+	}
+	if lifecycle {
+		return runLifecycle(os.Stdin, schemas, out)
 	}
 	var docs []map[string]any
 	if len(files) == 0 {
@@ -345,23 +351,52 @@ func render(doc map[string]any, schemas map[string]*structuralschema.Structural)
 	if err != nil {
 		return result{}, err
 	}
-	res := result{Name: cluster.Name, Namespace: cluster.Namespace, Objects: []map[string]any{}, Events: []string{}, Errors: []string{}}
+	e, err := newEnv(cluster, false)
+	if err != nil {
+		return result{}, err
+	}
+	res := e.newResult()
+	return res, e.settle(&res)
+}
+
+// env is one RayCluster on a fake API server with KubeRay's reconciler.
+type env struct {
+	ctx           context.Context
+	c             client.WithWatch
+	recorder      *record.FakeRecorder
+	reconciler    *ray.RayClusterReconciler
+	request       ctrl.Request
+	cluster       *rayv1.RayCluster
+	statusWritten bool
+	made          int // pods created with generateName (lifecycle: their names are deterministic)
+}
+
+// newEnv: with `deterministic`, a pod created with generateName is named by podSuffix (as the
+// rayscale side names its own), so that both sides of a lifecycle script hold the same names.
+func newEnv(cluster *rayv1.RayCluster, deterministic bool) (*env, error) {
 	scheme, err := newScheme()
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	statusWritten := false
+	e := &env{cluster: cluster}
 	noteStatus := func(name string) {
 		if name == "status" {
-			statusWritten = true
+			e.statusWritten = true
 		}
 	}
-	c := fake.NewClientBuilder().
+	create := func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if pod, ok := obj.(*corev1.Pod); ok && deterministic && pod.Name == "" && pod.GenerateName != "" {
+			e.made++
+			pod.Name = pod.GenerateName + podSuffix(e.made)
+		}
+		return defaultService(ctx, c, obj, opts...)
+	}
+	e.c = fake.NewClientBuilder().
 		WithScheme(scheme).
 		WithObjects(cluster).
 		WithStatusSubresource(&rayv1.RayCluster{}).
 		WithInterceptorFuncs(interceptor.Funcs{
-			Create: defaultService,
+			Create: create,
 			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 				noteStatus(sub)
 				return c.SubResource(sub).Update(ctx, obj, opts...)
@@ -372,27 +407,35 @@ func render(doc map[string]any, schemas map[string]*structuralschema.Structural)
 			},
 		}).
 		Build()
-	recorder := record.NewFakeRecorder(10000)
-	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
-	reconciler := ray.NewReconciler(ctx, &stubManager{client: c, scheme: scheme, recorder: recorder}, ray.RayClusterReconcilerOptions{})
-	request := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Name}}
+	e.recorder = record.NewFakeRecorder(10000)
+	e.ctx = ctrl.LoggerInto(context.Background(), logr.Discard())
+	e.reconciler = ray.NewReconciler(e.ctx, &stubManager{client: e.c, scheme: scheme, recorder: e.recorder}, ray.RayClusterReconcilerOptions{})
+	e.request = ctrl.Request{NamespacedName: types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Name}}
+	return e, nil
+}
 
+func (e *env) newResult() result {
+	return result{Name: e.cluster.Name, Namespace: e.cluster.Namespace, Objects: []map[string]any{}, Events: []string{}, Errors: []string{}}
+}
+
+// settle runs KubeRay's Reconcile until nothing changes (at most maxRounds times).
+func (e *env) settle(res *result) error {
 	var last []byte
-	for settled := false; !settled; {
-		if res.Rounds == maxRounds {
+	for rounds := 0; ; rounds++ {
+		if rounds == maxRounds {
 			res.Errors = append(res.Errors, fmt.Sprintf("still changing after %d rounds", maxRounds))
-			break
+			return nil
 		}
 		res.Rounds++
-		if _, err := reconciler.Reconcile(ctx, request); err != nil {
+		if _, err := e.reconciler.Reconcile(e.ctx, e.request); err != nil {
 			res.Errors = append(res.Errors, fmt.Sprintf("round %d: %v", res.Rounds, err))
 		}
-		drain(recorder, &res)
-		objects, after, err := collect(ctx, c, cluster)
+		drain(e.recorder, res)
+		objects, after, err := collect(e.ctx, e.c, e.cluster)
 		if err != nil {
-			return res, err
+			return err
 		}
-		if !statusWritten {
+		if after != nil && !e.statusWritten {
 			// Never written: the stored RayCluster has no status (the typed read-back would
 			// show zero quantities).
 			after["status"] = nil
@@ -400,11 +443,13 @@ func render(doc map[string]any, schemas map[string]*structuralschema.Structural)
 		res.Objects, res.Cluster = objects, after
 		state, err := json.Marshal([]any{withoutClocks(objects), withoutClocks(after)})
 		if err != nil {
-			return res, err
+			return err
 		}
-		settled, last = bytes.Equal(state, last), state
+		if bytes.Equal(state, last) {
+			return nil
+		}
+		last = state
 	}
-	return res, nil
 }
 
 // drain moves the recorded events into the result; a validation Warning makes it invalid.
@@ -446,7 +491,9 @@ func collect(ctx context.Context, c client.Client, cluster *rayv1.RayCluster) ([
 		return key(objects[i]) < key(objects[j])
 	})
 	rc := &rayv1.RayCluster{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), rc); err != nil {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), rc); apierrors.IsNotFound(err) {
+		return objects, nil, nil // deleted (lifecycle scripts)
+	} else if err != nil {
 		return nil, nil, err
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rc)

@@ -57,6 +57,10 @@ def job_manifest(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest:
     """KubeRay's cleanup Job: the head pod's Ray container (image, env, mounts), nothing else."""
     head = podspec.head_pod(meta, spec)
     pod_meta = head["metadata"]
+    # What the head pod gets at creation only (as KubeRay's createHeadPod adds them), not the Job.
+    annotations = pod_meta.get("annotations") or {}
+    for key in (L.HASH_ANNOTATION, L.KUBERAY_VERSION_ANNOTATION):
+        annotations.pop(key, None)
     pod_meta["labels"][L.NODE_TYPE] = NODE_TYPE
     pod_spec = head["spec"]
     ray: dict[str, Any] = copy.deepcopy(pod_spec["containers"][0])

@@ -327,6 +327,16 @@ def status_patch(old: Mapping[str, Any], new: Mapping[str, Any], *, now: datetim
     Keys other writers own are left out, so a stale copy of them is never written back.
     """
     patch: dict[str, Any] = {k: None for k in old if k not in new and k not in FOREIGN}
-    patch.update((k, v) for k, v in new.items() if k not in FOREIGN)
+    patch.update((k, _replacing(old.get(k), v)) for k, v in new.items() if k not in FOREIGN)
     patch["lastUpdateTime"] = rfc3339(now)
     return {"status": patch}
+
+
+def _replacing(old: Any, new: Any) -> Any:
+    """`new` as a merge patch over `old`: a key of a map that `new` no longer has is set to null
+    (`head.podName` once the head is gone), else the merge would keep it."""
+    if not (isinstance(old, Mapping) and isinstance(new, Mapping)):
+        return new
+    out: dict[str, Any] = {k: None for k in old if k not in new}
+    out.update((k, _replacing(old.get(k), v)) for k, v in new.items())
+    return out
