@@ -10,6 +10,7 @@ whole batch of documents.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "tools" / "kuberay-oracle" / "build.sh"
 VERSIONS = ROOT / "tools" / "kuberay-oracle" / "versions.env"
+MODULE = "github.com/ray-project/kuberay/ray-operator"
 
 
 class OracleError(RuntimeError):
@@ -80,3 +82,25 @@ def build() -> Oracle:
     if not lines:
         raise OracleError(f"{BUILD_SCRIPT} printed no directory")
     return Oracle(Path(lines[-1]))
+
+
+@functools.cache
+def module_dir() -> Path:
+    """The pinned KubeRay module's directory in the Go module cache (its CRDs, its samples):
+    ``go mod download`` fetches it when it is not there yet (the module's zip, seconds; no build)."""
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
+    try:
+        proc = subprocess.run(
+            ["go", "mod", "download", "-json", f"{MODULE}@{kuberay_version()}"],
+            cwd=BUILD_SCRIPT.parent,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=600,
+        )
+    except OSError as exc:
+        raise OracleError(f"Go fetches KubeRay's module ({exc}): install Go (tools/kuberay-oracle)") from exc
+    if proc.returncode != 0:
+        raise OracleError(f"go mod download {MODULE} failed: {(proc.stdout + proc.stderr).strip()[-2000:]}")
+    return Path(json.loads(proc.stdout)["Dir"])

@@ -3,7 +3,6 @@ v1alpha1 is served beside v1 as KubeRay serves it."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -174,19 +173,11 @@ def test_v1alpha1_schema_is_v1s_cut_down_so_storing_it_as_v1_keeps_every_field()
 
 
 def _kuberay_crd() -> dict[str, Any]:
-    """KubeRay's own RayCluster CRD, from the Go module cache (the version tests/kuberay pins)."""
-    from tests.kuberay.oracle import kuberay_version
+    """KubeRay's own RayCluster CRD, from its Go module (the version tests/kuberay pins; fetched into
+    the Go module cache if missing)."""
+    from tests.kuberay.oracle import module_dir
 
-    try:
-        cache = subprocess.run(
-            ["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True, timeout=60
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"no Go to find KubeRay's module: {exc}")
-    module = Path(cache) / f"github.com/ray-project/kuberay/ray-operator@{kuberay_version()}"
-    path = module / "config" / "crd" / "bases" / "ray.io_rayclusters.yaml"
-    if not path.exists():
-        pytest.skip(f"KubeRay's module is not in the Go module cache ({path}): run `make kuberay-oracle`")
+    path = module_dir() / "config" / "crd" / "bases" / "ray.io_rayclusters.yaml"
     crd: dict[str, Any] = yaml.safe_load(path.read_text())
     return crd
 

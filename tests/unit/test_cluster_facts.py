@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 import yaml
 from tests.kuberay import documents
-from tests.kuberay.oracle import kuberay_version
+from tests.kuberay.oracle import module_dir
 from tests.support.builders import cluster, container, container_env, group
 
 from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
@@ -76,12 +76,9 @@ def _kuberay_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
 # ----------------------------------------------------------------------------- the documents
 
 
-def kuberay_samples() -> Path | None:
-    """config/samples of the pinned KubeRay module in the Go module cache, if it is there."""
-    cache = Path(os.environ.get("GOMODCACHE") or Path.home() / "go" / "pkg" / "mod")
-    samples = cache / "github.com" / "ray-project" / "kuberay" / f"ray-operator@{kuberay_version()}"
-    samples = samples / "config" / "samples"
-    return samples if samples.is_dir() else None
+def kuberay_samples() -> Path:
+    """config/samples of the pinned KubeRay module (fetched into the Go module cache if missing)."""
+    return module_dir() / "config" / "samples"
 
 
 def _scenario_clusters() -> list[documents.Document]:
@@ -131,9 +128,8 @@ def _factory_clusters() -> list[documents.Document]:
 def all_documents() -> list[documents.Document]:
     docs: list[documents.Document] = []
     samples = kuberay_samples()
-    if samples is not None:
-        for path in sorted(samples.rglob("*.yaml")):
-            docs += documents.rayclusters(path, "sample", samples)
+    for path in sorted(samples.rglob("*.yaml")):
+        docs += documents.rayclusters(path, "sample", samples)
     for path in sorted(documents.EXAMPLES.rglob("*.yaml")):
         docs += documents.rayclusters(path, "example", documents.EXAMPLES)
     for path in sorted(documents.CASES.glob("*.yaml")):
@@ -402,8 +398,6 @@ def test_most_documents_are_checked() -> None:
 
 
 def test_kuberay_samples_are_checked() -> None:
-    if kuberay_samples() is None:
-        pytest.skip("KubeRay's samples are not in the Go module cache (make kuberay-diff puts them there)")
     assert sum(d.id.startswith("sample:") and _valid(d.body) is not None for d in DOCUMENTS) >= 25
 
 
