@@ -1,4 +1,5 @@
-"""The RayCluster controller against a real API server (the local control plane, or the cluster RAYSCALE_TARGET_KUBECONFIG names)."""
+"""The RayCluster controller against a real API server (the local control plane, or the cluster
+RAYSCALE_TARGET_KUBECONFIG names)."""
 
 from __future__ import annotations
 
