@@ -18,8 +18,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import os
-import subprocess
 from collections import Counter
 from typing import Any
 
@@ -111,20 +109,7 @@ def scripts() -> list[Script]:
 def oracle_run(oracle: Oracle, scripts: list[Script]) -> list[list[Obj]]:
     """KubeRay's answers, step by step, for each script."""
     payload = json.dumps([{"name": s.name, "steps": s.steps} for s in scripts])
-    proc = subprocess.run(
-        [str(oracle.binary), "-lifecycle"],
-        input=payload,
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-        check=False,
-        timeout=600,
-    )
-    if proc.returncode != 0:
-        raise OracleError(
-            f"kuberay-oracle -lifecycle exited {proc.returncode}: {proc.stderr.strip()[-2000:]}"
-        )
-    results = json.loads(proc.stdout)
+    results = oracle.run(["-lifecycle"], payload)
     out = []
     for script, result in zip(scripts, results, strict=True):
         cluster = script.steps[0]["cluster"]["metadata"]["name"]

@@ -50,24 +50,22 @@ class Oracle:
     def samples_dir(self) -> Path:
         return self.module_dir / "config" / "samples"
 
-    def render(self, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """What KubeRay creates for each RayCluster document, in order (see main.go)."""
-        stream = "\n---\n".join(json.dumps(d) for d in docs) + "\n"
-        # KubeRay with its defaults: none of the caller's environment reaches the controller
-        # (the oracle also clears every switch KubeRay reads).
+    def run(self, args: list[str], stdin: str) -> Any:
+        """The oracle's JSON answer to `stdin` (KubeRay with its defaults: none of the caller's
+        environment reaches the controller; the oracle also clears every switch KubeRay reads)."""
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         proc = subprocess.run(
-            [str(self.binary)],
-            input=stream,
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            timeout=600,
+            [str(self.binary), *args], input=stdin, capture_output=True, text=True, env=env, timeout=600
         )
         if proc.returncode != 0:
-            raise OracleError(f"kuberay-oracle exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
-        results: list[dict[str, Any]] = json.loads(proc.stdout)
+            raise OracleError(
+                f"kuberay-oracle {args} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}"
+            )
+        return json.loads(proc.stdout)
+
+    def render(self, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """What KubeRay creates for each RayCluster document, in order (see main.go)."""
+        results: list[dict[str, Any]] = self.run([], "\n---\n".join(json.dumps(d) for d in docs) + "\n")
         if len(results) != len(docs):
             raise OracleError(f"sent {len(docs)} RayClusters, got {len(results)} answers")
         return results
@@ -89,16 +87,9 @@ def module_dir() -> Path:
     """The pinned KubeRay module's directory in the Go module cache (its CRDs, its samples):
     ``go mod download`` fetches it when it is not there yet (the module's zip, seconds; no build)."""
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
+    download = ["go", "mod", "download", "-json", f"{MODULE}@{kuberay_version()}"]
     try:
-        proc = subprocess.run(
-            ["go", "mod", "download", "-json", f"{MODULE}@{kuberay_version()}"],
-            cwd=BUILD_SCRIPT.parent,
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            timeout=600,
-        )
+        proc = subprocess.run(download, cwd=BUILD_SCRIPT.parent, capture_output=True, text=True, env=env)
     except OSError as exc:
         raise OracleError(f"Go fetches KubeRay's module ({exc}): install Go (tools/kuberay-oracle)") from exc
     if proc.returncode != 0:
