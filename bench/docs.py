@@ -23,7 +23,7 @@ on the same input: four worker groups (8 CPU/32Gi; 32 CPU/128Gi; 8 CPU + 1 GPU/3
 without memory, GPU and TPU work; `bench/workload.py`), and 0 or 500 running hosts that are
 0-90% used. Ray gets the `SchedulingRequest` its reconciler builds: node type configs,
 one instance per host with its GCS node state, and the demand grouped by shape with counts,
-as GCS reports it. Times are for the decision alone: rayscale after a warm-up, median of 3;
+as GCS reports it. Times are for the decision alone: rayscale after a warm-up, median of 5 to 25 runs;
 Ray in a subprocess, median of 3 when one run takes under 1 s, else one run; the
 subprocess is stopped after {timeout:.0f} s of wall time (Ray's import and request building, a few
 seconds, included). Hosts are the new hosts each launches. Lower bounds on

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from rayscale.autoscaler.scheduling.catalog import HEAD_GROUP, Catalog, Selectors, Shape
+from rayscale.autoscaler.scheduling.catalog import HEAD_GROUP, Shape
 from rayscale.autoscaler.scheduling.explain import Explainer
 from rayscale.autoscaler.scheduling.fleet import NO_REPLICA, Fleet, Host, HostKind
 from rayscale.autoscaler.scheduling.greedy import (
@@ -36,6 +36,7 @@ from rayscale.autoscaler.scheduling.greedy import (
     blocked_reason,
     ordered,
 )
+from rayscale.autoscaler.scheduling.index import catalog_of, merged, one_selector
 from rayscale.autoscaler.scheduling.model import (
     RAY_REQUEST_UNIT,
     Constraint,
@@ -43,12 +44,10 @@ from rayscale.autoscaler.scheduling.model import (
     DemandKind,
     Gang,
     GroupDecision,
-    LabelConstraint,
     Node,
     NodeState,
     Removal,
     RemovalCause,
-    Selector,
     Snapshot,
     Strategy,
     UnmetReason,
@@ -62,58 +61,11 @@ from rayscale.autoscaler.scheduling.removal import (
     over_max_replicas,
     over_max_workers,
 )
-from rayscale.autoscaler.scheduling.space import Space, Vec, add
+from rayscale.autoscaler.scheduling.space import Vec, add
 
 __all__ = ["schedule"]
 
 LOST = {NodeState.DRAINING: RemovalCause.DRAINED, NodeState.DEAD: RemovalCause.NODE_DEAD}
-
-
-def _space(snapshot: Snapshot) -> Space:
-    names: set[str] = set()
-    for g in snapshot.groups:
-        names.update(g.resources)
-    for d in snapshot.demands:
-        names.update(d.resources)
-    for c in snapshot.constraints:
-        names.update(c.resources)
-    for gang in snapshot.gangs:
-        for b in gang.bundles:
-            names.update(b)
-    for n in snapshot.nodes:
-        names.update(n.available or {})
-    if snapshot.head is not None:
-        names.update(snapshot.head.resources)
-        names.update(snapshot.head.available or {})
-    return Space(names)
-
-
-def _label_keys(snapshot: Snapshot) -> set[str]:
-    """Every label key a selector of the snapshot mentions."""
-    selectors: list[Selector] = []
-    for d in snapshot.demands:
-        selectors += d.selectors
-    for gang in snapshot.gangs:
-        selectors += gang.bundle_selectors
-    for c in snapshot.constraints:
-        selectors.append(c.label_selector)
-    return {c.key for selector in selectors for c in selector}
-
-
-def _catalog(snapshot: Snapshot) -> Catalog:
-    return Catalog(_space(snapshot), snapshot.groups, _label_keys(snapshot))
-
-
-def _selectors(selector: Selector) -> Selectors:
-    return (selector,) if selector else ()
-
-
-def _merged(selectors: Iterable[Selector]) -> Selector:
-    """One selector that holds where every one of ``selectors`` holds (their constraints joined)."""
-    joined: set[LabelConstraint] = set()
-    for selector in selectors:
-        joined.update(selector)
-    return tuple(sorted(joined, key=lambda c: (c.key, str(c.op), c.values)))
 
 
 def _by_group(bins: Iterable[Bin]) -> dict[int, list[Bin]]:
@@ -129,7 +81,7 @@ class _Pass:
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self.catalog = _catalog(snapshot)
+        self.catalog = catalog_of(snapshot)
         self.fleet = Fleet(self.catalog, snapshot.options)
         self.explain = Explainer()
         self.removed: Removed = {}
@@ -308,7 +260,7 @@ class _Pass:
         runs = []
         totals: dict[tuple[object, ...], int] = {}
         for c in constraints:
-            shape = self.catalog.shape(c.resources, _selectors(c.label_selector))
+            shape = self.catalog.shape(c.resources, one_selector(c.label_selector))
             key = self.explain.entry(
                 DemandKind.CONSTRAINT,
                 resources=self.catalog.space.mapping(shape.vec),
@@ -359,13 +311,13 @@ class _Pass:
             total: Vec = tuple(0.0 for _ in space.names)
             for b in gang.bundles:
                 total = add(total, space.vec(b))
-            shape = self.catalog.shape_of(total, _selectors(_merged(selectors)))
+            shape = self.catalog.shape_of(total, one_selector(merged(selectors)))
             return [Run(shape, 1, key, constrained=True)]
         spread = gang.strategy is Strategy.STRICT_SPREAD
         return ordered(
             self.catalog,
             [
-                Run(self.catalog.shape(b, _selectors(sel)), 1, key, spread, mark if spread else None)
+                Run(self.catalog.shape(b, one_selector(sel)), 1, key, spread, mark if spread else None)
                 for b, sel in zip(gang.bundles, selectors, strict=True)
             ],
         )

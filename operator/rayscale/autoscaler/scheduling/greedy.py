@@ -220,16 +220,22 @@ class Placer:
         return fill, b.with_load(source, Load(free, frozenset(kinds), gpu, label_score), marks)
 
     def best(
-        self, bins: Sequence[Bin], runs: Sequence[Run], left: Sequence[int], source: int
+        self,
+        bins: Sequence[Bin],
+        runs: Sequence[Run],
+        left: Sequence[int],
+        source: int,
+        ids: Sequence[int] | None = None,
     ) -> tuple[int, Fill, Bin, bool] | None:
         """The candidate whose fill scores best (ties: the earlier one), or None if none takes
-        any; and whether it beats every other candidate outright."""
+        any; and whether it beats every other candidate outright. ``ids``: each candidate's
+        state, when known (candidates in the same state are tried once)."""
         best: tuple[tuple[Score, int], int, Fill, Bin] | None = None
         strict = True
-        seen: set[tuple[object, ...]] = set()
+        seen: set[object] = set()
         self._tried = []
         for i, b in enumerate(bins):
-            key = b.key(source)
+            key = b.key(source) if ids is None else ids[i]
             if key in seen:
                 continue
             seen.add(key)
@@ -282,16 +288,15 @@ class Placer:
                 exhausted.append(b)
             else:
                 candidates.append(b)
+        states: dict[tuple[object, ...], int] = {}  # host states as small ints, hashed once
+        ids = [states.setdefault(b.key(source), len(states)) for b in candidates]
         while any(left) and candidates:
-            found = self.best(candidates, runs, left, source)
+            found = self.best(candidates, runs, left, source, ids)
             if found is None:
                 break
             i, fill, after, strict = found
             # Hosts in the same state as a pick that wins outright win the next rounds in turn.
-            key = candidates[i].key(source)
-            same = (
-                [j for j in range(i, len(candidates)) if candidates[j].key(source) == key] if strict else [i]
-            )
+            same = [j for j in range(i, len(candidates)) if ids[j] == ids[i]] if strict else [i]
             if len(same) > 1:
                 same = same[: self._repeats(runs, left, source, fill)]
             for j in same:
@@ -302,6 +307,7 @@ class Placer:
                     left[k] -= units
             for j in reversed(same):
                 candidates.pop(j)
+                ids.pop(j)
         return fills, done + candidates + exhausted
 
     def grow(
