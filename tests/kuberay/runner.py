@@ -12,7 +12,7 @@ import dataclasses
 from collections import defaultdict
 from typing import Any
 
-from tests.kuberay import documents, lifecycle, rayscale_side
+from tests.kuberay import documents, generated, lifecycle, rayscale_side
 from tests.kuberay.compare import Difference, compare
 from tests.kuberay.entries import Entry, glob_match
 from tests.kuberay.oracle import Oracle
@@ -77,8 +77,9 @@ class Report:
 
 
 def render_all(oracle: Oracle) -> Rendered:
-    """Every document with KubeRay's and rayscale's answers."""
-    docs = documents.load(oracle.samples_dir)
+    """Every document (samples, examples, cases, then the generated ones) with KubeRay's and
+    rayscale's answers."""
+    docs = documents.load(oracle.samples_dir) + generated.load()
     answers = oracle.render([d.body for d in docs])
     return [(d, a, rayscale_side.render(d.body)) for d, a in zip(docs, answers, strict=True)]
 

@@ -27,6 +27,7 @@ V2_FALSE = {"name": "RAY_enable_autoscaler_v2", "value": "false"}
 JOB = "Job/ft-options-redis-cleanup"
 SPEC_VALID = [{"lastTransitionTime": "<time>", "message": "m", "observedGeneration": 1,
                "reason": "InvalidRayClusterSpec", "status": "False", "type": "SpecValid"}]  # fmt: skip
+SECRET = {"kind": "Secret", "name": "generated-2"}
 OWNER = [{"apiVersion": "ray.io/v1", "blockOwnerDeletion": True, "controller": True, "kind": "RayCluster",
           "name": "ft-options", "uid": "u"}]  # fmt: skip
 
@@ -55,6 +56,11 @@ CASES: list[tuple[str, str, bool, str, str, tuple[Any, Any], list[tuple[Any, Any
      (OWNER, ABSENT), [([{**OWNER[0], "kind": "Pod"}], ABSENT), (OWNER, [{**OWNER[0], "uid": "v"}])]),
     ("redis-cleanup-deletions-told", LIFECYCLE_DELETE, False, "Events", "Normal DeletedPod", (ABSENT, 2),
      [(1, ABSENT)]),
+    ("unused-auth-secret", "generated:2", False, "Secret/auth-token", "", (SECRET, ABSENT),
+     [(ABSENT, SECRET)]),
+    ("serve-service-error-keeps-pods", "generated:3", False, "Pod/head", "",
+     (ABSENT, {"kind": "Pod", "name": "generated-3-head-<random>"}),
+     [({"kind": "Pod", "name": "generated-3-head-<random>"}, ABSENT)]),
 ]  # fmt: skip
 
 
@@ -79,8 +85,15 @@ def test_an_entry_explains_its_difference_and_no_broken_copy(
         assert _unexplained([d], refused) == [d], f"{entry} explains a broken {obj} {path}: {d}"
 
 
-def test_lifecycle_entries_hold_only_where_they_are_written_for() -> None:
-    d = Difference("lifecycle:suspend@suspend", "Events", "Normal DeletedPod", ABSENT, 2)
+@pytest.mark.parametrize(
+    "d",
+    [
+        Difference("lifecycle:suspend@suspend", "Events", "Normal DeletedPod", ABSENT, 2),
+        Difference("generated:0", "Secret/auth-token", "", {"kind": "Secret", "name": "generated-0"}, ABSENT),
+        Difference("sample:x.yaml", "Pod/head", "", ABSENT, {"kind": "Pod", "name": "x-head-<random>"}),
+    ],
+)
+def test_entries_for_some_documents_hold_only_there(d: Difference) -> None:
     assert _unexplained([d]) == [d]
 
 

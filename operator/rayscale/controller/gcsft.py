@@ -77,7 +77,9 @@ def configure(
     if not _has(env, "RAY_external_storage_namespace"):
         env.append({"name": "RAY_external_storage_namespace", "value": storage_ns})
     if options is not None:
-        env.append({"name": "RAY_REDIS_ADDRESS", "value": options.redis_address or ""})
+        # As the API server stores KubeRay's: an empty value is no value (EnvVar.value is omitempty).
+        address = {"value": options.redis_address} if options.redis_address else {}
+        env.append({"name": "RAY_REDIS_ADDRESS", **address})
         if options.redis_username is not None:
             env.append(_credential("REDIS_USERNAME", options.redis_username))
         if options.redis_password is not None:
