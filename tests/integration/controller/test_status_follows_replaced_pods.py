@@ -2,7 +2,10 @@
 replaced and its successor is Running and Ready (kwok marks it), `readyWorkerReplicas` and
 `availableWorkerReplicas` come back to the group's size from the pod events alone, well before any
 resync (the operator here resyncs every 600 s, not the tests' usual 5 s, so a count left behind by
-a status write the watch had not yet shown would stay wrong for the whole deadline)."""
+a status write the watch had not yet shown would stay wrong for the whole deadline). That race
+needs the RayCluster watch to lag behind the controller's write by more than a second
+(runner.PROGRESS_SPACING), which a loaded machine shows and an idle one rarely does: the unit test
+tests/unit/test_controller_kuberay_lifecycle.py reproduces it deterministically."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 NAME = "raycluster-basic"
-REPLACEMENTS = 6  # the race it guards against showed in about one replacement of six
+REPLACEMENTS = 6  # under load the race showed in about one replacement of six
 
 
 @pytest.fixture
