@@ -329,7 +329,8 @@ class Scenario:
 
         async def ready() -> bool:
             status = (await self.kube.get(NAME)).get("status") or {}
-            return status.get("state") == "ready" and status.get("desiredWorkerReplicas") == initial
+            # a zero count is not written (KubeRay's omitempty): absent is 0
+            return status.get("state") == "ready" and status.get("desiredWorkerReplicas", 0) == initial
 
         await eventually(ready, timeout=SCALE_UP, message=f"{NAME} ready with {initial} desired workers")
         if initial:
@@ -344,7 +345,8 @@ class Scenario:
         return {name: int(g.get("replicas") or 0) for name, g in (await self.spec_groups()).items()}
 
     async def desired(self) -> int:
-        return int(((await self.kube.get(NAME)).get("status") or {}).get("desiredWorkerReplicas", -1))
+        status = (await self.kube.get(NAME)).get("status") or {}
+        return int(status.get("desiredWorkerReplicas", 0 if status else -1))  # a zero count is not written
 
     async def wait_desired(self, count: int, *, timeout: float = 30) -> None:  # noqa: ASYNC109
         """`status.desiredWorkerReplicas` == count (the controller writes it after the pods change)."""

@@ -675,8 +675,9 @@ class Soak:
                     continue
                 status = bodies[name].get("status") or {}
                 asked = self.ledger.clusters[name].last
+                # a zero count is not written (KubeRay's omitempty): absent is 0
                 seen = (status.get("observedGeneration"), status.get("state"),
-                        status.get("availableWorkerReplicas"))  # fmt: skip
+                        status.get("availableWorkerReplicas", 0))  # fmt: skip
                 if self.ledger.suspended[name]:
                     want: tuple[Any, ...] = (bodies[name]["metadata"]["generation"], "suspended", seen[2])
                 else:
