@@ -173,6 +173,12 @@ class Fleet:
         self.live_hosts[HostKind.NEW] += copies * width
         return rids
 
+    def count_copies(self, group: int, copies: int) -> None:
+        """Count ``copies`` new replicas of the group without building them: for a launch that
+        is only counted, then rolled back."""
+        self.launched[group] += copies
+        self.live_hosts[HostKind.NEW] += copies * len(self.catalog.groups[group].hosts)
+
     def remove(self, rid: int) -> None:
         replica = self.replicas[rid]
         replica.removed = True

@@ -38,6 +38,7 @@ from rayscale.autoscaler.scheduling.space import BIG, Vec, fit_count, sub
 from rayscale.cluster.accelerators import GPU
 
 DEMAND, CONSTRAINT = 0, 1  # what a host's free resources are counted against
+COUNTED = 1 << 40  # the host id of a host that is only counted, never built
 
 Score = tuple[int, bool, int, float, float]
 Fill = list[tuple[int, int]]  # (run index, units) one host takes
@@ -88,8 +89,9 @@ class Bin:
         return Bin(host, b.group, b.rank, b.total, b.label_set, b.priority, b.loads, b.marks, b.running)
 
     def with_load(self, source: int, load: Load, marks: frozenset[int]) -> Bin:
-        loads = (load, self.loads[1]) if source == DEMAND else (self.loads[0], load)
-        return replace(self, loads=loads, marks=marks)
+        b = self
+        loads = (load, b.loads[1]) if source == DEMAND else (b.loads[0], load)
+        return Bin(b.host, b.group, b.rank, b.total, b.label_set, b.priority, loads, marks, b.running)
 
 
 @dataclass(slots=True)
@@ -153,6 +155,7 @@ class Placer:
         self.spares: list[Bin] = []  # hosts of replicas launched this pass that nothing used yet
         self.before: dict[int, Bin] = {}  # by host: the existing hosts before the latest batch
         self._tried: list[tuple[Bin, Fill]] = []  # the latest ``best``: each state tried, its fill
+        self._fresh = [self.fresh(g.index) for g in catalog.groups]  # each group's new host
         space = catalog.space
         self._gpu = space.index.get(GPU)
         self._scored = tuple(i for i in range(len(space.names)) if i not in space.implicit)
@@ -199,6 +202,8 @@ class Placer:
             if left[i] <= 0 or (run.spread is not None and run.spread in marks):
                 continue
             shape = run.shape
+            if b.label_set == GROUP_LABELS and b.group not in shape.ranks:
+                continue  # no host of the group can ever hold it
             rank = self.catalog.rank(shape, b.group, b.label_set) if shape.selectors else 0
             if rank is None:
                 continue
@@ -327,17 +332,15 @@ class Placer:
         once. ``done`` gets the new hosts (None: only counting)."""
         fleet = self.fleet
 
-        def offered(group: int) -> bool:
-            return fleet.room(group, 1) > 0 or any(s.group == group for s in spares)
-
-        templates = [g.index for g in self.catalog.groups if offered(g.index)]
+        templates = [g.index for g in self.catalog.groups]
         while any(left):
-            templates = [g for g in templates if offered(g)]
+            room = {g: fleet.room(g, 1) > 0 for g in templates}
+            templates = [g for g in templates if room[g] or any(s.group == g for s in spares)]
             pool: list[Bin] = []
             for g in templates:
                 pool += [s for s in spares if s.group == g]
-                if fleet.room(g, 1):
-                    pool.append(self.fresh(g))
+                if room[g]:
+                    pool.append(self._fresh[g])
             found = self.best(pool, runs, left, source) if pool else None
             if found is None:
                 break
@@ -351,14 +354,21 @@ class Placer:
             else:
                 single = self.catalog.groups[group].num_hosts == 1
                 copies = self._repeats(runs, left, source, fill) if strict and single else 1
-                rids = fleet.launch_copies(group, fleet.room(group, copies))
-                hosts = [h for rid in rids for h in fleet.replicas[rid].hosts[:1]]
-                spares += [
-                    self.fresh(group, h, k)
-                    for rid in rids
-                    for k, h in enumerate(fleet.replicas[rid].hosts)
-                    if k > 0
-                ]
+                copies = fleet.room(group, copies)
+                if done is None:  # only counted: no host is built, spares stand for their hosts
+                    fleet.count_copies(group, copies)
+                    width = self.catalog.groups[group].num_hosts
+                    hosts = [COUNTED] * copies
+                    spares += [self.fresh(group, COUNTED, k) for _ in hosts for k in range(1, width)]
+                else:
+                    rids = fleet.launch_copies(group, copies)
+                    hosts = [h for rid in rids for h in fleet.replicas[rid].hosts[:1]]
+                    spares += [
+                        self.fresh(group, h, k)
+                        for rid in rids
+                        for k, h in enumerate(fleet.replicas[rid].hosts)
+                        if k > 0
+                    ]
             for k, units in fill:
                 left[k] -= units * len(hosts)
             after.host = hosts[0]

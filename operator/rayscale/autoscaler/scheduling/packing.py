@@ -54,7 +54,8 @@ class _Kinds:
 
     def avoids(self, shape: Shape, group: int) -> bool:
         """The group's hosts carry an accelerator the shape does not ask for."""
-        return not self.carried[group] <= self.uses(shape)
+        carried = self.carried[group]
+        return bool(carried) and not carried <= self.uses(shape)
 
     def weight(self, shape: Shape) -> float:
         """The dominant share of one unit against the largest host: the work it represents."""
@@ -84,7 +85,7 @@ class _Packer:
     def _tier(self, k: int) -> tuple[tuple[int, bool], list[int]]:
         """The groups that can launch and that Ray's score would rank first for run ``k``."""
         shape = self.runs[k].shape
-        groups = [g for g in shape.eligible if self.fleet.room(g, 1)]
+        groups = [g for g in shape.eligible if self._room[g]]
         if not groups:
             return (0, False), []
         best = min((shape.ranks[g], self.kinds.avoids(shape, g)) for g in groups)
@@ -154,6 +155,7 @@ class _Packer:
         pending = sorted((k for k, n in enumerate(left) if n > 0), key=self._order)
         while pending:
             anchor = pending[0]
+            self._room = [self.fleet.room(g.index, 1) > 0 for g in self.catalog.groups]
             self._tiers = {k: self._tier(k)[0] for k in pending}
             _, groups = self._tier(anchor)
             best: tuple[tuple[float, int, float, int], GroupInfo, list[dict[int, int]], list[Vec]] | None = (
@@ -185,7 +187,8 @@ class _Packer:
             pending = [k for k in pending if left[k] > 0]
         return out
 
-    _tiers: dict[int, tuple[int, bool]]
+    _tiers: dict[int, tuple[int, bool]]  # per run left: its best (selector rank, avoids), this launch
+    _room: list[bool]  # per group: may launch, this launch
 
 
 def _launched(catalog: Catalog, fleet: Fleet, before: Sequence[int]) -> dict[object, float]:
