@@ -54,8 +54,9 @@ unit: install ## unit tests (no cluster), then the scheduler against Ray's on a 
 	$(PY) -m pytest tests/differential -q
 
 .PHONY: differential
-differential: install ## the scheduler against Ray 2.60's on a few hundred generated cases (part of make unit and make test)
-	$(PY) -m pytest tests/differential -q
+differential: install ## the scheduler against Ray 2.60's on 400 generated cases, seeded per commit (printed; part of make unit and make test)
+	@echo "differential seed $$($(PY) -m tests.differential --print-seed) (replay: python -m tests.differential --seed <it> --cases 400 --features default)"
+	$(PY) -m pytest tests/differential tests/unit/test_differential_judge.py -q
 
 .PHONY: kuberay-diff
 kuberay-diff: install kuberay-oracle ## what rayscale creates for KubeRay's sample RayClusters against KubeRay's own controller
@@ -74,8 +75,8 @@ migration: install cluster-build kuberay-operator ## KubeRay's operator -> raysc
 	$(PY) -m pytest tests/integration/test_migration_from_kuberay.py -q -m integration
 
 .PHONY: fuzz
-fuzz: install ## the scheduler against Ray 2.60's on many generated cases (FUZZ_CASES=5000 FUZZ_SEED=1)
-	$(PY) -m tests.differential --cases $${FUZZ_CASES:-5000} --seed $${FUZZ_SEED:-1}
+fuzz: install ## the scheduler against Ray 2.60's on many generated cases, every generator feature on (FUZZ_CASES=20000 FUZZ_SEED=<this commit's> FUZZ_FEATURES=all FUZZ_JOBS=2)
+	$(PY) -m tests.differential --cases $${FUZZ_CASES:-20000} $${FUZZ_SEED:+--seed $$FUZZ_SEED} --features $${FUZZ_FEATURES:-all} --jobs $${FUZZ_JOBS:-2}
 
 .PHONY: fuzz-api
 fuzz-api: install cluster-build ## generated RayClusters and RayResourceRequests on a real API server, rayscale running (FUZZ_EXAMPLES=400 FUZZ_SEED=0)

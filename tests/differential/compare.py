@@ -5,10 +5,12 @@ Checks (the kinds of difference they report):
 - ``unplaced-demand`` / ``unplaced-gang`` / ``unplaced-constraint``: everything Ray places,
   rayscale places. Per demand (resources and selectors), per placement group shape and for the
   ``request_resources`` unit, rayscale's unmet count must not exceed Ray's infeasible count.
-- ``more-hosts``: rayscale launches no more worker hosts than Ray. Ray plans single hosts;
-  KubeRay turns them into whole replicas of ``numOfHosts`` hosts (``hosts // numOfHosts``), so a
-  lone host Ray plans for a two-host group could never start. Ray's hosts per group are counted
-  rounded up to whole replicas: the least that could run the work Ray put there.
+- the checks of ``checks``: every unit placed or reported unmet (``unaccounted-*``,
+  ``silent-drop``), placements that fit their hosts (``placement-replay``), hosts kept plus
+  launched per accelerator kind no more than Ray's (``more-hosts:<kind>``), minimums kept
+  (``below-minimum``), busy draining hosts kept (``removes-busy-draining``). Ray plans single
+  hosts; KubeRay turns them into whole replicas of ``numOfHosts`` hosts, so Ray's hosts per
+  group are counted rounded up to whole replicas: the least that could run the work Ray put there.
 - ``more-accelerators:<GPU|TPU>``: rayscale's launched accelerators do not dominate Ray's (as
   many of every kind and more of one, with the same rounding): the per-group rule that matters,
   since the group choice may differ.
@@ -31,6 +33,7 @@ from typing import Any
 from rayscale.autoscaler.scheduling.model import (
     Decision,
     Gang,
+    Group,
     Node,
     NodeState,
     RemovalCause,
@@ -38,18 +41,14 @@ from rayscale.autoscaler.scheduling.model import (
     Snapshot,
     Unmet,
 )
+from tests.differential.checks import Difference, demand_of, gang_of, judge
 from tests.differential.ray_case import pg_id
+
+__all__ = ["Difference", "Outcome", "compare"]
 
 ACCELERATORS = ("GPU", "TPU")
 RAY_CAP_CAUSES = {"MAX_NUM_NODE_PER_TYPE", "MAX_NUM_NODES"}
 RAYSCALE_CAP_CAUSES = {RemovalCause.MAX_REPLICAS, RemovalCause.MAX_WORKERS}
-
-
-@dataclass(frozen=True, slots=True)
-class Difference:
-    kind: str
-    subject: str  # what it is about: "demand[0]", "gang[1]", "constraint", a group, a replica, ""
-    detail: str
 
 
 @dataclass(slots=True)
@@ -83,35 +82,13 @@ class Outcome:
         return other
 
 
-def _resources_key(resources: Mapping[str, float] | None) -> tuple[tuple[str, float], ...]:
-    return tuple(sorted((k, float(v)) for k, v in (resources or {}).items() if v))
-
-
-def _bundles_key(
-    bundles: tuple[Mapping[str, float], ...] | None,
-) -> tuple[tuple[tuple[str, float], ...], ...]:
-    return tuple(_resources_key(b) for b in bundles or ())
-
-
 def demand_index(snapshot: Snapshot, unmet: Unmet) -> int | None:
     """Which demand an unmet entry is about: same resources and first selector (then any selector)."""
-    res = _resources_key(unmet.resources)
-    same = [i for i, d in enumerate(snapshot.demands) if _resources_key(d.resources) == res]
-    for i in same:
-        if snapshot.demands[i].label_selector == unmet.label_selector:
-            return i
-    for i in same:
-        if unmet.label_selector in snapshot.demands[i].selectors:
-            return i
-    return same[0] if len(same) == 1 else None
+    return demand_of(snapshot, unmet.resources, unmet.label_selector)
 
 
 def gang_index(snapshot: Snapshot, unmet: Unmet) -> int | None:
-    key = (unmet.strategy, _bundles_key(unmet.bundles))
-    for i, g in enumerate(snapshot.gangs):
-        if (g.strategy, _bundles_key(g.bundles)) == key:
-            return i
-    return None
+    return gang_of(snapshot, unmet.strategy, unmet.bundles)
 
 
 def replica_key(snapshot: Snapshot, name: str) -> str:
@@ -209,40 +186,38 @@ def _placement(outcome: Outcome) -> list[Difference]:
     return out
 
 
-def _launches(outcome: Outcome) -> list[Difference]:
-    snap, decision, ray = outcome.snapshot, outcome.decision, outcome.ray
-    assert decision is not None
-    mine, theirs = rayscale_hosts(snap, decision), ray_hosts(snap, ray)
+def accelerators(
+    snap: Snapshot, decision: Decision, ray: Mapping[str, Any], skip: frozenset[str] = frozenset()
+) -> list[Difference]:
+    """Flagged when rayscale's launched accelerators dominate Ray's (at least as many of each
+    kind, more of one), leaving out the groups in ``skip``; trading one kind for another is a
+    choice, not a loss."""
+    mine = {k: v for k, v in rayscale_hosts(snap, decision).items() if k not in skip}
+    theirs = {k: v for k, v in ray_hosts(snap, ray).items() if k not in skip}
     out: list[Difference] = []
-    if sum(mine.values()) > sum(theirs.values()):
-        out.append(
-            Difference(
-                "more-hosts",
-                "",
-                f"rayscale launches {sum(mine.values())} hosts {_nonzero(mine)}, "
-                f"Ray {sum(theirs.values())} {_nonzero(theirs)} (raw {ray['launch']})",
-            )
-        )
-    # Accelerators: flagged when rayscale's launched accelerators dominate Ray's (at least as
-    # many of each kind, more of one); trading one kind for another is a choice, not a loss.
     amounts = {
         acc: (_accelerators(snap, mine, acc), _accelerators(snap, theirs, acc)) for acc in ACCELERATORS
     }
     if all(a >= b for a, b in amounts.values()):
         for acc, (a, b) in amounts.items():
             if a > b:
+                over = [g for g in mine if mine[g] > theirs[g] and snap_group(snap, g).resources.get(acc)]
                 out.append(
                     Difference(
                         f"more-accelerators:{acc}",
-                        "",
+                        ",".join(over),
                         f"rayscale launches {a:g} {acc} {_nonzero(mine)}, Ray {b:g} {_nonzero(theirs)}",
                     )
                 )
     return out
 
 
+def snap_group(snap: Snapshot, name: str) -> Group:
+    return next(g for g in snap.groups if g.name == name)
+
+
 def _accelerators(snap: Snapshot, hosts: Mapping[str, int], acc: str) -> float:
-    return sum(hosts[g.name] * g.resources.get(acc, 0.0) for g in snap.groups)
+    return sum(hosts.get(g.name, 0) * g.resources.get(acc, 0.0) for g in snap.groups)
 
 
 def _nonzero(hosts: Mapping[str, int]) -> dict[str, int]:
@@ -312,7 +287,9 @@ def compare(outcome: Outcome) -> list[Difference]:
         return [Difference("ray-error", "", str(outcome.ray["error"]).strip().splitlines()[-1])]
     if outcome.error is not None or outcome.decision is None:
         return [Difference("rayscale-error", "", outcome.error or "no decision")]
-    out = _placement(outcome) + _launches(outcome) + _removals(outcome)
+    out = _placement(outcome) + accelerators(outcome.snapshot, outcome.decision, outcome.ray)
+    out += _removals(outcome)
+    out += judge(outcome.snapshot, outcome.decision, outcome.ray)
     if outcome.ray.get("infeasible_unknown"):
         out.append(Difference("harness", "", "Ray reported an infeasible request that matches no demand"))
     return out

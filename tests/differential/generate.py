@@ -6,9 +6,17 @@ busy, partly used or idle for a while; pending (unscheduled or booting), drainin
 tasks and actors with label selectors and fallbacks; placement groups of every strategy with
 bundle label selectors; one ``request_resources`` with selectors; the idle timeout and a worker cap.
 
+Also: multi-host TPU groups with ``TPU-<type>-head`` (on host 0 of a replica only: the first of
+the replica's hosts in the snapshot, whose names are not in host order), terminating hosts,
+replicas whose hosts are in different states, running hosts with the ``_PG_<id>`` labels of
+placement groups already placed there, idle times exactly at an idle timeout.
+
+``Features`` switches on what another change is still fixing (``make fuzz`` turns them on):
+busy draining hosts (drained by someone else with work on them), pending hosts past the
+provisioning or boot limit, TPU slice heads, replicas whose hosts are in different states.
+
 What Ray's scheduler cannot be asked is never generated: RayResourceRequests (their own
-all-or-nothing units), backoff, Conservative mode, pending hosts past the provisioning timeout,
-per-host resources of a TPU slice (``TPU-<type>-head``), partly placed placement groups.
+all-or-nothing units), backoff, Conservative mode, partly placed placement groups.
 
 Cases are keyed so that the comparison can map answers back: demands differ in (resources,
 first selector) and gangs in (strategy, bundles).
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from rayscale.autoscaler.scheduling.model import (
     UNLIMITED,
@@ -35,6 +44,8 @@ from rayscale.autoscaler.scheduling.model import (
     Snapshot,
     Strategy,
 )
+from rayscale.cluster.accelerators import is_tpu_slice_head_resource
+from tests.differential.replay import host_capacity
 
 GI = float(1024**3)
 LABELS: dict[str, tuple[str, ...]] = {
@@ -42,7 +53,31 @@ LABELS: dict[str, tuple[str, ...]] = {
     "tier": ("spot", "ondemand"),
     "accel": ("a100", "t4"),
 }
-IDLE_CHOICES = (0.0, 0.0, 10.0, 45.0, 61.0, 200.0, 1000.0)
+# 30, 60, 120 and 300 are idle timeouts too: exactly at the timeout is not past it.
+IDLE_CHOICES = (0.0, 0.0, 10.0, 30.0, 45.0, 60.0, 61.0, 120.0, 200.0, 300.0, 1000.0)
+TPU_TYPES = ("v6e-8", "v4-16", "v5p-8")
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """Generated features behind a switch (off by default: another change is fixing them)."""
+
+    busy_draining: bool = False
+    stuck_pending: bool = False
+    tpu_head: bool = False
+    mixed_replicas: bool = False
+
+    @classmethod
+    def all(cls) -> Features:
+        return cls(busy_draining=True, stuck_pending=True, tpu_head=True, mixed_replicas=True)
+
+    def names(self) -> list[str]:
+        return [
+            n for n in ("busy_draining", "stuck_pending", "tpu_head", "mixed_replicas") if getattr(self, n)
+        ]
+
+
+DEFAULT = Features()
 
 
 def _pick_labels(rng: random.Random, most: int = 2) -> dict[str, str]:
@@ -74,7 +109,7 @@ def selector(rng: random.Random, known: list[Mapping[str, str]]) -> Selector:
     return tuple(out)
 
 
-def _group(rng: random.Random, name: str) -> Group:
+def _group(rng: random.Random, name: str, features: Features) -> Group:
     hosts = 1
     res: dict[str, float] = {}
     kind = rng.random()
@@ -88,6 +123,11 @@ def _group(rng: random.Random, name: str) -> Group:
     elif kind < 0.57:
         res["TPU"] = 4.0
         hosts = 2
+        if (
+            features.tpu_head and rng.random() < 0.5
+        ):  # a GKE TPU slice: host 0 of each replica has the slice head
+            res[f"TPU-{rng.choice(TPU_TYPES)}-head"] = 1.0
+            hosts = rng.choice((2, 2, 4))
     if rng.random() < 0.1 and kind >= 0.3:  # a memory-less group (Ray counts absent as 0)
         res.pop("memory")
     low = 1 if rng.random() < 0.15 else 0
@@ -136,58 +176,66 @@ def _partly(rng: random.Random, name: str, total: float) -> float:
     return float(rng.randint(0, int(total)))
 
 
-def _replica_nodes(rng: random.Random, group: Group, index: int) -> list[Node]:
-    """One existing replica: its hosts share a state (a busy host may sit next to an idle one)."""
+def _state(rng: random.Random) -> NodeState:
     roll = rng.random()
     if roll < 0.55:
-        state = NodeState.RUNNING
-    elif roll < 0.8:
-        state = NodeState.PENDING
-    elif roll < 0.9:
-        state = NodeState.DRAINING
-    else:
-        state = NodeState.DEAD
+        return NodeState.RUNNING
+    if roll < 0.78:
+        return NodeState.PENDING
+    if roll < 0.88:
+        return NodeState.DRAINING
+    if roll < 0.95:
+        return NodeState.DEAD
+    return NodeState.TERMINATING
+
+
+def _host_names(rng: random.Random, group: Group, index: int) -> list[str]:
+    """The names of a replica's hosts in host order; often not in name order."""
+    if group.num_of_hosts == 1:
+        return [f"{group.name}-{index}"]
+    suffixes = [f"h{h}" for h in range(group.num_of_hosts)]
+    if rng.random() < 0.5:
+        rng.shuffle(suffixes)
+    return [f"{group.name}-r{index}-{x}" for x in suffixes]
+
+
+def _replica_nodes(rng: random.Random, group: Group, index: int, features: Features) -> list[Node]:
+    """One existing replica: its hosts usually share a state (a busy host may sit next to an idle
+    one); sometimes each has its own."""
+    state = _state(rng)
+    mixed = features.mixed_replicas and group.num_of_hosts > 1 and rng.random() < 0.2
     replica = f"{group.name}-r{index}" if group.num_of_hosts > 1 else None
     booting = rng.random() < 0.5
-    pending_seconds = float(rng.choice((0, 5, 60, 300)))
+    waits = (0, 5, 60, 300, 1000, 4000) if features.stuck_pending else (0, 5, 60, 300)
+    pending_seconds = float(rng.choice(waits))
     idle = rng.choice(IDLE_CHOICES)
     out = []
-    for h in range(group.num_of_hosts):
-        name = f"{group.name}-r{index}-h{h}" if group.num_of_hosts > 1 else f"{group.name}-{index}"
-        if state is NodeState.RUNNING:
+    for h, name in enumerate(_host_names(rng, group, index)):
+        capacity = host_capacity(group, h)
+        here = _state(rng) if mixed and h else state
+        if here is NodeState.RUNNING:
             available: dict[str, float] | None = None
             idle_seconds = idle
             if h > 0 and rng.random() < 0.3:
                 idle_seconds = rng.choice(IDLE_CHOICES)
             if idle_seconds == 0 and rng.random() < 0.7:  # busy: something in use
-                available = _free(rng, group.resources)
+                available = _free(rng, capacity)
             labels: dict[str, str] | None = None
             if rng.random() < 0.15:
                 labels = {**group.labels, **_pick_labels(rng, 1)}
-            out.append(
-                Node(
-                    name=name,
-                    group=group.name,
-                    state=state,
-                    replica=replica,
-                    available=available,
-                    idle_seconds=idle_seconds,
-                    labels=labels,
-                )
-            )
-        elif state is NodeState.PENDING:
-            out.append(
-                Node(
-                    name=name,
-                    group=group.name,
-                    state=state,
-                    replica=replica,
-                    pending_seconds=pending_seconds,
-                    booting=booting,
-                )
-            )
+            if rng.random() < 0.1:  # a placement group already has bundles here
+                labels = {
+                    **(labels if labels is not None else group.labels),
+                    f"_PG_{rng.getrandbits(64):016x}": "",
+                }
+            node = Node(name, group.name, here, replica, available, idle_seconds, labels=labels)
+        elif here is NodeState.PENDING:
+            node = Node(name, group.name, here, replica, pending_seconds=pending_seconds, booting=booting)
+        elif here is NodeState.DRAINING and features.busy_draining and rng.random() < 0.5:
+            node = Node(name, group.name, here, replica, available=_free(rng, capacity))
         else:
-            out.append(Node(name=name, group=group.name, state=state, replica=replica))
+            node = Node(name=name, group=group.name, state=here, replica=replica)
+        out.append(node)
     return out
 
 
@@ -217,9 +265,17 @@ def _resources(rng: random.Random, groups: tuple[Group, ...], head: Head) -> dic
     return {"CPU": 2.0, "memory": 4 * GI}
 
 
-def generate(rng: random.Random) -> Snapshot:
+def _head_demand(rng: random.Random, groups: tuple[Group, ...]) -> dict[str, float] | None:
+    """A task for a TPU slice's head host (``TPU-<type>-head``), if some group has one."""
+    heads = [k for g in groups for k in g.resources if is_tpu_slice_head_resource(k)]
+    if not heads or rng.random() < 0.5:
+        return None
+    return {rng.choice(heads): 1.0, **rng.choice(({"TPU": 4.0}, {"CPU": 1.0}, {}))}
+
+
+def generate(rng: random.Random, features: Features = DEFAULT) -> Snapshot:
     names = ["alpha", "beta", "gamma", "delta"]
-    groups = tuple(_group(rng, names[i]) for i in range(rng.randint(1, 4)))
+    groups = tuple(_group(rng, names[i], features) for i in range(rng.randint(1, 4)))
     head = _head(rng)
     known: list[Mapping[str, str]] = [g.labels for g in groups] + [head.labels]
 
@@ -229,11 +285,11 @@ def generate(rng: random.Random) -> Snapshot:
         if g.max_replicas < UNLIMITED:
             count = min(count, g.max_replicas + (1 if rng.random() < 0.15 else 0))
         for i in range(count):
-            nodes += _replica_nodes(rng, g, i)
+            nodes += _replica_nodes(rng, g, i, features)
 
     demands: dict[tuple[object, ...], Demand] = {}
     for _ in range(rng.choice((0, 1, 1, 2, 3, 4))):
-        res = _resources(rng, groups, head)
+        res = _head_demand(rng, groups) or _resources(rng, groups, head)
         primary: Selector = selector(rng, known) if rng.random() < 0.35 else ()
         fallbacks: tuple[Selector, ...] = ()
         if primary and rng.random() < 0.45:
@@ -288,6 +344,6 @@ def generate(rng: random.Random) -> Snapshot:
     )
 
 
-def case(seed: int, index: int) -> Snapshot:
+def case(seed: int, index: int, features: Features = DEFAULT) -> Snapshot:
     """Case ``index`` of run ``seed``: the same inputs always give the same case."""
-    return generate(random.Random(f"{seed}:{index}"))
+    return generate(random.Random(f"{seed}:{index}"), features)

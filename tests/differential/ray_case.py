@@ -9,9 +9,13 @@ scheduler:
 - ``max_num_nodes = maxWorkers + 1`` when a worker cap is set (the head counts);
 - running hosts are RAY_RUNNING instances with a GCS node state (total, available, labels; IDLE
   with its idle time, else RUNNING); pending hosts are REQUESTED (unscheduled pod) or ALLOCATED
-  (scheduled, booting) instances without a Ray node; a draining host is what the reconciler makes
-  of a DRAINING Ray node (RAY_STOPPING), a dead one what it makes of a DEAD one (RAY_STOPPED);
-  terminating hosts are TERMINATING;
+  (scheduled, booting) instances without a Ray node, and one past its provisioning (or boot)
+  limit is what Ray's instance manager makes of it by then (ALLOCATION_TIMEOUT: failed, not
+  schedulable, to be replaced); a running host of a multi-host TPU replica reports
+  ``TPU-<type>-head`` only on host 0 (its place in the snapshot's replica order), while the node
+  type (KubeRay's config) lists it for every host, as Ray reads it; a draining host is what the
+  reconciler makes of a DRAINING Ray node (RAY_STOPPING: not schedulable, not counted), a dead
+  one what it makes of a DEAD one (RAY_STOPPED); terminating hosts are TERMINATING;
 - a demand's selectors are ``label_selectors = [selector, *fallbacks]``;
 - a placement group is one gang per group (``count`` of them, each its own id) with both the
   legacy ``requests`` and one ``BundleSelector`` (each bundle with its selector), the strategy in
@@ -27,6 +31,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayscale.autoscaler.scheduling.model import UNLIMITED, LabelOp, NodeState, Selector, Snapshot
+from tests.differential.checks import stuck
+from tests.differential.replay import host_capacity
 
 HEAD_TYPE = "headgroup"
 HEAD_NAME = "head"
@@ -97,12 +103,17 @@ def to_ray(case_id: str, snapshot: Snapshot) -> dict[str, Any]:
                 },
             }
         )
+    position: dict[str, int] = {}
     for n in snapshot.nodes:
         g = by_name[n.group]
+        index = position.get(n.replica or n.name, 0)
+        position[n.replica or n.name] = index + 1
         entry: dict[str, Any] = {"name": n.name, "type": n.group, "head": False, "ray": None}
-        if n.state is NodeState.RUNNING:
-            total = _amounts(g.resources)
-            free = n.available if n.available is not None else g.resources  # {}: all in use
+        if stuck(n, snapshot.options):
+            entry["status"] = "ALLOCATION_TIMEOUT"
+        elif n.state is NodeState.RUNNING:
+            total = host_capacity(g, index)
+            free = n.available if n.available is not None else total  # {}: all in use
             available = {k: float(free.get(k, 0.0)) for k in total}
             idle_ms = round(n.idle_seconds * 1000)
             entry["status"] = "RAY_RUNNING"

@@ -20,13 +20,14 @@ from typing import Any
 
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import Snapshot
-from tests.differential import allowlist, generate, scenario_io, shrink
+from tests.differential import allowlist, generate, known, scenario_io, shrink
 from tests.differential.compare import Difference, Outcome, compare
 from tests.differential.oracle import Oracle
 from tests.differential.ray_case import to_ray, variant
 
 FAILURES = Path(__file__).resolve().parent / "failures"
 BATCH = 250
+KNOWN_ISSUES = known.load()
 
 
 @dataclass(slots=True)
@@ -42,6 +43,7 @@ class Failure:
 @dataclass(slots=True)
 class Report:
     seed: int
+    features: list[str] = field(default_factory=list)
     cases: int = 0
     failing_cases: int = 0
     by_kind: Counter[str] = field(default_factory=Counter)  # failing differences per kind
@@ -49,9 +51,28 @@ class Report:
     allowlisted: Counter[str] = field(default_factory=Counter)  # differences per allowlist id
     first: dict[str, tuple[str, str]] = field(default_factory=dict)  # kind -> (case id, detail)
     failures: list[Failure] = field(default_factory=list)
+    to_shrink: dict[str, list[int]] = field(default_factory=dict)  # kind -> case indexes
+
+    def merge(self, other: Report, shrink_per_kind: int) -> None:
+        """Add another part of the same run (other case indexes)."""
+        self.cases += other.cases
+        self.failing_cases += other.failing_cases
+        self.by_kind.update(other.by_kind)
+        self.cases_by_kind.update(other.cases_by_kind)
+        self.allowlisted.update(other.allowlisted)
+        for kind, first in other.first.items():
+            self.first.setdefault(kind, first)
+        for kind, indexes in other.to_shrink.items():
+            mine = self.to_shrink.setdefault(kind, [])
+            mine[:] = sorted(mine + indexes)[:shrink_per_kind]
+
+    def replay_command(self) -> str:
+        features = " --features all" if self.features else ""
+        return f"python -m tests.differential --seed {self.seed} --cases {self.cases}{features}"
 
     def summary(self) -> str:
-        lines = [f"seed {self.seed}: {self.cases} cases, {self.failing_cases} with differences"]
+        on = f" (features: {', '.join(self.features)})" if self.features else ""
+        lines = [f"seed {self.seed}{on}: {self.cases} cases, {self.failing_cases} with differences"]
         if self.by_kind:
             lines.append("differences by kind (differences / cases):")
             for kind, n in sorted(self.by_kind.items()):
@@ -69,6 +90,7 @@ class Report:
         lines.append(
             f"cases run: {self.cases}; differences: {total} (allowlisted: {sum(self.allowlisted.values())})"
         )
+        lines.append(f"replay: {self.replay_command()}  (or FUZZ_SEED={self.seed} make fuzz)")
         return "\n".join(lines)
 
 
@@ -113,12 +135,17 @@ def _asker(oracle: Oracle, case_id: str, snap: Snapshot) -> Callable[[str], dict
 
 
 def split(
-    outcome: Outcome, entries: list[allowlist.Entry]
+    outcome: Outcome, entries: list[allowlist.Entry], issues: list[known.Known] | None = None
 ) -> tuple[list[Difference], list[tuple[str, Difference]]]:
-    """The failing differences of a case, and the allowlisted ones with their entry id."""
+    """The failing differences of a case, and the allowlisted ones with their entry id (a known
+    issue's as ``known:<id>``)."""
+    issues = KNOWN_ISSUES if issues is None else issues
     failing, allowed = [], []
     for d in outcome.differences:
         entry = allowlist.allowlisted(outcome, d, entries)
+        if entry is None:
+            issue = known.known(outcome, d, issues)
+            entry = None if issue is None else f"known:{issue}"
         if entry is None:
             failing.append(d)
         else:
@@ -157,6 +184,10 @@ def _comment(kind: str, outcome: Outcome, failing: list[Difference], seed: int, 
     return "\n".join(lines)
 
 
+def _plain(d: Difference) -> dict[str, str]:
+    return {"kind": d.kind, "subject": d.subject, "detail": d.detail}
+
+
 def shrink_case(
     oracle: Oracle, entries: list[allowlist.Entry], outcome: Outcome, kind: str, deadline: float
 ) -> Outcome:
@@ -187,6 +218,7 @@ def record(
     failing = split(small, entries)[0]
     path = out_dir / f"{kind.replace(':', '-')}-{outcome.case_id}.yaml"
     scenario_io.write(path, small.snapshot, _comment(kind, small, failing, seed, outcome.case_id))
+    scenario_io.write_answer(path, small.case_id, small.ray, [_plain(d) for d in failing])
     return Failure(
         kind,
         outcome.case_id,
@@ -195,6 +227,66 @@ def record(
         replay(path, small.snapshot),
         (size(outcome.snapshot), size(small.snapshot)),
     )
+
+
+def scan(
+    oracle: Oracle,
+    seed: int,
+    indexes: range,
+    *,
+    shrink_per_kind: int = 1,
+    entries: list[allowlist.Entry] | None = None,
+    progress: bool = False,
+    features: generate.Features = generate.DEFAULT,
+) -> Report:
+    """Cases ``indexes`` of run ``seed``, compared and counted; the first failing cases of each
+    kind are noted (``to_shrink``) for ``shrink_failures``."""
+    entries = allowlist.load() if entries is None else entries
+    report = Report(seed, features.names())
+    for start in range(0, len(indexes), BATCH):
+        chunk = [(f"s{seed}-{i}", generate.case(seed, i, features)) for i in indexes[start : start + BATCH]]
+        for outcome in evaluate(oracle, chunk):
+            report.cases += 1
+            failing, allowed = split(outcome, entries)
+            for entry, _ in allowed:
+                report.allowlisted[entry] += 1
+            if failing:
+                report.failing_cases += 1
+            for d in failing:
+                report.by_kind[d.kind] += 1
+                report.first.setdefault(d.kind, (outcome.case_id, d.detail))
+            for kind in dict.fromkeys(d.kind for d in failing):
+                report.cases_by_kind[kind] += 1
+                picked = report.to_shrink.setdefault(kind, [])
+                if len(picked) < shrink_per_kind:
+                    picked.append(int(outcome.case_id.rsplit("-", 1)[1]))
+        if progress:
+            print(
+                f"  {report.cases}/{len(indexes)} cases, {report.failing_cases} with differences",
+                file=sys.stderr,
+            )
+    return report
+
+
+def shrink_failures(
+    oracle: Oracle,
+    report: Report,
+    *,
+    shrink_seconds: float = 60.0,
+    out_dir: Path = FAILURES,
+    entries: list[allowlist.Entry] | None = None,
+    features: generate.Features = generate.DEFAULT,
+) -> None:
+    """Shrink the noted failing cases and write them as scenario files (``report.failures``)."""
+    entries = allowlist.load() if entries is None else entries
+    chosen = [(kind, i) for kind, indexes in sorted(report.to_shrink.items()) for i in indexes]
+    end = time.monotonic() + shrink_seconds
+    for n, (kind, i) in enumerate(chosen):
+        # Each case gets an equal share of what is left of the budget.
+        now = time.monotonic()
+        deadline = now + max(end - now, 0.0) / (len(chosen) - n)
+        outcome = evaluate(oracle, [(f"s{report.seed}-{i}", generate.case(report.seed, i, features))])[0]
+        report.failures.append(record(oracle, entries, outcome, kind, report.seed, deadline, out_dir))
 
 
 def run(
@@ -207,36 +299,21 @@ def run(
     out_dir: Path = FAILURES,
     entries: list[allowlist.Entry] | None = None,
     progress: bool = False,
+    features: generate.Features = generate.DEFAULT,
 ) -> Report:
-    entries = allowlist.load() if entries is None else entries
-    report = Report(seed)
-    to_shrink: dict[str, list[Outcome]] = {}
-    for start in range(0, count, BATCH):
-        cases = [(f"s{seed}-{i}", generate.case(seed, i)) for i in range(start, min(count, start + BATCH))]
-        for outcome in evaluate(oracle, cases):
-            report.cases += 1
-            failing, allowed = split(outcome, entries)
-            for entry, _ in allowed:
-                report.allowlisted[entry] += 1
-            if failing:
-                report.failing_cases += 1
-            for d in failing:
-                report.by_kind[d.kind] += 1
-                report.first.setdefault(d.kind, (outcome.case_id, d.detail))
-            for kind in dict.fromkeys(d.kind for d in failing):
-                report.cases_by_kind[kind] += 1
-                picked = to_shrink.setdefault(kind, [])
-                if len(picked) < shrink_per_kind:
-                    picked.append(outcome)
-        if progress:
-            print(f"  {report.cases}/{count} cases, {report.failing_cases} with differences", file=sys.stderr)
-    chosen = [(kind, o) for kind, outcomes in sorted(to_shrink.items()) for o in outcomes]
-    end = time.monotonic() + shrink_seconds
-    for n, (kind, outcome) in enumerate(chosen):
-        # Each case gets an equal share of what is left of the budget.
-        now = time.monotonic()
-        deadline = now + max(end - now, 0.0) / (len(chosen) - n)
-        report.failures.append(record(oracle, entries, outcome, kind, seed, deadline, out_dir))
+    """``count`` cases of run ``seed`` in this process, failures shrunk."""
+    report = scan(
+        oracle,
+        seed,
+        range(count),
+        shrink_per_kind=shrink_per_kind,
+        entries=entries,
+        progress=progress,
+        features=features,
+    )
+    shrink_failures(
+        oracle, report, shrink_seconds=shrink_seconds, out_dir=out_dir, entries=entries, features=features
+    )
     return report
 
 

@@ -8,7 +8,9 @@ the very same Snapshot, so a failure file replays exactly the case that failed
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -16,7 +18,7 @@ from rayscale.autoscaler.scenario import ScenarioError, parse_scenario
 from rayscale.autoscaler.scenario_write import to_scenario
 from rayscale.autoscaler.scheduling.model import Snapshot
 
-__all__ = ["read", "roundtrip", "to_scenario", "write"]
+__all__ = ["answer_path", "read", "read_answer", "roundtrip", "to_scenario", "write", "write_answer"]
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -48,3 +50,20 @@ def write(path: Path, snapshot: Snapshot, comment: str) -> None:
 def read(path: Path) -> Snapshot:
     """The snapshot of a scenario file."""
     return parse_scenario(yaml.safe_load(path.read_text(encoding="utf-8")))
+
+
+def answer_path(path: Path) -> Path:
+    """Where Ray's answer to a scenario file's case is kept: ``<name>.ray.json`` beside it."""
+    return path.with_name(path.stem + ".ray.json")
+
+
+def write_answer(path: Path, case_id: str, ray: dict[str, Any], differences: list[dict[str, str]]) -> None:
+    """Ray 2.60's answer to the case of scenario file ``path`` (and what differed), beside it."""
+    doc = {"case_id": case_id, "ray": ray, "differences": differences}
+    answer_path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def read_answer(path: Path) -> tuple[str, dict[str, Any]]:
+    """The case id and Ray's answer recorded beside scenario file ``path``."""
+    doc = json.loads(answer_path(path).read_text(encoding="utf-8"))
+    return str(doc["case_id"]), dict(doc["ray"])

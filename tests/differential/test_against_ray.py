@@ -1,9 +1,10 @@
 """rayscale's scheduler judged by Ray 2.60's on generated cases (Ray runs in a subprocess).
 
-``make unit`` runs a bounded number of cases (``RAYSCALE_DIFF_CASES``, default 400, seed
-``RAYSCALE_DIFF_SEED``); ``make fuzz`` runs thousands. A difference that no allowlist entry
-explains fails with the shrunk case written to tests/differential/failures/ and replayable with
-``rayscale simulate``.
+``make unit`` runs a bounded number of cases (``RAYSCALE_DIFF_CASES``, default 400) with a seed
+that changes per commit (``seed.commit_seed``; ``RAYSCALE_DIFF_SEED`` overrides it), printed on
+failure with the command that replays it; ``make fuzz`` runs 20,000 with every generator
+feature. A difference that no allowlist entry explains fails with the shrunk case written to
+tests/differential/failures/ and replayable with ``rayscale simulate``.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ from tests.differential import allowlist, generate, runner, scenario_io, shrink
 from tests.differential.compare import Outcome, compare
 from tests.differential.oracle import Oracle, ray_available, ray_python
 from tests.differential.ray_case import to_ray
+from tests.differential.seed import commit_seed
 
 CASES = int(os.environ.get("RAYSCALE_DIFF_CASES", "400"))
-SEED = int(os.environ.get("RAYSCALE_DIFF_SEED", "20261123"))
-KNOWN = Path(__file__).resolve().parent / "known"
+SEED = commit_seed()
+FAILURES = Path(__file__).resolve().parent / "failures"
 FIXED = Path(__file__).resolve().parent / "fixed"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "autoscaling.md"
 
@@ -63,6 +65,7 @@ def _one(oracle: Oracle, snap: Snapshot) -> Outcome:
 def test_generated_cases_match_ray(oracle: Oracle) -> None:
     report = runner.run(oracle, SEED, CASES, shrink_per_kind=1, shrink_seconds=30.0)
     assert report.cases == CASES
+    print(f"differential: seed {SEED}, {report.cases} cases; replay: {report.replay_command()}")
     if report.by_kind:
         pytest.fail("rayscale differs from Ray:\n" + report.summary(), pytrace=False)
 
@@ -113,7 +116,10 @@ def test_compare_catches_unplaced_work_and_extra_hosts(oracle: Oracle) -> None:
         unmet=(),
         placements=(),
     )
-    assert {d.kind for d in compare(Outcome("t", snap, greedy, outcome.ray))} == {"more-hosts"}
+    assert {d.kind for d in compare(Outcome("t", snap, greedy, outcome.ray))} == {
+        "more-hosts:CPU",
+        "unaccounted-demand",
+    }
 
 
 def test_compare_catches_a_different_idle_removal(oracle: Oracle) -> None:
@@ -128,7 +134,8 @@ def test_compare_catches_a_different_idle_removal(oracle: Oracle) -> None:
     assert outcome.differences == []
     assert outcome.decision is not None
     keep_all = Decision(groups=outcome.decision.groups, terminate=(), unmet=(), placements=())
-    assert {d.kind for d in compare(Outcome("t", snap, keep_all, outcome.ray))} == {"idle-only-ray"}
+    kinds = {d.kind for d in compare(Outcome("t", snap, keep_all, outcome.ray))}
+    assert kinds == {"idle-only-ray", "more-hosts:CPU"}
 
 
 # ----------------------------------------------------------------------------- generator, shrinker, files
@@ -163,10 +170,14 @@ def test_failure_file_replays(tmp_path: Path) -> None:
     assert runner.replay(path, snap) is None
 
 
-@pytest.mark.parametrize("path", sorted(KNOWN.glob("*.yaml")), ids=lambda p: p.stem)
-def test_known_differences_replay(path: Path) -> None:
-    """The shrunk cases of known differences stay readable by `rayscale simulate`."""
+@pytest.mark.parametrize("path", sorted(FAILURES.glob("*.yaml")), ids=lambda p: p.stem)
+def test_recorded_failures_replay(path: Path) -> None:
+    """The shrunk cases of differences found stay readable by `rayscale simulate`, with Ray's
+    answer recorded beside them."""
     assert runner.replay_all([path]) == {path: None}
+    case_id, ray = scenario_io.read_answer(path)
+    assert case_id
+    assert "launch" in ray
 
 
 @pytest.mark.parametrize("path", sorted(FIXED.glob("*.yaml")), ids=lambda p: p.stem)

@@ -1,0 +1,242 @@
+"""The judge's checks that make fewer hosts than Ray an improvement only when it is one.
+
+- ``unaccounted-<demand|gang|constraint>`` / ``silent-drop``: every unit asked for is placed or
+  reported unmet (a decision that places part of the work and says nothing about the rest
+  fails; ``silent-drop`` when it also launches nothing while Ray launches hosts);
+- ``placement-replay``: the placements fit the hosts they are put on (``replay``);
+- ``more-hosts:<CPU|GPU|TPU>``: hosts kept plus hosts launched, per accelerator kind, are no
+  more than Ray's (Ray's launches rounded up to whole replicas); the subject names the groups of
+  that kind where rayscale has more than Ray;
+- ``below-minimum``: a group ends below its minimum where Ray's does not;
+- ``removes-busy-draining``: a host drained by someone else that still runs work stays.
+
+Hosts that neither side counts: draining, dead and terminating ones, and pending hosts past
+their provisioning (or boot) limit (Ray's instance manager has failed them: ``ray_case``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rayscale.autoscaler.scheduling.model import (
+    Decision,
+    DemandKind,
+    Group,
+    LabelConstraint,
+    Node,
+    NodeState,
+    Options,
+    Snapshot,
+)
+from rayscale.cluster.accelerators import TPU, is_gpu_key
+from tests.differential.replay import Undecided, replay
+
+KINDS = ("CPU", "GPU", "TPU")
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    kind: str
+    subject: str  # what it is about: "demand[0]", "gang[1]", "constraint", groups, a replica, ""
+    detail: str
+
+
+def resources_key(resources: Mapping[str, float] | None) -> tuple[tuple[str, float], ...]:
+    return tuple(sorted((k, float(v)) for k, v in (resources or {}).items() if v))
+
+
+def bundles_key(
+    bundles: tuple[Mapping[str, float], ...] | None,
+) -> tuple[tuple[tuple[str, float], ...], ...]:
+    return tuple(resources_key(b) for b in bundles or ())
+
+
+def demand_of(
+    snapshot: Snapshot, resources: Mapping[str, float] | None, selector: tuple[LabelConstraint, ...]
+) -> int | None:
+    """Which demand a placement or unmet entry is about: same resources and first selector."""
+    res = resources_key(resources)
+    same = [i for i, d in enumerate(snapshot.demands) if resources_key(d.resources) == res]
+    for i in same:
+        if snapshot.demands[i].label_selector == selector:
+            return i
+    for i in same:
+        if selector in snapshot.demands[i].selectors:
+            return i
+    return same[0] if len(same) == 1 else None
+
+
+def gang_of(
+    snapshot: Snapshot, strategy: object, bundles: tuple[Mapping[str, float], ...] | None
+) -> int | None:
+    key = (strategy, bundles_key(bundles))
+    for i, g in enumerate(snapshot.gangs):
+        if (g.strategy, bundles_key(g.bundles)) == key:
+            return i
+    return None
+
+
+def accelerator_kind(group: Group) -> str:
+    if group.resources.get(TPU, 0) > 0:
+        return "TPU"
+    if any(is_gpu_key(k) and v > 0 for k, v in group.resources.items()):
+        return "GPU"
+    return "CPU"
+
+
+def stuck(node: Node, options: Options) -> bool:
+    """A pending host past its limit: the boot limit once scheduled, else provisioning."""
+    limit = options.max_node_boot_seconds if node.booting else options.max_node_provision_seconds
+    return node.state is NodeState.PENDING and node.pending_seconds > limit
+
+
+def busy_draining(node: Node) -> bool:
+    """Drained by someone else while work still runs on it."""
+    return node.state is NodeState.DRAINING and node.available is not None and node.idle_seconds == 0
+
+
+def counted(snapshot: Snapshot) -> list[Node]:
+    """The existing hosts both sides count: running or pending, not past a launch limit."""
+    live = (NodeState.RUNNING, NodeState.PENDING)
+    return [n for n in snapshot.nodes if n.state in live and not stuck(n, snapshot.options)]
+
+
+def host_counts(snapshot: Snapshot, decision: Decision, ray: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """Per group: (rayscale's, Ray's) hosts kept plus hosts launched. Ray plans single hosts of
+    multi-host replicas; a replica of which Ray keeps a host, and Ray's launches, count as whole
+    replicas (the least that could run what Ray put there)."""
+    mine_gone = {r.name for r in decision.terminate}
+    ray_gone = {t["instance"] for t in ray["terminate"] if t["instance"]}
+    out: dict[str, tuple[int, int]] = {}
+    nodes = counted(snapshot)
+    for g in snapshot.groups:
+        members = [n for n in nodes if n.group == g.name]
+        decided = decision.groups.get(g.name)
+        launched = decided.launch if decided else 0
+        mine = sum(1 for n in members if n.name not in mine_gone) + launched * g.num_of_hosts
+        replicas: dict[str, list[str]] = {}
+        for n in members:
+            replicas.setdefault(n.replica or n.name, []).append(n.name)
+        theirs = sum(len(hosts) for hosts in replicas.values() if set(hosts) - ray_gone)
+        theirs += math.ceil(int(ray["launch"].get(g.name, 0)) / g.num_of_hosts) * g.num_of_hosts
+        out[g.name] = (mine, theirs)
+    return out
+
+
+def more_hosts(
+    snapshot: Snapshot, decision: Decision, ray: Mapping[str, Any], skip: frozenset[str] = frozenset()
+) -> list[Difference]:
+    """Per accelerator kind, rayscale's hosts against Ray's, leaving out the groups in ``skip``."""
+    counts = host_counts(snapshot, decision, ray)
+    out = []
+    for kind in KINDS:
+        groups = [g.name for g in snapshot.groups if accelerator_kind(g) == kind and g.name not in skip]
+        mine = sum(counts[g][0] for g in groups)
+        theirs = sum(counts[g][1] for g in groups)
+        if mine > theirs:
+            over = [g for g in groups if counts[g][0] > counts[g][1]]
+            detail = {g: counts[g] for g in groups if counts[g] != (0, 0)}
+            out.append(
+                Difference(
+                    f"more-hosts:{kind}",
+                    ",".join(over),
+                    f"{kind} hosts kept + launched: rayscale {mine}, Ray {theirs} "
+                    f"(per group (rayscale, Ray): {detail}; Ray's launches {ray['launch']})",
+                )
+            )
+    return out
+
+
+def below_minimum(snapshot: Snapshot, decision: Decision, ray: Mapping[str, Any]) -> list[Difference]:
+    counts = host_counts(snapshot, decision, ray)
+    out = []
+    for g in snapshot.groups:
+        mine, theirs = counts[g.name]
+        floor = g.min_replicas * g.num_of_hosts
+        if mine < min(floor, theirs):
+            out.append(
+                Difference("below-minimum", g.name, f"{g.name}: rayscale keeps {mine} hosts, minimum {floor}")
+            )
+    return out
+
+
+def accounting(snapshot: Snapshot, decision: Decision, ray: Mapping[str, Any]) -> list[Difference]:
+    """Every unit asked for is placed or reported unmet."""
+    demand: Counter[int] = Counter()
+    gang: Counter[int] = Counter()
+    constraint = 0
+    for entries in (decision.placements, decision.unmet):
+        for e in entries:
+            if e.kind is DemandKind.DEMAND:
+                i = demand_of(snapshot, e.resources, e.label_selector)
+                if i is not None:
+                    demand[i] += e.count
+            elif e.kind is DemandKind.GANG:
+                j = gang_of(snapshot, e.strategy, e.bundles)
+                if j is not None:
+                    gang[j] += e.count
+            else:
+                constraint += e.count
+    asked = [("demand", i, d.count, demand[i]) for i, d in enumerate(snapshot.demands)]
+    asked += [("gang", j, g.count, gang[j]) for j, g in enumerate(snapshot.gangs)]
+    out = [
+        Difference(
+            f"unaccounted-{what}",
+            f"{what}[{i}]",
+            f"{what}[{i}] asks {want}, the decision places or reports {got}",
+        )
+        for what, i, want, got in asked
+        if want != got
+    ]
+    bundles = sum(c.count for c in snapshot.constraints)
+    if constraint != bundles:
+        out.append(
+            Difference(
+                "unaccounted-constraint",
+                "constraint",
+                f"request_resources asks {bundles} bundles, the decision places or reports {constraint}",
+            )
+        )
+    launches = sum(g.launch for g in decision.groups.values())
+    if out and not launches and not decision.unmet and sum(ray["launch"].values()):
+        out.append(
+            Difference(
+                "silent-drop",
+                "",
+                f"rayscale launches nothing and reports nothing unmet; Ray launches {ray['launch']}",
+            )
+        )
+    return out
+
+
+def replay_check(snapshot: Snapshot, decision: Decision) -> list[Difference]:
+    try:
+        return [Difference("placement-replay", "", why) for why in replay(snapshot, decision)]
+    except Undecided:
+        return []
+
+
+def busy_draining_removed(snapshot: Snapshot, decision: Decision) -> list[Difference]:
+    busy = {n.name for n in snapshot.nodes if busy_draining(n)}
+    return [
+        Difference(
+            "removes-busy-draining", r.name, f"rayscale removes {r.name} ({r.reason}) while work runs on it"
+        )
+        for r in decision.terminate
+        if r.name in busy
+    ]
+
+
+def judge(snapshot: Snapshot, decision: Decision, ray: Mapping[str, Any]) -> list[Difference]:
+    """The checks of this module, in order."""
+    return (
+        accounting(snapshot, decision, ray)
+        + replay_check(snapshot, decision)
+        + more_hosts(snapshot, decision, ray)
+        + below_minimum(snapshot, decision, ray)
+        + busy_draining_removed(snapshot, decision)
+    )
