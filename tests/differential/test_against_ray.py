@@ -40,7 +40,8 @@ from tests.differential.seed import commit_seed
 
 CASES = int(os.environ.get("RAYSCALE_DIFF_CASES", "400"))
 SEED = commit_seed()
-FAILURES = Path(__file__).resolve().parent / "failures"
+FAILURES = Path(__file__).resolve().parent / "failures"  # this checkout's runs (not committed)
+FOUND = Path(__file__).resolve().parent / "found"  # differences found and recorded (committed)
 FIXED = Path(__file__).resolve().parent / "fixed"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "autoscaling.md"
 
@@ -170,7 +171,9 @@ def test_failure_file_replays(tmp_path: Path) -> None:
     assert runner.replay(path, snap) is None
 
 
-@pytest.mark.parametrize("path", sorted(FAILURES.glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", sorted([*FOUND.glob("*.yaml"), *FAILURES.glob("*.yaml")]), ids=lambda p: p.stem
+)
 def test_recorded_failures_replay(path: Path) -> None:
     """The shrunk cases of differences found stay readable by `rayscale simulate`, with Ray's
     answer recorded beside them."""
