@@ -25,6 +25,7 @@ from tests.differential.compare import (
     gang_index,
     replica_key,
 )
+from tests.differential.ray_case import pg_id
 
 ALLOWLIST = Path(__file__).resolve().parent / "allowlist.yaml"
 BEGIN = "<!-- differential-allowlist:begin -->"
@@ -407,25 +408,27 @@ def _strict_pack_split(outcome: Outcome, difference: Difference, others: list[En
 
 
 def _placed_beyond_ray(outcome: Outcome) -> dict[str, int]:
-    """Per group: units rayscale puts on new hosts of work it places beyond what Ray places."""
+    """Per group: units rayscale puts on new hosts of demands and placement groups it places
+    beyond what Ray places."""
     decision = outcome.decision
     assert decision is not None
     snap, ray = outcome.snapshot, outcome.ray
-    mine_left: dict[int, int] = {}
+    mine_left: dict[tuple[str, int | None], int] = {}
     for u in decision.unmet:
-        if u.kind == "demand":
-            i = demand_index(snap, u)
-            if i is not None:
-                mine_left[i] = mine_left.get(i, 0) + u.count
-    beyond = {i for i in range(len(snap.demands)) if mine_left.get(i, 0) < int(ray["infeasible_demands"][i])}
+        key = (str(u.kind), demand_index(snap, u) if u.kind == "demand" else gang_index(snap, u))
+        mine_left[key] = mine_left.get(key, 0) + u.count
+    ray_left = {("demand", i): int(n) for i, n in enumerate(ray["infeasible_demands"])}
+    for j in range(len(snap.gangs)):
+        ray_left[("gang", j)] = sum(
+            1
+            for copy in range(snap.gangs[j].count)
+            if pg_id(outcome.case_id, j, copy) in ray["infeasible_pgs"]
+        )
     out: dict[str, int] = {}
     for p in decision.placements:
-        if p.kind != "demand":
-            continue
-        i = demand_index(
-            snap, Unmet(p.kind, p.resources, None, None, p.label_selector, 0, UnmetReason.MAX_WORKERS)
-        )
-        if i not in beyond:
+        what = Unmet(p.kind, p.resources, p.bundles, p.strategy, p.label_selector, 0, UnmetReason.MAX_WORKERS)
+        key = (str(p.kind), demand_index(snap, what) if p.kind == "demand" else gang_index(snap, what))
+        if key not in ray_left or mine_left.get(key, 0) >= ray_left[key]:
             continue
         for t in p.targets:
             if t.on is Target.NEW:
