@@ -23,7 +23,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from rayscale.autoscaler import loop
+from rayscale.autoscaler import gcs_link
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
 from rayscale.kube import ops
@@ -153,7 +153,7 @@ class FakeSource:
 
 
 class FakeGcs:
-    """Stands in for rayscale.ray.client.GcsClient (the class: `loop.GcsClient` is set to it). Its
+    """Stands in for rayscale.ray.client.GcsClient (the class: `gcs_link.GcsClient` is set to it). Its
     state is the class's, shared by every client the loop makes; `FakeApi` resets it."""
 
     state: ray.ClusterState | None = None  # None: unreachable
@@ -234,7 +234,7 @@ class FakeApi:
         monkeypatch.setattr(ops, "get_raycluster", get)
         monkeypatch.setattr(ops, "patch_rayresourcerequest_status", status)
         monkeypatch.setattr(ops, "patch_raycluster_status", cluster_status)
-        monkeypatch.setattr(loop, "GcsClient", FakeGcs)
+        monkeypatch.setattr(gcs_link, "GcsClient", FakeGcs)
         FakeGcs.reset()
 
     def request_statuses(self) -> dict[str, dict[str, Any]]:

@@ -14,7 +14,7 @@ from tests.support.fakes import FakeApi as Api
 from tests.support.fakes import FakeSource as Source
 from tests.support.fakes import LoopClock as Clock
 
-from rayscale.autoscaler import loop
+from rayscale.autoscaler import decide
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.autoscaler.scenario import parse_scenario
 from rayscale.autoscaler.scheduler import schedule
@@ -347,7 +347,7 @@ async def test_an_accepted_drain_is_removed_after_conflicts_and_never_asked_agai
 ) -> None:
     api, source = idle_setup(monkeypatch)
     assert source.body is not None
-    api.conflicts = loop.CONFLICT_ATTEMPTS  # every patch of this round is refused
+    api.conflicts = decide.CONFLICT_ATTEMPTS  # every patch of this round is refused
     api.fresh = source.body
     events = Events()
     scaler = autoscaler(source, events)

@@ -28,7 +28,7 @@ import pytest
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
-from rayscale.autoscaler import loop
+from rayscale.autoscaler import decide
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.autoscaler.patch import ClusterPatch, build_patch
 from rayscale.common.retry import Failed
@@ -226,7 +226,7 @@ async def test_a_stale_patch_is_refused_and_the_round_replans_on_fresh_state(
 
     first, status = spy.patches[0]
     assert first[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": done.stale_version}
-    assert status in loop.TEST_FAILED, f"the stale patch was not refused: {status}"
+    assert status in decide.TEST_FAILED, f"the stale patch was not refused: {status}"
     assert spy.reads == 1, "the round did not re-read the cluster"
     assert all(s == 200 for _, s in spy.patches[1:])
     assert done.after == AutoscalerConfig().interval  # the round ended with a decision, no retry
@@ -239,13 +239,13 @@ async def test_without_the_test_op_the_edit_is_lost(
     api: client.ApiClient, namespace: str, crds: None, race: Race, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The control: the same round with the resourceVersion test stripped from the patch."""
-    build = build_patch  # the loop's, which the test replaces
+    build = build_patch  # the round's, which the test replaces
 
     def untested(*args: Any) -> ClusterPatch | None:
         patch = build(*args)
         return None if patch is None else replace(patch, ops=[op for op in patch.ops if op["op"] != "test"])
 
-    monkeypatch.setattr(loop, "build_patch", untested)
+    monkeypatch.setattr(decide, "build_patch", untested)
     done = await race_one_round(api, namespace, race)
     assert race.lost(done.groups), done.groups
     assert not race.honoured(done.groups)

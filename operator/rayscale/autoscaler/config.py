@@ -1,0 +1,35 @@
+"""`AutoscalerConfig`: the autoscaler's flags, as the loop and its parts read them."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rayscale.autoscaler.lifecycle import SLOW_START_SECONDS
+from rayscale.autoscaler.status import REFRESH_SECONDS
+from rayscale.autoscaler.trust import DEFAULT_GRACE_SECONDS
+from rayscale.cluster.limits import DEFAULT_MAX_PODS
+
+__all__ = ["AutoscalerConfig"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoscalerConfig:
+    interval: float = 5.0
+    concurrency: int = 16
+    gcs_timeout: float = 2.0
+    gcs_retries: int = 1
+    max_node_provision_seconds: float = 900.0
+    max_node_boot_seconds: float = 3600.0
+    unprovisioned_grace_seconds: float = 120.0  # unschedulable, no node being provisioned: fails then
+    head_restart_grace_seconds: float = DEFAULT_GRACE_SECONDS  # no removals this long after a session change
+    status_refresh_seconds: float = REFRESH_SECONDS  # rewrite an unchanged status.autoscaler this often
+    beside_kuberay: bool = False  # --mode autoscaler: only opted-in clusters (eligibility.py)
+    max_pods: int = DEFAULT_MAX_PODS  # --max-pods-per-cluster: never more worker pods than this
+    # --allow-gcs-address-override: follow rayscale.io/gcs-address (and send the token there)
+    allow_gcs_address_override: bool = False
+    slow_start_seconds: float = SLOW_START_SECONDS  # a replica starting longer: ReplicaSlowToStart
+    # --cluster-selector: is a RayCluster read fresh from the API server still this operator's? (its
+    # labels may have moved it to another shard since the watch delivered it)
+    owns: Callable[[Mapping[str, Any]], bool] = lambda _: True

@@ -1,0 +1,258 @@
+"""`Reporter`: what a round tells the world: statuses, Events and metrics. I/O.
+
+After the decision: each RayResourceRequest gets its status (an ``InvalidBundles`` Warning when a
+request became so), the patch that landed its ``ScaledUp``/``ScaledDown``/``RayNodeDied``/
+``BackingOff`` Events and metrics (launch failures it names start their group's backoff and are
+remembered for Ray's "Recent failures"), every replica's life its Events (lifecycle.py), and the
+RayCluster its ``status.autoscaler`` (a merge patch of that one key, only when it changed) with the
+``RayCompatible`` condition (compat.py; an Event when it changes) and, when
+``rayscale.io/gcs-address`` names another address than the head Service, the ``GcsAddressOverride``
+condition (gcs_override.py; an Event when it changes), an ``UnmetDemand`` Event when the unmet
+demand changed, and the metrics their values. The texts are made in pure modules (texts.py and
+those named); this module posts and writes them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
+
+from rayscale.autoscaler.compat import compat_condition, compat_event, find_condition
+from rayscale.autoscaler.gcs_link import GcsLink, written_status
+from rayscale.autoscaler.gcs_override import find_override, override_condition, override_event
+from rayscale.autoscaler.history import decision_record
+from rayscale.autoscaler.lifecycle import next_lives, notices, replica_summary, unit
+from rayscale.autoscaler.memory import ClusterKey, Shared
+from rayscale.autoscaler.patch import ClusterPatch
+from rayscale.autoscaler.ray_report import launch_failures, remember
+from rayscale.autoscaler.requests import INVALID_BUNDLES, status_patch
+from rayscale.autoscaler.scheduling.model import Decision, RemovalCause, Snapshot
+from rayscale.autoscaler.snapshot import is_unborn
+from rayscale.autoscaler.status import (
+    GcsHealth,
+    autoscaler_patch,
+    autoscaler_status,
+    unmet_by_reason,
+    unmet_key,
+    unmet_notice,
+    waiting_bundles,
+)
+from rayscale.autoscaler.texts import backing_off, ray_node_died, refused, resized
+from rayscale.autoscaler.trust import Hold
+from rayscale.autoscaler.view import Observed
+from rayscale.kube import ops
+from rayscale.ray.model import ClusterState
+
+__all__ = ["Planned", "Reporter"]
+
+log = logging.getLogger(__name__)
+Obj = Mapping[str, Any]
+RRR_API = {"apiVersion": "rayscale.io/v1alpha1", "kind": "RayResourceRequest"}
+
+
+class Planned(NamedTuple):
+    """A round's decision once applied, and what it was made from."""
+
+    snapshot: Snapshot  # the cluster as it is
+    scheduled: Snapshot  # what the scheduler saw (under a hold: nothing due to go)
+    decision: Decision
+    pods: list[Obj]
+    now: datetime
+    written: bool  # the patch was written
+
+
+class Reporter:
+    def __init__(self, shared: Shared, link: GcsLink) -> None:
+        self.shared = shared
+        self.memories = shared.memories
+        self.link = link  # which GCS methods answered (the RayCompatible condition)
+
+    def refused(self, key: ClusterKey, cluster: Obj, refusal: str) -> None:
+        """An ``AutoscalingRefused`` Warning, once per refusal."""
+        memory = self.memories.of(key)
+        if memory.refused != refusal:
+            memory.refused = refusal
+            self.shared.events.post(cluster, *refused(refusal))
+
+    def applied(
+        self,
+        key: ClusterKey,
+        cluster: Obj,
+        snapshot: Snapshot,
+        decision: Decision,
+        patch: ClusterPatch,
+        now: datetime,
+    ) -> None:
+        """Events and metrics of a patch that landed; launch failures it names start their group's
+        backoff and are remembered for Ray's "Recent failures"."""
+        named = {pod for g in patch.groups for pod in g.workers_to_delete or ()}
+        # group -> (its spec, the new replicas)
+        grown = {g.name: (g.spec, g.replicas) for g in patch.groups if g.replicas is not None}
+        # pods named in workersToDelete, and replicas whose pods never existed (dropped from replicas)
+        written = [r for r in decision.terminate if r.name in named or is_unborn(r.name)]
+        for group, (spec, new) in grown.items():
+            old = int(spec.get("replicas") or 0)
+            causes = {str(r.reason) for r in written if r.group == group}
+            event = resized(group, old, new, causes)
+            if event is not None:
+                self.shared.events.post(cluster, *event)
+            if new > old:
+                self.shared.metrics.scaled(key, group, up=(new - old) * int(spec.get("numOfHosts") or 1))
+        for group in sorted({r.group for r in written}):  # every pod removed, replaced or not
+            self.shared.metrics.scaled(
+                key, group, down=Counter(str(r.reason) for r in written if r.group == group)
+            )
+        for removal in written:
+            if removal.reason is RemovalCause.NODE_DEAD:
+                self.shared.events.post(cluster, *ray_node_died(removal.group, removal.name))
+        landed = launch_failures(snapshot, decision, now, landed=[r.name for r in written])
+        memory = self.memories.of(key)
+        memory.failures = remember(memory.failures, landed, now)
+        failed = Counter(r.group for r in written if r.reason is RemovalCause.LAUNCH_FAILED)
+        for group, nodes in sorted(failed.items()):
+            self.shared.metrics.launches_failed(key, group, nodes)
+            entry = memory.backoff.failed(group)
+            memory.backoff_until[group] = self.shared.wall_clock() + timedelta(seconds=entry.duration)
+            self.shared.events.post(cluster, *backing_off(group, entry.duration))
+
+    def observe(
+        self,
+        key: ClusterKey,
+        cluster: Obj,
+        planned: Planned,
+        state: ClusterState | None,
+        held: Hold | None,
+        trigger: str,
+    ) -> Observed:
+        """Keep what the round saw and decided for the view; the replicas' Events."""
+        memory = self.memories.of(key)
+        served = self.memories.served(key)
+        written = planned.decision.terminate if planned.written else ()
+        removed = {unit(r.name, r.replica): r.reason for r in written}
+        slow = self.shared.config.slow_start_seconds
+        lives = next_lives(
+            served.lives, planned.snapshot, planned.pods, state, removed, planned.now, slow_after=slow
+        )
+        for notice in notices(served.lives, lives, planned.now):
+            self.shared.events.post(cluster, "Warning", notice.reason, notice.message)
+        served.lives = lives
+        reason = held.reason if held is not None else None
+        served.history.add(
+            decision_record(
+                planned.snapshot,
+                planned.decision,
+                planned.now,
+                trigger=trigger,
+                held=reason,
+                written=planned.written,
+                scheduled=planned.scheduled,
+            )
+        )
+        backing_off = {g.name for g in planned.snapshot.groups if g.backoff}
+        until = {g: t for g, t in memory.backoff_until.items() if g in backing_off}
+        gcs = memory.gcs_health or GcsHealth(None, reachable=False)
+        served.observed = Observed(
+            key[0], key[1], planned.now, planned.snapshot, planned.decision, state, gcs, reason, until, lives
+        )
+        return served.observed
+
+    async def report(self, key: ClusterKey, cluster: Obj, seen: Observed) -> None:
+        """The RayCluster's ``status.autoscaler``, its conditions' Events, ``UnmetDemand``, metrics."""
+        now = datetime.now(UTC)
+        old = written_status(cluster)
+        snapshot, decision = seen.snapshot, seen.decision
+        compat = self._compatible(key, cluster, old, now)
+        override = self._overridden(key, cluster, old, now)
+        conditions = [compat] if override is None else [compat, override]
+        replicas = replica_summary(seen.lives)
+        new = autoscaler_status(
+            snapshot,
+            decision,
+            seen.gcs,
+            seen.backoff_until,
+            now,
+            old,
+            conditions=conditions,
+            replicas=replicas,
+        )
+        memory = self.memories.of(key)
+        previous = memory.unmet
+        if previous is None and old is not None:  # after a restart: what the status already says
+            previous = unmet_key(old.get("unmetDemand") or [])
+        memory.unmet, message = unmet_notice(previous, new)
+        if message is not None:
+            self.shared.events.post(cluster, "Warning", "UnmetDemand", message)
+        pending, unmet = waiting_bundles(decision), unmet_by_reason(decision)
+        backing_off = sum(1 for g in snapshot.groups if g.backoff)
+        self.shared.metrics.round(key, pending=pending, unmet=unmet, backing_off=backing_off)
+        patch = autoscaler_patch(old, new, now, refresh_seconds=self.shared.config.status_refresh_seconds)
+        await self.write_cluster_status(key, patch)
+
+    def _compatible(self, key: ClusterKey, cluster: Obj, old: Obj | None, now: datetime) -> Obj:
+        """The RayCompatible condition now; an Event when it changed since the last one reported."""
+        memory = self.memories.of(key)
+        was = memory.compat or find_condition(old)  # after a restart: the one written
+        condition = compat_condition(cluster, self.link.support(key, cluster), now, was)
+        memory.compat = condition
+        event = compat_event(was, condition)
+        if event is not None:
+            self.shared.events.post(cluster, *event)
+        return condition
+
+    def _overridden(self, key: ClusterKey, cluster: Obj, old: Obj | None, now: datetime) -> Obj | None:
+        """The GcsAddressOverride condition now (None: the annotation names no other address, or the
+        address could not be worked out); an Event when it changed since the last one reported."""
+        memory = self.memories.of(key)
+        was = memory.override if memory.override_reported else find_override(old)  # after a restart
+        target = memory.target
+        condition = override_condition(target, now, was) if target is not None else None
+        memory.override, memory.override_reported = condition, True
+        event = override_event(was, condition)
+        if event is not None:
+            self.shared.events.post(cluster, *event)  # the recorder logs it too
+        return condition
+
+    async def write_cluster_status(self, key: ClusterKey, patch: dict[str, Any] | None) -> None:
+        if patch is None:
+            return
+        try:
+            await ops.patch_raycluster_status(self.shared.api, key[0], key[1], patch)
+        except ops.KubeError as exc:
+            log.warning("status.autoscaler of %s/%s not written: %s", *key, exc)
+
+    async def write_statuses(
+        self, key: ClusterKey, requests: Sequence[Obj], status: Callable[[Obj], dict[str, Any]]
+    ) -> None:
+        """Write each request's status when it changed; a request that became InvalidBundles also
+        gets a Warning Event saying which field. A status already written from the same version of
+        the request is not written again (the watch has not delivered the write yet)."""
+        memory = self.memories.of(key)
+        last, memory.written = memory.written, {}
+        written: dict[str, tuple[Any, dict[str, Any]]] = {}
+        for request in requests:
+            new = status(request)
+            patch = status_patch(request, new)
+            if patch is None:
+                continue
+            meta = request.get("metadata") or {}
+            name, version = str(meta.get("name")), meta.get("resourceVersion")
+            if last.get(name) == (version, patch):
+                written[name] = last[name]
+                continue
+            try:
+                await ops.patch_rayresourcerequest_status(
+                    self.shared.api, meta["namespace"], meta["name"], patch
+                )
+            except ops.KubeError as exc:
+                log.warning("status of rayresourcerequests %s/%s not written: %s", meta.get("namespace"),
+                            meta.get("name"), exc)  # fmt: skip
+                continue
+            written[name] = (version, patch)
+            if new.get("reason") == INVALID_BUNDLES:
+                self.shared.events.post(
+                    {**RRR_API, **request}, "Warning", INVALID_BUNDLES, str(new["message"])
+                )
+        memory.written = written
