@@ -4,12 +4,12 @@ The round reads the cluster and its pods from the watch-fed indexes, the RayReso
 to it, and Ray's state from the GCS (gcs_link.py; None when unreachable: then nothing running is
 removed) -> whether Ray can be trusted to remove anything (trust.py: the head's raylet runs, no
 recent GCS session change, the GCS's view settled after an outage) -> ``build_snapshot`` ->
-``schedule`` (through the virtual-cluster planner, virtual/plan.py) -> drop the removals the patch
-would not write (``writable``) -> drain the hosts of the IDLE and DRAINED removals left, host by
-host (refused replicas stay; accepted hosts are remembered as draining until their removal is
-written) -> ``build_patch`` -> one JSON patch guarded by a resourceVersion ``test``. A failed test
-(409/422) re-plans on the cluster read fresh from the API server. Then the reporter (reporter.py)
-tells the requests, Ray and the RayCluster.
+``schedule``, through the virtual-cluster planner only when the cluster has virtual clusters
+(virtual/branch.py) -> drop the removals the patch would not write (``writable``) -> drain the
+hosts of the IDLE and DRAINED removals left, host by host (refused replicas stay; accepted hosts
+are remembered as draining until their removal is written) -> ``build_patch`` -> one JSON patch
+guarded by a resourceVersion ``test``. A failed test (409/422) re-plans on the cluster read fresh
+from the API server. Then the reporter (reporter.py) tells the requests, Ray and the RayCluster.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from rayscale.autoscaler.patch import build_patch, writable
 from rayscale.autoscaler.provision_events import ProvisionEvents
 from rayscale.autoscaler.reporter import Planned, Reporter
 from rayscale.autoscaler.requests import decision_status, pending_status
+from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.snapshot import build_snapshot, ray_missing_since, short_groups
 from rayscale.autoscaler.spec_reader import ScalingSpec, SpecError, read_spec
 from rayscale.autoscaler.texts import unscalable_message
@@ -39,6 +40,7 @@ from rayscale.autoscaler.trust import (
     without_removals,
 )
 from rayscale.autoscaler.virtual.apply import VirtualClusters
+from rayscale.autoscaler.virtual.branch import involved
 from rayscale.autoscaler.virtual.plan import plan as plan_with_vcs
 from rayscale.common.pods import pod_name
 from rayscale.common.retry import Failed
@@ -163,15 +165,20 @@ class Round:
         scheduled = snapshot if held is None else held_snapshot(snapshot)
         reading = self.vclusters.read(key, cluster, self.shared.virtual_clusters(key), pods)
         gcs = memory.client() if state is not None else None
-        finished = await self.vclusters.finished_jobs(reading, gcs)
-        vplan = plan_with_vcs(scheduled, reading.vcs, reading.members, finished, frozen=state is None)
-        decision = vplan.decision
+        vplan = None
+        if involved(reading, scheduled, state):  # the cluster has virtual clusters: plan with them
+            finished = await self.vclusters.finished_jobs(reading, gcs)
+            vplan = plan_with_vcs(scheduled, reading.vcs, reading.members, finished, frozen=state is None)
+            decision = vplan.decision
+        else:
+            decision = schedule(scheduled)
         if held is not None:
             decision = without_removals(decision)  # what caps alone would remove waits too
         self.shared.metrics.decision_duration.observe(time.perf_counter() - started)
         if held is not None and not held.launches:
             # like Ray: no scaling until the head runs; nothing moves between virtual clusters
-            await self.vclusters.apply(key, reading, None, snapshot, state, gcs, memory.token(), now)
+            if vplan is not None:
+                await self.vclusters.apply(key, reading, None, snapshot, state, gcs, memory.token(), now)
             return Planned(snapshot, scheduled, without_launches(decision), pods, now, written=False)
         decision = writable(cluster, decision, pod_names)  # drain nothing the patch would not write
         units = drain_plan(decision, snapshot, state)
@@ -187,7 +194,7 @@ class Round:
                     raise Conflict(str(exc)) from exc
                 raise
             self.reporter.applied(key, cluster, snapshot, decision, patch, now)
-        if reading.objects or reading.members or vplan.assign:
+        if vplan is not None and (reading.objects or reading.members or vplan.assign):
             # the raylets take the GCS's token
             await self.vclusters.apply(key, reading, vplan, snapshot, state, gcs, memory.token(), now)
         return Planned(snapshot, scheduled, decision, pods, now, written=patch is not None)

@@ -24,7 +24,7 @@ from rayscale.autoscaler.scheduling.model import (
 )
 from rayscale.autoscaler.virtual.model import VC_KEY
 
-__all__ = ["part_of", "route", "strip"]
+__all__ = ["asked", "part_of", "route", "strip"]
 
 
 def strip(resources: Mapping[str, float] | None) -> dict[str, float] | None:
@@ -42,6 +42,14 @@ def part_of(resources: Mapping[str, float]) -> str | None:
         for vc, job in (p for p in map(parse_resource, resources) if p is not None)
     )
     return parts[0] if parts else None
+
+
+def asked(snapshot: Snapshot) -> list[Mapping[str, float]]:
+    """What each unit of `snapshot`'s demand, gangs' bundles and constraints asks for."""
+    requests: list[Mapping[str, float]] = [d.resources for d in snapshot.demands]
+    requests += [b for g in snapshot.gangs for b in g.bundles]
+    requests += [c.resources for c in snapshot.constraints]
+    return requests
 
 
 def _constraint(part: str | None, parts: Collection[str]) -> LabelConstraint | None:
