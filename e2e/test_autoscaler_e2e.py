@@ -152,17 +152,23 @@ async def _dead_or_gone(scenario: Scenario, pods: list[str]) -> bool:
 
 
 async def test_group_idle_timeouts(scenario: Scenario) -> None:
-    """#8 TestRayClusterAutoscalerV2IdleTimeout: a 10 s group goes before a 30 s group idle as long."""
+    """#8 TestRayClusterAutoscalerV2IdleTimeout: a 10 s group goes before a 30 s group idle as long.
+
+    Each actor needs a custom resource only its group's nodes have: by CPUs alone, the 1-CPU actor
+    may land on the 2-CPU node when that node joins Ray first, leaving the 2-CPU actor nowhere.
+    """
     await scenario.create(
         [
-            group("short-idle-timeout-group", max_replicas=1, idle_timeout=10),
-            group("long-idle-timeout-group", max_replicas=1, num_cpus=2, idle_timeout=30),
+            group("short-idle-timeout-group", max_replicas=1, idle_timeout=10, resources={"short": 1}),
+            group(
+                "long-idle-timeout-group", max_replicas=1, num_cpus=2, idle_timeout=30, resources={"long": 1}
+            ),
         ],
         idle_timeout=60,
     )
     demand = time.monotonic()
-    await scenario.ray_call("actor", name="short", num_cpus=1)
-    await scenario.ray_call("actor", name="long", num_cpus=2)
+    await scenario.ray_call("actor", name="short", num_cpus=1, resources={"short": 1})
+    await scenario.ray_call("actor", name="long", num_cpus=2, resources={"long": 1})
     pods = await scenario.scale_up(demand, 2)
     short, long = (scenario.pods.live(g)[0] for g in ("short-idle-timeout-group", "long-idle-timeout-group"))
     assert {await scenario.actor_on("short"), await scenario.actor_on("long")} == {short, long} == set(pods)
