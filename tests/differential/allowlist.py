@@ -120,19 +120,19 @@ COUNT_KINDS = ("more-hosts:", "more-accelerators:")
 GROUP_SUBJECTS = (*COUNT_KINDS, "cap-removals")
 
 
-def _same(difference: Difference, other: Difference) -> bool:
+def same_difference(difference: Difference, other: Difference) -> bool:
     """The same difference in another answer (a group list as subject may change)."""
     if other.kind != difference.kind:
         return False
     return difference.kind.startswith(GROUP_SUBJECTS) or other.subject == difference.subject
 
 
-def _gone_in_variant(outcome: Outcome, difference: Difference, others: list[Entry], name: str) -> bool:
+def gone_in_variant(outcome: Outcome, difference: Difference, others: list[Entry], name: str) -> bool:
     """Gone (or explained by another entry) when Ray answers the ``name`` variant of the case."""
     other = outcome.variant_outcome(name)
     if other is None:
         return False
-    same = [d for d in other.differences if _same(difference, d)]
+    same = [d for d in other.differences if same_difference(difference, d)]
     return all(allowlisted(other, d, others) is not None for d in same)
 
 
@@ -141,7 +141,7 @@ def _cut_node_absorbs(outcome: Outcome, difference: Difference, others: list[Ent
     """Gone (or explained by another entry) when Ray keeps the nodes it removes out of the packing."""
     if not any(t["cause"] != "IDLE" for t in outcome.ray.get("terminate", [])):
         return False
-    return _gone_in_variant(outcome, difference, others, "no-cut-absorb")
+    return gone_in_variant(outcome, difference, others, "no-cut-absorb")
 
 
 def group_of(outcome: Outcome, key: str) -> str | None:
@@ -404,7 +404,7 @@ def _strict_pack_split(outcome: Outcome, difference: Difference, others: list[En
     the gang's selectors, so that Ray packs them together too."""
     if not any(_split_pack(outcome, f"gang[{i}]") for i in range(len(outcome.snapshot.gangs))):
         return False
-    return _gone_in_variant(outcome, difference, others, "merged-packs")
+    return gone_in_variant(outcome, difference, others, "merged-packs")
 
 
 def _placed_beyond_ray(outcome: Outcome) -> dict[str, int]:
@@ -474,3 +474,7 @@ def _constraint_beyond_ray(outcome: Outcome) -> dict[str, int]:
                 else:
                     held |= set(t.nodes) & ray_gone  # hosts Ray does not keep
     return {g: len(h) for g, h in hosts.items()}
+
+
+# The entries told apart by counterfactual runs register themselves (they use the helpers above).
+from tests.differential import counterfactual  # noqa: E402, F401

@@ -31,6 +31,7 @@ from rayscale.autoscaler.scheduling.model import (
     NodeState,
     Options,
     Snapshot,
+    drained_while_working,
 )
 from rayscale.cluster.accelerators import TPU, is_gpu_key
 from tests.differential.replay import Undecided, replay
@@ -92,11 +93,6 @@ def stuck(node: Node, options: Options) -> bool:
     """A pending host past its limit: the boot limit once scheduled, else provisioning."""
     limit = options.max_node_boot_seconds if node.booting else options.max_node_provision_seconds
     return node.state is NodeState.PENDING and node.pending_seconds > limit
-
-
-def busy_draining(node: Node) -> bool:
-    """Drained by someone else while work still runs on it."""
-    return node.state is NodeState.DRAINING and node.available is not None and node.idle_seconds == 0
 
 
 def counted(snapshot: Snapshot) -> list[Node]:
@@ -221,7 +217,7 @@ def replay_check(snapshot: Snapshot, decision: Decision) -> list[Difference]:
 
 
 def busy_draining_removed(snapshot: Snapshot, decision: Decision) -> list[Difference]:
-    busy = {n.name for n in snapshot.nodes if busy_draining(n)}
+    busy = {n.name for n in snapshot.nodes if drained_while_working(n)}
     return [
         Difference(
             "removes-busy-draining", r.name, f"rayscale removes {r.name} ({r.reason}) while work runs on it"

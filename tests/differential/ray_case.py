@@ -30,7 +30,14 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from rayscale.autoscaler.scheduling.model import UNLIMITED, LabelOp, NodeState, Selector, Snapshot
+from rayscale.autoscaler.scheduling.model import (
+    UNLIMITED,
+    LabelOp,
+    NodeState,
+    Selector,
+    Snapshot,
+    drained_while_working,
+)
 from tests.differential.checks import stuck
 from tests.differential.replay import host_capacity
 
@@ -186,16 +193,24 @@ def to_ray(case_id: str, snapshot: Snapshot) -> dict[str, Any]:
     }
 
 
-def variant(case: dict[str, Any], name: str) -> dict[str, Any]:
-    """``case`` for a counterfactual run of Ray, to tell a known Ray quirk's differences apart.
+def variant(case: dict[str, Any], name: str, snapshot: Snapshot) -> dict[str, Any]:
+    """``case`` (of ``snapshot``) for a counterfactual run of Ray, to tell the differences of a known
+    Ray quirk, or of what KubeRay does with Ray's answer, apart.
 
     ``no-cut-absorb``: the oracle keeps the nodes Ray removes in the same pass out of the bin-packing
     (they take no work and do not count toward ``max_num_nodes``), as rayscale does.
     ``merged-packs``: every bundle of a STRICT_PACK group carries all of the group's selectors, so
     Ray packs the group's bundles together on one node, as rayscale does.
+    ``held-pods``: the pods of replicas kept by a host drained while it works still count towards
+    maxReplicas and maxWorkers (Ray does not count them, KubeRay's controller does: it never runs
+    more pods than maxReplicas), as in rayscale.
+    ``backed-off``: a group with a host past its launch limit launches nothing beyond its minimum
+    this pass (Ray relaunches the same type at once), as rayscale backs it off.
     """
     if name == "no-cut-absorb":
         return dict(case, variant=name)
+    if name in ("held-pods", "backed-off"):
+        return _capped(case, snapshot, name)
     if name != "merged-packs":
         raise ValueError(f"unknown variant {name!r}")
     gangs = []
@@ -207,3 +222,37 @@ def variant(case: dict[str, Any], name: str) -> dict[str, Any]:
             gang = dict(gang, bundles=[dict(b, selector=merged) for b in gang["bundles"]])
         gangs.append(gang)
     return dict(case, gangs=gangs, variant=name)
+
+
+def _type_counts(snapshot: Snapshot) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """Per group: the hosts Ray counts (running or pending, not past a limit), the hosts of
+    replicas held by a host drained while it works, and the hosts past their launch limit."""
+    counted: dict[str, int] = {}
+    held: dict[str, int] = {}
+    stuck_hosts: dict[str, int] = {}
+    holding = {(n.group, n.replica or n.name) for n in snapshot.nodes if drained_while_working(n)}
+    for n in snapshot.nodes:
+        if stuck(n, snapshot.options):
+            stuck_hosts[n.group] = stuck_hosts.get(n.group, 0) + 1
+        elif (n.group, n.replica or n.name) in holding and n.state is not NodeState.TERMINATING:
+            held[n.group] = held.get(n.group, 0) + 1
+        elif n.state in (NodeState.RUNNING, NodeState.PENDING):
+            counted[n.group] = counted.get(n.group, 0) + 1
+    return counted, held, stuck_hosts
+
+
+def _capped(case: dict[str, Any], snapshot: Snapshot, name: str) -> dict[str, Any]:
+    counted, held, stuck_hosts = _type_counts(snapshot)
+    types = []
+    for t in case["node_types"]:
+        have = counted.get(t["name"], 0)
+        if name == "held-pods" and held.get(t["name"]) and t["max"] < UNLIMITED:
+            t = dict(t, max=max(t["max"] - held[t["name"]], have))
+        elif name == "backed-off" and stuck_hosts.get(t["name"]):
+            t = dict(t, max=min(t["max"], max(t["min"], have)))
+        types.append(t)
+    out = dict(case, node_types=types, variant=name)
+    if name == "held-pods" and case["max_num_nodes"] is not None:
+        live = 1 + sum(counted.values())
+        out["max_num_nodes"] = max(case["max_num_nodes"] - sum(held.values()), live)
+    return out

@@ -129,7 +129,7 @@ def evaluate(
 
 def _asker(oracle: Oracle, case_id: str, snap: Snapshot) -> Callable[[str], dict[str, Any]]:
     def ask(name: str) -> dict[str, Any]:
-        return oracle.ask([variant(to_ray(case_id, snap), name)])[0]
+        return oracle.ask([variant(to_ray(case_id, snap), name, snap)])[0]
 
     return ask
 

@@ -146,7 +146,7 @@ def test_draining_node_takes_no_work_and_goes() -> None:
     snap = build(body, [pod("w")], state)
     node = nodes_by_name(snap)["w"]
     assert node.state is NodeState.DRAINING
-    assert node.available == {}
+    assert node.available is None  # idle: it goes, whatever is free
     assert node.idle_seconds == 5
     assert [(r.name, r.reason) for r in schedule(snap).terminate] == [("w", RemovalCause.DRAINED)]
 
@@ -260,7 +260,7 @@ def test_pods_whose_drain_was_accepted_are_draining_until_their_removal_lands() 
     busy = gcs(ray_node("w1", available_resources={"CPU": 0.0}), ray_node("w2"))
     for state in (busy, None):
         snap = build_snapshot(body, pods, state, [], (), NOW, draining={"w1", "other"})
-        assert nodes_by_name(snap)["w1"] == Node("w1", "small", NodeState.DRAINING, available={})
+        assert nodes_by_name(snap)["w1"] == Node("w1", "small", NodeState.DRAINING)
         decision = schedule(snap)
         assert [(r.name, r.reason) for r in decision.terminate] == [("w1", RemovalCause.DRAINED)]
         assert decision.groups["small"].replicas == 1

@@ -147,9 +147,9 @@ CASES: list[tuple[str, dict[str, Any], dict[str, int], dict[str, str], list[tupl
         [("demand", 2, "BACKOFF")],
     ),
     (
-        "backoff-group-gets-no-min-launch",
+        "backoff-group-still-keeps-its-minimum",
         {"groups": [cpu("a", minReplicas=1, backoff=True)]},
-        {},
+        {"a": 1},
         {},
         [],
     ),

@@ -235,6 +235,31 @@ def test_booting_pods_get_the_boot_limit_unscheduled_ones_the_provisioning_limit
     assert removed(decision) == {"unscheduled": "LAUNCH_FAILED", "stuck": "LAUNCH_FAILED"}
 
 
+def test_a_failed_launch_backs_its_group_off_but_not_its_minimum() -> None:
+    """The stuck replica goes and a task waits (BACKOFF), but the group's minimum is relaunched:
+    KubeRay's controller keeps minReplicas whatever the autoscaler writes."""
+    nodes = (Node("stuck", "a", NodeState.PENDING, pending_seconds=1000),)
+    snap = Snapshot((group("a", min_replicas=1),), nodes, demands=(Demand({"CPU": 4}, 2),))
+    decision = schedule(snap)
+    assert removed(decision) == {"stuck": "LAUNCH_FAILED"}
+    assert launches(decision) == {"a": 1}
+    assert [(u.count, str(u.reason)) for u in decision.unmet] == [(1, "BACKOFF")]
+
+
+def test_the_slice_head_resource_stays_with_host_0_when_host_0_is_terminating() -> None:
+    """Host 1 of a replica whose host 0 is going has no ``TPU-<type>-head``: a head task needs a new
+    replica (it once went to host 1, which took host 0's place in the replica)."""
+    head = "TPU-v6e-8-head"
+    tpu = Group("slice", {"CPU": 4, "TPU": 4, head: 1}, num_of_hosts=2)
+    nodes = (
+        Node("s-0", "slice", NodeState.TERMINATING, replica="r1"),
+        Node("s-1", "slice", replica="r1"),
+    )
+    decision = schedule(Snapshot((tpu,), nodes, demands=(Demand({head: 1, "TPU": 4}, 1),)))
+    assert launches(decision) == {"slice": 1}
+    assert targets(decision, "demand") == [("slice", "new", 1, ())]
+
+
 # ------------------------------------------------------------------- 7. a node's own labels
 
 

@@ -24,6 +24,7 @@ from rayscale.autoscaler.scheduling.model import (
     Strategy,
     Target,
     UpscalingMode,
+    drained_while_working,
 )
 
 SHAPES = [{"CPU": 1.0}, {"CPU": 2.0, "memory": 4e9}, {"CPU": 0.5}, {"GPU": 1.0}, {"TPU": 4.0}, {"CPU": 16.0}]
@@ -130,7 +131,11 @@ def test_replicas_stay_within_min_and_max(snapshot: Snapshot) -> None:
         g = decision.groups[group.name]
         causes = {t.reason for t in decision.terminate if t.group == group.name}
         assert g.replicas == g.current + g.launch - g.terminate
-        assert 0 <= g.replicas <= group.max_replicas
+        # a replica held by a host drained while it works is never written away, even over max
+        held = {
+            n.replica or n.name for n in snapshot.nodes if n.group == group.name and drained_while_working(n)
+        }
+        assert 0 <= g.replicas - len(held) <= group.max_replicas
         if causes & {"IDLE", "MAX_WORKERS"}:  # voluntary removals never cut below min
             assert g.replicas >= group.min_replicas
         if unlimited and not group.backoff and "LAUNCH_FAILED" not in causes:
@@ -199,11 +204,16 @@ def test_demand_and_constraints_only_go_where_a_selector_matches(snapshot: Snaps
 @SETTINGS
 @given(snapshots())
 def test_draining_and_dead_nodes_go_and_take_no_work(snapshot: Snapshot) -> None:
+    """... except the replicas with a host drained by someone else while it works: they stay."""
     decision = schedule(snapshot)
     causes = {t.name: t.reason for t in decision.terminate}
     used = {name for p in decision.placements for t in p.targets for name in t.nodes}
+    held = {(n.group, n.replica or n.name) for n in snapshot.nodes if drained_while_working(n)}
     for node in snapshot.nodes:
-        if node.state in (NodeState.DRAINING, NodeState.DEAD):
+        if (node.group, node.replica or node.name) in held:
+            assert node.name not in causes
+            assert node.name not in used
+        elif node.state in (NodeState.DRAINING, NodeState.DEAD):
             assert node.name in causes
             assert node.name not in used
 

@@ -44,13 +44,20 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from rayscale.autoscaler.ray_report import failure_reason
-from rayscale.autoscaler.scheduling.model import Node, NodeState, RemovalCause, Snapshot
+from rayscale.autoscaler.replica_host import (
+    RANK,
+    STARTING,
+    FailureCause,
+    HostState,
+    ReplicaState,
+    host_state,
+)
+from rayscale.autoscaler.scheduling.model import RemovalCause, Snapshot
 from rayscale.autoscaler.snapshot import is_unborn
-from rayscale.common.pods import creation_time, is_unhealthy, phase, pod_name
+from rayscale.common.pods import creation_time, pod_name
 from rayscale.common.timefmt import parse_time, rfc3339
 from rayscale.ray import model as ray
 
@@ -75,37 +82,6 @@ SLOW_START_SECONDS = 600.0  # starting longer than this: one ReplicaSlowToStart 
 GONE_MAX = 20  # failed or removed replicas kept after they are gone, per cluster
 GONE_SECONDS = 600.0  # ... for this long
 SUMMARY_FAILED = 3  # failed replicas in status.autoscaler.replicas
-
-
-class ReplicaState(StrEnum):
-    REQUESTED = "requested"
-    SCHEDULING = "scheduling"
-    BOOTING = "booting"
-    READY = "ready"
-    IDLE = "idle"
-    DRAINING = "draining"
-    FAILED = "failed"
-    REMOVED = "removed"  # gone after draining (kept for a while, like failed ones)
-
-
-STARTING = frozenset({ReplicaState.REQUESTED, ReplicaState.SCHEDULING, ReplicaState.BOOTING})
-# Which host state wins when the hosts of one replica differ (first wins; idle only when all are).
-_ORDER = (
-    ReplicaState.FAILED,
-    ReplicaState.DRAINING,
-    ReplicaState.REQUESTED,
-    ReplicaState.SCHEDULING,
-    ReplicaState.BOOTING,
-    ReplicaState.READY,
-    ReplicaState.IDLE,
-)
-_RANK = {state: rank for rank, state in enumerate(_ORDER)}
-
-
-class FailureCause(StrEnum):
-    POD_FAILED = "POD_FAILED"  # a pod failed (or its Ray container exited with restartPolicy Never)
-    LAUNCH_FAILED = "LAUNCH_FAILED"  # not provisioned or booted in time: removed, the group backs off
-    NODE_DEAD = "NODE_DEAD"  # its Ray node died while the pod ran: removed, replaced
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,47 +129,7 @@ def unit(name: str, replica: str | None) -> str:
     return replica or name
 
 
-@dataclass(frozen=True, slots=True)
-class _Host:
-    node: Node
-    state: ReplicaState
-    cause: str | None = None
-    message: str | None = None
-
-
-def _pod_failure(pod: Obj | None) -> str | None:
-    """What failed of a pod the snapshot counts as going, or None when it did not fail."""
-    if pod is None:
-        return None
-    name, ended = pod_name(pod), phase(pod)
-    if ended in ("Failed", "Succeeded"):
-        status = pod.get("status") or {}
-        detail = ": ".join(str(status[k]) for k in ("reason", "message") if status.get(k))
-        return f"pod {name} {ended.lower()}" + (f" ({detail[:300]})" if detail else "")
-    if is_unhealthy(pod):
-        return f"pod {name}: its Ray container exited and restartPolicy is Never"
-    return None
-
-
-def _host(node: Node, pod: Obj | None) -> _Host:
-    if is_unborn(node.name):
-        return _Host(node, ReplicaState.REQUESTED)
-    if node.state is NodeState.TERMINATING:
-        failed = _pod_failure(pod)
-        if failed is not None:
-            return _Host(node, ReplicaState.FAILED, FailureCause.POD_FAILED, failed)
-        return _Host(node, ReplicaState.DRAINING)
-    if node.state is NodeState.DRAINING:
-        return _Host(node, ReplicaState.DRAINING, RemovalCause.DRAINED)
-    if node.state is NodeState.DEAD:
-        died = f"the Ray node of pod {node.name} died"
-        return _Host(node, ReplicaState.FAILED, FailureCause.NODE_DEAD, died)
-    if node.state is NodeState.PENDING:
-        return _Host(node, ReplicaState.BOOTING if node.booting else ReplicaState.SCHEDULING)
-    return _Host(node, ReplicaState.IDLE if node.idle_seconds > 0 else ReplicaState.READY)
-
-
-def _entered(state: ReplicaState, hosts: Sequence[_Host], now: datetime) -> datetime:
+def _entered(state: ReplicaState, hosts: Sequence[HostState], now: datetime) -> datetime:
     """When the replica entered `state`, as its clocks tell (now when they do not)."""
     if state in STARTING:
         waited = max((h.node.pending_seconds for h in hosts if h.state is state), default=0.0)
@@ -211,7 +147,7 @@ def _started(pods: Iterable[Obj], fallback: datetime) -> datetime:
 def _life(
     group: str,
     replica: str,
-    hosts: Sequence[_Host],
+    hosts: Sequence[HostState],
     pods: Mapping[str, Obj],
     ray_ids: Mapping[str, str] | None,  # pod -> its Ray node; None: the GCS cannot be read
     removal: RemovalCause | None,
@@ -226,7 +162,7 @@ def _life(
         ray_nodes = previous.ray_nodes  # as last known
     if previous is not None and previous.state is ReplicaState.FAILED:  # final until it is gone
         return dataclasses.replace(previous, pods=names, ray_nodes=ray_nodes)
-    worst = hosts[0] if len(hosts) == 1 else min(hosts, key=lambda h: _RANK[h.state])
+    worst = hosts[0] if len(hosts) == 1 else min(hosts, key=lambda h: RANK[h.state])
     current, cause, message = worst.state, worst.cause, worst.message
     if removal is RemovalCause.LAUNCH_FAILED:
         late = next((h.node for h in hosts if h.state in STARTING), hosts[0].node)
@@ -295,10 +231,10 @@ def next_lives(
     """
     by_name = {pod_name(p): p for p in pods}
     ray_ids = None if state is None else _ray_ids(state)
-    replicas: dict[tuple[str, str], list[_Host]] = {}
+    replicas: dict[tuple[str, str], list[HostState]] = {}
     for node in snapshot.nodes:
         replicas.setdefault((node.group, unit(node.name, node.replica)), []).append(
-            _host(node, by_name.get(node.name))
+            host_state(node, by_name.get(node.name))
         )
     before = {life.key: life for life in previous.current}
     current: list[ReplicaLife] = []

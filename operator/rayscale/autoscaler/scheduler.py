@@ -4,8 +4,10 @@ Steps, in order (those of Ray 2.60's autoscaler, with KubeRay's whole replicas):
 
 1. pending hosts past their limit go (LAUNCH_FAILED; the group backs off): the boot limit once
    the pod is scheduled, the provisioning limit before;
-2. replicas with a draining host (DRAINED) or a dead Ray node (NODE_DEAD) go, no backoff;
-3. groups below ``minReplicas`` launch the missing replicas;
+2. replicas with a draining host (DRAINED) or a dead Ray node (NODE_DEAD) go, no backoff; one
+   with a host drained by someone else while it works stays, held: it takes no work and counts
+   only towards ``maxReplicas`` and ``maxWorkers`` (``drained_while_working``);
+3. groups below ``minReplicas`` launch the missing replicas (a backoff does not hold them back);
 4. groups above ``maxReplicas``, then the cluster above ``maxWorkers``, lose their surplus;
 5. constraints against total capacity (the head's included), one all-or-nothing unit at a
    time: Ray's ``request_resources`` first, then each RayResourceRequest by name;
@@ -20,16 +22,13 @@ hosts first, then new replicas. In step 7 the new replicas are packed by shape i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-
-from rayscale.autoscaler.scheduling.catalog import HEAD_GROUP, Shape
+from rayscale.autoscaler.scheduling.catalog import Shape
 from rayscale.autoscaler.scheduling.explain import Explainer
-from rayscale.autoscaler.scheduling.fleet import NO_REPLICA, Fleet, Host, HostKind
+from rayscale.autoscaler.scheduling.fleet import NO_REPLICA, Fleet, HostKind
 from rayscale.autoscaler.scheduling.greedy import (
     CONSTRAINT,
     DEMAND,
     Bin,
-    Load,
     Placer,
     Result,
     Run,
@@ -37,6 +36,7 @@ from rayscale.autoscaler.scheduling.greedy import (
     ordered,
 )
 from rayscale.autoscaler.scheduling.index import catalog_of, merged, one_selector
+from rayscale.autoscaler.scheduling.loading import by_group, load
 from rayscale.autoscaler.scheduling.model import (
     RAY_REQUEST_UNIT,
     Constraint,
@@ -44,8 +44,6 @@ from rayscale.autoscaler.scheduling.model import (
     DemandKind,
     Gang,
     GroupDecision,
-    Node,
-    NodeState,
     Removal,
     RemovalCause,
     Snapshot,
@@ -65,16 +63,6 @@ from rayscale.autoscaler.scheduling.space import Vec, add
 
 __all__ = ["schedule"]
 
-LOST = {NodeState.DRAINING: RemovalCause.DRAINED, NodeState.DEAD: RemovalCause.NODE_DEAD}
-
-
-def _by_group(bins: Iterable[Bin]) -> dict[int, list[Bin]]:
-    """Hosts by group, groups in the order they first appear (as Ray lists them at its caps)."""
-    out: dict[int, list[Bin]] = {}
-    for b in bins:
-        out.setdefault(b.group, []).append(b)
-    return out
-
 
 class _Pass:
     """The mutable state of one scheduling pass."""
@@ -87,84 +75,7 @@ class _Pass:
         self.removed: Removed = {}
         self._short_hosts = 0  # hosts of minimums left unlaunched (Ray launches, then cuts them)
         self._trimmed: set[int] = set()  # groups that lost their surplus over maxReplicas
-        self.placer = Placer(self.catalog, self.fleet, self._load())
-
-    # -- input -----------------------------------------------------------------------
-    def _free_vec(self, capacity: Vec, available: Mapping[str, float] | None) -> Vec:
-        """Free resources reported by Ray, capped at capacity; None: all free."""
-        if available is None:
-            return capacity
-        space = self.catalog.space
-        free = tuple(min(a, c) for a, c in zip(space.vec(available), capacity, strict=True))
-        return tuple(  # absent implicit resources count as free (as in Ray)
-            capacity[i] if i in space.implicit and space.names[i] not in available else a
-            for i, a in enumerate(free)
-        )
-
-    def _host(self, node: Node, capacity: Vec, free: Vec) -> Host:
-        running = node.state is NodeState.RUNNING
-        used = [(c - f) / c for c, f in zip(capacity, free, strict=True) if c > 0]
-        return Host(
-            node.name,
-            self.catalog.by_name[node.group].index,
-            HostKind.PENDING if node.state is NodeState.PENDING else HostKind.RUNNING,
-            -1,
-            node.idle_seconds if running else 0.0,
-            node.pending_seconds if node.state is NodeState.PENDING else 0.0,
-            sum(used) / len(used) if used else 0.0,
-            booting=node.booting,
-            lost=LOST.get(node.state),
-        )
-
-    def _load(self) -> list[Bin]:
-        """The fleet's replicas and, in Ray's order (the head, then the nodes as listed), the
-        hosts that can take work: draining and dead hosts take none."""
-        by_replica: dict[tuple[str, str], list[tuple[int, Host, Vec, int]]] = {}
-        for position, node in enumerate(self.snapshot.nodes):
-            info = self.catalog.by_name.get(node.group)
-            if info is None or node.state is NodeState.TERMINATING:
-                continue  # terminating hosts absorb nothing and are not counted
-            members = by_replica.setdefault((node.group, node.replica or node.name), [])
-            capacity = info.hosts[min(len(members), info.num_hosts - 1)]
-            free = self._free_vec(capacity, node.available if node.state is NodeState.RUNNING else None)
-            labels = self.catalog.label_set(node.labels, info.index)
-            members.append((position, self._host(node, capacity, free), free, labels))
-        found: list[tuple[int, Bin]] = []
-        for (group, name), members in sorted(by_replica.items()):
-            info = self.catalog.by_name[group]
-            rid = self.fleet.add_existing(info.index, [h for _, h, _, _ in members], name)
-            hosts = self.fleet.replicas[rid].hosts
-            for i, (host_id, (position, host, free, labels)) in enumerate(zip(hosts, members, strict=True)):
-                if host.lost is None:
-                    total = info.hosts[i]
-                    bin_ = Bin(
-                        host_id,
-                        info.index,
-                        host.rank,
-                        total,
-                        labels,
-                        info.spec.priority,
-                        (Load(free), Load(total)),
-                        running=host.rank == HostKind.RUNNING,
-                    )
-                    found.append((position, bin_))
-        order = [b for _, b in sorted(found, key=lambda item: item[0])]
-        head = self._load_head()
-        order = ([head] if head is not None else []) + order
-        for position, b in enumerate(b for bins in _by_group(order).values() for b in bins):
-            self.fleet.hosts[b.host].position = position
-        return order
-
-    def _load_head(self) -> Bin | None:
-        """The head: its free resources take work, its whole capacity counts for constraints."""
-        head = self.snapshot.head
-        if head is None:
-            return None
-        total = self.catalog.space.capacity(head.resources)
-        free = self._free_vec(total, head.available)
-        hid = self.fleet.add_head()
-        labels = self.catalog.label_set(head.labels)
-        return Bin(hid, HEAD_GROUP, HostKind.HEAD, total, labels, 0, (Load(free), Load(total)), running=True)
+        self.placer = Placer(self.catalog, self.fleet, load(snapshot, self.catalog, self.fleet))
 
     # -- steps -----------------------------------------------------------------------
     def _gone(self, b: Bin) -> bool:
@@ -180,7 +91,7 @@ class _Pass:
         fresh: dict[int, list[Bin]] = {}
         for info in reversed(self.catalog.groups):
             wanted = info.spec.min_replicas - self.fleet.live(info.index)
-            room = self.fleet.room(info.index, wanted)
+            room = self.fleet.room(info.index, wanted, minimum=True)
             self._short_hosts += max(wanted - room, 0) * info.num_hosts
             for _ in range(room):
                 rid = self.fleet.launch(info.index)
@@ -210,10 +121,10 @@ class _Pass:
         cut = over_max_workers(self.fleet, self.removed)
         cap = self.snapshot.options.max_workers
         cut = cut or (cap is not None and self.fleet.host_count() + self._short_hosts > cap)
-        by_group = _by_group(b for b in self.placer.order if not self._gone(b))
+        groups = by_group(b for b in self.placer.order if not self._gone(b))
         for group in trimmed:
-            by_group.get(group, []).sort(key=self._termination_order)
-        order = [b for bins in by_group.values() for b in bins]
+            groups.get(group, []).sort(key=self._termination_order)
+        order = [b for bins in groups.values() for b in bins]
         if cut:
             order = sorted((b for b in order if b.rank != HostKind.HEAD), key=self._termination_order) + [
                 b for b in order if b.rank == HostKind.HEAD
@@ -356,8 +267,8 @@ class _Pass:
         fleet = self.fleet
         groups = {
             info.name: GroupDecision(
-                current=fleet.existing[info.index],
-                replicas=fleet.live(info.index),
+                current=fleet.existing[info.index] + fleet.held[info.index],
+                replicas=fleet.pods(info.index),
                 launch=fleet.launched[info.index],
                 terminate=fleet.removed[info.index],
             )

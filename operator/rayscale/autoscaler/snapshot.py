@@ -8,8 +8,9 @@ Nodes are the worker pods joined with the GCS node states by pod name (a Ray nod
 - draining: its Ray node accepted a drain (rayscale's own, accepted and its removal not written
   yet; or anyone's, once the node is idle): it takes no work and always goes (DRAINED);
 - drained by someone else (``ray drain-node``, a preemption notice) and still running work (the
-  GCS says DRAINING, no idle time, some resources in use): it stays, as Ray keeps it, running
-  with nothing free (it takes no new work, and it is never idle); it goes once idle or dead;
+  GCS says DRAINING, no idle time, some resources in use): draining with Ray's free resources
+  (`drained_while_working`): it stays, as Ray keeps it, takes no new work and does not count
+  towards its group's minimum; it goes once idle or dead;
 - dead: the pod runs but its Ray node is DEAD: it goes (NODE_DEAD), without backoff;
 - running: the pod runs and its Ray node is alive; idle time, free resources and labels from Ray;
 - pending, not booting: the pod is not scheduled to a Kubernetes node yet; aged from its creation
@@ -250,7 +251,7 @@ def _node(pod: Obj, group: Group, listed: set[str], state: ray.ClusterState | No
     if is_terminating(pod) or name in listed or is_unhealthy(pod):
         return dataclasses.replace(base, state=NodeState.TERMINATING)
     if name in clocks.draining:  # accepted rayscale's drain: it must go, whatever Ray says now
-        return dataclasses.replace(base, state=NodeState.DRAINING, available={})
+        return dataclasses.replace(base, state=NodeState.DRAINING)
     if phase(pod) != "Running":
         return _not_running(pod, base, clocks)
     if state is None:  # Ray cannot be asked: busy, never idle-removed
@@ -271,16 +272,14 @@ def _node(pod: Obj, group: Group, listed: set[str], state: ray.ClusterState | No
     labels = {**found.labels, **found.dynamic_labels} or None
     if found.status is ray.NodeStatus.DRAINING and _still_working(found):
         # Drained by someone else (rayscale's own is in clocks.draining) and still running work:
-        # Ray keeps it until it is idle or dead; it takes no new work and is never removed idle.
-        return dataclasses.replace(base, available={}, labels=labels)
+        # Ray keeps it until it is idle or dead (`drained_while_working`: its free resources given).
+        return dataclasses.replace(
+            base, state=NodeState.DRAINING, available=dict(found.available_resources), labels=labels
+        )
     if found.status is ray.NodeStatus.DRAINING:
         # Accepted a drain and idle: it takes no work and goes (DRAINED).
         return dataclasses.replace(
-            base,
-            state=NodeState.DRAINING,
-            available={},
-            idle_seconds=found.idle_duration_ms / 1000,
-            labels=labels,
+            base, state=NodeState.DRAINING, idle_seconds=found.idle_duration_ms / 1000, labels=labels
         )
     return dataclasses.replace(
         base, available=dict(found.available_resources), idle_seconds=found.idle_seconds, labels=labels

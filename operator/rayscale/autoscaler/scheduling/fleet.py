@@ -69,6 +69,9 @@ class Fleet:
     existing: list[int] = field(default_factory=list)  # per group: live replicas found
     removed: list[int] = field(default_factory=list)  # per group: replicas removed this pass
     launched: list[int] = field(default_factory=list)  # per group: replicas launched this pass
+    # per group: replicas kept by a host drained by someone else while it works (`hold`)
+    held: list[int] = field(default_factory=list)
+    held_hosts: int = 0
     backoff: list[bool] = field(default_factory=list)
     live_hosts: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # by HostKind, removals excluded
     _saved: tuple[int, int, list[int], list[int]] | None = None
@@ -78,6 +81,7 @@ class Fleet:
         self.existing = [0] * n
         self.removed = [0] * n
         self.launched = [0] * n
+        self.held = [0] * n
         self.backoff = [g.spec.backoff for g in self.catalog.groups]
 
     # -- counts ------------------------------------------------------------------
@@ -88,18 +92,24 @@ class Fleet:
     def host_count(self, rank: HostKind | None = None) -> int:
         return sum(self.live_hosts) if rank is None else self.live_hosts[rank]
 
+    def pods(self, group: int) -> int:
+        """Replicas of the group whose pods exist or are launched: the live ones and the held."""
+        return self.live(group) + self.held[group]
+
     def _in_flight(self) -> int:
         return self.live_hosts[HostKind.PENDING] + self.live_hosts[HostKind.NEW]
 
-    def blocked(self, group: int) -> UnmetReason | None:
-        """Why the group cannot launch one more replica now, or None if it can."""
+    def blocked(self, group: int, minimum: bool = False) -> UnmetReason | None:
+        """Why the group cannot launch one more replica now, or None if it can. `minimum`: the
+        replica keeps the group's minReplicas, which a backoff does not hold back (KubeRay's
+        controller keeps minReplicas whatever the autoscaler writes)."""
         info = self.catalog.groups[group]
-        if self.backoff[group]:
+        if self.backoff[group] and not minimum:
             return UnmetReason.BACKOFF
-        if self.live(group) + 1 > info.spec.max_replicas:
+        if self.pods(group) + 1 > info.spec.max_replicas:
             return UnmetReason.MAX_REPLICAS
         cap = self.options.max_workers
-        if cap is not None and self.host_count() + info.num_hosts > cap:
+        if cap is not None and self.host_count() + self.held_hosts + info.num_hosts > cap:
             return UnmetReason.MAX_WORKERS
         if self.options.upscaling_mode is UpscalingMode.CONSERVATIVE:
             in_flight = self._in_flight()
@@ -108,15 +118,15 @@ class Fleet:
                 return UnmetReason.UPSCALING_LIMIT
         return None
 
-    def room(self, group: int, wanted: int) -> int:
+    def room(self, group: int, wanted: int, minimum: bool = False) -> int:
         """How many of ``wanted`` new replicas the group may launch now (at least 0)."""
         info = self.catalog.groups[group]
-        if wanted <= 0 or self.blocked(group) is not None:
+        if wanted <= 0 or self.blocked(group, minimum) is not None:
             return 0
-        room = min(wanted, info.spec.max_replicas - self.live(group))
+        room = min(wanted, info.spec.max_replicas - self.pods(group))
         cap = self.options.max_workers
         if cap is not None:
-            room = min(room, (cap - self.host_count()) // info.num_hosts)
+            room = min(room, (cap - self.host_count() - self.held_hosts) // info.num_hosts)
         if self.options.upscaling_mode is UpscalingMode.CONSERVATIVE:
             in_flight = self._in_flight()
             limit = max(CONSERVATIVE_MIN_IN_FLIGHT, self.host_count(HostKind.RUNNING))
@@ -146,6 +156,12 @@ class Fleet:
         self.existing[group] += 1
         self.live_hosts[hosts[0].rank] += len(hosts)
         return rid
+
+    def hold(self, group: int, hosts: int) -> None:
+        """A replica of the group that stays, takes no work and is neither counted nor removed:
+        one of its hosts was drained by someone else while it works."""
+        self.held[group] += 1
+        self.held_hosts += hosts
 
     def launch(self, group: int) -> int:
         """Add one new replica of the group; returns its id."""

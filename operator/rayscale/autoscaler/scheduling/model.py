@@ -19,7 +19,9 @@ class NodeState(StrEnum):
     PENDING = "pending"  # no Ray node yet: being scheduled, booting, or registering
     RUNNING = "running"  # its Ray node is alive
     TERMINATING = "terminating"  # already going (deleted, listed in workersToDelete, failed)
-    DRAINING = "draining"  # its Ray node accepted a drain: takes no work and always goes (DRAINED)
+    # Its Ray node accepted a drain: takes no work and goes (DRAINED), unless it still works (see
+    # `drained_while_working`): then it stays until its work ends.
+    DRAINING = "draining"
     DEAD = "dead"  # the pod runs but its Ray node died: it goes (NODE_DEAD), no backoff
 
 
@@ -127,6 +129,14 @@ class Node:
     booting: bool = False
     # Ray node labels of a running host; None: the group's labels.
     labels: Mapping[str, str] | None = None
+
+
+def drained_while_working(node: Node) -> bool:
+    """A host drained by someone else (``ray drain-node``, a preemption notice) with work still on
+    it: Ray reports it DRAINING with no idle time and its free resources (``available`` given). It
+    stays until it is idle or dead, takes no new work and, as in Ray, does not count towards its
+    group's minimum (it is going); as pods it still counts towards maxReplicas and maxWorkers."""
+    return node.state is NodeState.DRAINING and node.available is not None and node.idle_seconds == 0
 
 
 @dataclass(frozen=True, slots=True)
