@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rayscale.ray import convert
+from rayscale.ray import convert, encode
 from rayscale.ray.model import (
     AutoscalingState,
     ClusterState,
@@ -293,7 +293,7 @@ def test_empty_state() -> None:
     ],
 )
 def test_drain_request(reason: DrainReason, wire: pb.DrainNodeReason.ValueType) -> None:
-    msg = convert.drain_request(NODE_A.hex(), reason, "idle for 60s", 1_700_000_000_000)
+    msg = encode.drain_request(NODE_A.hex(), reason, "idle for 60s", 1_700_000_000_000)
     assert msg.node_id == NODE_A
     assert msg.reason == wire
     assert msg.reason_message == "idle for 60s"
@@ -303,12 +303,12 @@ def test_drain_request(reason: DrainReason, wire: pb.DrainNodeReason.ValueType) 
 @pytest.mark.parametrize("node_id", ["", "zz" * 28, "ab" * 27, "ab" * 29, NODE_A.hex() + "0"])
 def test_drain_request_rejects_bad_node_ids(node_id: str) -> None:
     with pytest.raises(ValueError, match="not a Ray node id"):
-        convert.drain_request(node_id, DrainReason.IDLE_TERMINATION, "", 0)
+        encode.drain_request(node_id, DrainReason.IDLE_TERMINATION, "", 0)
 
 
 def test_drain_request_rejects_negative_deadlines() -> None:
     with pytest.raises(ValueError, match="deadline_ms"):
-        convert.drain_request(NODE_A.hex(), DrainReason.IDLE_TERMINATION, "", -1)
+        encode.drain_request(NODE_A.hex(), DrainReason.IDLE_TERMINATION, "", -1)
 
 
 def test_constraint_request_round_trips() -> None:
@@ -326,7 +326,7 @@ def test_constraint_request_round_trips() -> None:
         ),
         ResourceDemand(ResourceRequest({"CPU": 1}), 1),
     ]
-    msg = convert.constraint_request(demands)
+    msg = encode.constraint_request(demands)
     back = tuple(convert.resource_demand(r) for r in msg.cluster_resource_constraint.resource_requests)
     assert back == tuple(demands)
     # proto3 optional: exactly the one kind of constraint is present
@@ -338,7 +338,7 @@ def test_constraint_request_round_trips() -> None:
 
 
 def test_empty_constraint_request_clears() -> None:
-    msg = convert.constraint_request([])
+    msg = encode.constraint_request([])
     assert msg.HasField("cluster_resource_constraint")
     assert len(msg.cluster_resource_constraint.resource_requests) == 0
 
@@ -349,7 +349,7 @@ def test_empty_constraint_request_clears() -> None:
 )
 def test_constraint_request_rejects_negative_values(demand: ResourceDemand) -> None:
     with pytest.raises(ValueError, match="negative"):
-        convert.constraint_request([demand])
+        encode.constraint_request([demand])
 
 
 # ---- ReportAutoscalingState ----
@@ -391,7 +391,7 @@ def test_autoscaling_state_request_carries_every_field() -> None:
         infeasible_gang_resource_requests=(gang,),
         infeasible_cluster_resource_constraints=(constraint,),
     )
-    msg = convert.autoscaling_state_request(state).autoscaling_state
+    msg = encode.autoscaling_state_request(state).autoscaling_state
     assert (msg.last_seen_cluster_resource_state_version, msg.autoscaler_state_version) == (
         41,
         1_700_000_000_123,
@@ -422,7 +422,7 @@ def test_autoscaling_state_request_carries_every_field() -> None:
 def test_an_infeasible_gang_goes_back_as_the_gcs_sent_it() -> None:
     sent = _gcs_gang()
     state = AutoscalingState(0, 1, infeasible_gang_resource_requests=(convert.gang_request(sent),))
-    [echoed] = convert.autoscaling_state_request(state).autoscaling_state.infeasible_gang_resource_requests
+    [echoed] = encode.autoscaling_state_request(state).autoscaling_state.infeasible_gang_resource_requests
     assert echoed == sent
 
 
@@ -432,7 +432,7 @@ def test_a_gang_without_locality_or_details_round_trips() -> None:
         selectors=(GangSelector((ResourceRequest({"CPU": 1.0}),)),),
     )
     state = AutoscalingState(0, 1, infeasible_gang_resource_requests=(gang,))
-    [msg] = convert.autoscaling_state_request(state).autoscaling_state.infeasible_gang_resource_requests
+    [msg] = encode.autoscaling_state_request(state).autoscaling_state.infeasible_gang_resource_requests
     assert not msg.bundle_selectors[0].HasField("locality_requirement")
     assert convert.gang_request(msg) == GangRequest(
         bundles=gang.bundles, selectors=gang.selectors, strategy=""
@@ -442,4 +442,4 @@ def test_a_gang_without_locality_or_details_round_trips() -> None:
 def test_autoscaling_state_request_rejects_counts_out_of_range() -> None:
     state = AutoscalingState(0, 1, pending_instance_requests=(PendingInstanceRequest("g", 2**31, 0),))
     with pytest.raises(ValueError, match="count"):
-        convert.autoscaling_state_request(state)
+        encode.autoscaling_state_request(state)

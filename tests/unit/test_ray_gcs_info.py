@@ -17,7 +17,7 @@ import pytest
 from tests.support.fakes import FakeGcsServer
 from tests.support.grpcserve import serving
 
-from rayscale.ray import convert
+from rayscale.ray import convert, encode
 from rayscale.ray.client import GcsCallError, GcsClient, GcsUnavailable
 from rayscale.ray.model import ActorInfo, JobInfo, NodeInfo, PlacementGroupInfo
 from rayscale.ray.raylet import RayletClient
@@ -248,32 +248,32 @@ def test_placement_group_states_are_rays() -> None:
 
 
 def test_node_info_request() -> None:
-    assert not convert.node_info_request(alive_only=False).HasField("state_filter")
-    request = convert.node_info_request(alive_only=True)
+    assert not encode.node_info_request(alive_only=False).HasField("state_filter")
+    request = encode.node_info_request(alive_only=True)
     assert request.HasField("state_filter")
     assert request.state_filter == gcs_pb.GcsNodeInfo.ALIVE
 
 
 def test_job_info_request_skips_only_the_running_tasks_check() -> None:
-    request = convert.job_info_request()
+    request = encode.job_info_request()
     assert request.HasField("skip_submission_job_info_field")
     assert not request.skip_submission_job_info_field
     assert request.skip_is_running_tasks_field
 
 
 def test_actor_info_request() -> None:
-    assert not convert.actor_info_request(None).HasField("filters")
-    request = convert.actor_info_request("ALIVE")
+    assert not encode.actor_info_request(None).HasField("filters")
+    request = encode.actor_info_request("ALIVE")
     assert request.filters.HasField("state")
     assert request.filters.state == gcs_pb.ActorTableData.ALIVE
     # DEPENDENCIES_UNREADY is 0, and still a filter: the field is sent
-    assert convert.actor_info_request("DEPENDENCIES_UNREADY").filters.HasField("state")
+    assert encode.actor_info_request("DEPENDENCIES_UNREADY").filters.HasField("state")
     with pytest.raises(ValueError, match="not an actor state: 'alive'"):
-        convert.actor_info_request("alive")
+        encode.actor_info_request("alive")
 
 
 def test_resize_request() -> None:
-    request = convert.resize_request({"rayscale.io/vc/team-a": 4, "CPU": 2.5, "rayscale.io/vc/old": 0})
+    request = encode.resize_request({"rayscale.io/vc/team-a": 4, "CPU": 2.5, "rayscale.io/vc/old": 0})
     assert dict(request.resources) == {"rayscale.io/vc/team-a": 4.0, "CPU": 2.5, "rayscale.io/vc/old": 0.0}
 
 
@@ -288,7 +288,7 @@ def test_resize_request() -> None:
 )
 def test_resize_request_refuses(resources: dict[str, float], error: str) -> None:
     with pytest.raises(ValueError, match=error):
-        convert.resize_request(resources)
+        encode.resize_request(resources)
 
 
 # ---- the clients against a fake GCS and raylet ----

@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-from rayscale.status.render import WIDTH, age, amount, human, render_cluster, render_fleet
+from rayscale.status.fleet import render_fleet
+from rayscale.status.layout import WIDTH, age, amount, human
+from rayscale.status.render import render_cluster
 
 DATA = Path(__file__).parent / "data" / "status"
 NOW = datetime(2026, 11, 23, 10, 15, 4, tzinfo=UTC)  # the documents' fetchedAt
@@ -182,7 +184,8 @@ def test_render_and_summary_are_pure() -> None:
     """No Kubernetes client, HTTP client or asyncio behind the text and the summaries."""
     modules = ("kopf", "kubernetes_asyncio", "aiohttp", "asyncio", "grpc")
     code = (
-        "import sys\nimport rayscale.status.render, rayscale.status.summary, rayscale.status.args\n"
+        "import sys\nimport rayscale.status.render, rayscale.status.fleet\n"
+        "import rayscale.status.summary, rayscale.status.args\n"
         f"print(sorted(m for m in {modules!r} if m in sys.modules))"
     )
     done = subprocess.run(

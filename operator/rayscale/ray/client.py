@@ -43,7 +43,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 
 from rayscale.fence import WRITE_FENCE
-from rayscale.ray import convert, model
+from rayscale.ray import convert, encode, model
 from rayscale.ray.wire import (
     ACTOR_INFO,
     JOB_INFO,
@@ -224,7 +224,7 @@ class GcsClient(RpcClient):
         await self._call(
             SERVICE,
             "ReportAutoscalingState",
-            convert.autoscaling_state_request(state),
+            encode.autoscaling_state_request(state),
             pb.ReportAutoscalingStateReply,
         )
 
@@ -240,7 +240,7 @@ class GcsClient(RpcClient):
         `deadline_ms`: Unix time in ms when the node will be killed anyway; 0 for none. The GCS
         accepts a drain of an unknown or dead node.
         """
-        request = convert.drain_request(node_id, reason, message, deadline_ms)
+        request = encode.drain_request(node_id, reason, message, deadline_ms)
         reply = await self._call(SERVICE, "DrainNode", request, pb.DrainNodeReply)
         return model.DrainResult(accepted=reply.is_accepted, rejection_reason=reply.rejection_reason_message)
 
@@ -250,7 +250,7 @@ class GcsClient(RpcClient):
         await self._call(
             SERVICE,
             "RequestClusterResourceConstraint",
-            convert.constraint_request(demands),
+            encode.constraint_request(demands),
             pb.RequestClusterResourceConstraintReply,
         )
 
@@ -260,7 +260,7 @@ class GcsClient(RpcClient):
         """Every node the GCS knows of: the live ones and the dead ones it still remembers (only
         the live ones with `alive_only`)."""
         method = "GetAllNodeInfo"
-        request = convert.node_info_request(alive_only=alive_only)
+        request = encode.node_info_request(alive_only=alive_only)
         reply = await self._call(NODE_INFO, method, request, service_pb.GetAllNodeInfoReply)
         self._check(method, reply.status)
         return [convert.node_info(n) for n in reply.node_info_list]
@@ -269,7 +269,7 @@ class GcsClient(RpcClient):
         """Every job (driver) the GCS knows of, live and finished, with the job submission API's
         status of the submitted ones."""
         method = "GetAllJobInfo"
-        request = convert.job_info_request()
+        request = encode.job_info_request()
         reply = await self._call(JOB_INFO, method, request, service_pb.GetAllJobInfoReply)
         self._check(method, reply.status)
         return [convert.job_info(j) for j in reply.job_info_list]
@@ -279,7 +279,7 @@ class GcsClient(RpcClient):
         `state`, e.g. "ALIVE" (one of ``convert.ACTOR_STATES``: Ray's filter takes one state, so
         "not dead" is a filter on the result)."""
         method = "GetAllActorInfo"
-        request = convert.actor_info_request(state)
+        request = encode.actor_info_request(state)
         reply = await self._call(ACTOR_INFO, method, request, service_pb.GetAllActorInfoReply)
         self._check(method, reply.status)
         return [convert.actor_info(a) for a in reply.actor_table_data]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rayscale.ray import convert
+from rayscale.ray import encode
 from rayscale.ray.client import RpcClient
 from rayscale.ray.wire import NODE_MANAGER
 from rayscale.ray.wire import node_manager_pb2 as raylet_pb
@@ -41,7 +41,7 @@ class RayletClient(RpcClient):
         The GCS's live view (``GcsClient.get_cluster_resource_state``) shows the new totals a
         moment later; ``GcsClient.get_all_node_info`` keeps the totals the node registered with.
         """
-        request = convert.resize_request(resources)
+        request = encode.resize_request(resources)
         reply = await self._call(
             NODE_MANAGER,
             "ResizeLocalResourceInstances",

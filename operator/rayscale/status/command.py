@@ -147,7 +147,9 @@ def _format(doc: dict[str, Any], args: argparse.Namespace, now: datetime, tty: b
         return json.dumps(doc, indent=2) + "\n"
     if args.output == "yaml":
         return str(yaml.safe_dump(doc, sort_keys=False))
-    from rayscale.status.render import WIDTH, render_cluster, render_fleet
+    from rayscale.status.fleet import render_fleet
+    from rayscale.status.layout import WIDTH
+    from rayscale.status.render import render_cluster
 
     color = tty and not os.environ.get("NO_COLOR")
     width = shutil.get_terminal_size((WIDTH, 24)).columns  # $COLUMNS, the terminal's, else 100
