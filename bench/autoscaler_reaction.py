@@ -44,17 +44,14 @@ from kubernetes_asyncio.client import ApiException
 
 from bench.docs import Block, add_output_options, finish, measured, paragraphs
 from bench.operator_scale import (
-    GROUP,
-    PLURAL,
     ROOT,
-    VERSION,
     bench_namespace,
     kube_apis,
     measure,
     raycluster,
 )
+from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
 
-RRR_GROUP, RRR_VERSION, RRR_PLURAL = "rayscale.io", "v1alpha1", "rayresourcerequests"
 DOCS = ROOT / "docs" / "benchmarks.md"
 TITLE = "## Autoscaler reaction on the local control plane"
 COMMAND = ".venv/bin/python -m bench.autoscaler_reaction --write-docs"
@@ -77,8 +74,7 @@ def autoscaling_cluster(name: str, size: int, gcs: str) -> dict[str, Any]:
 
 def resource_request(name: str, size: int) -> dict[str, Any]:
     return {
-        "apiVersion": f"{RRR_GROUP}/{RRR_VERSION}",
-        "kind": "RayResourceRequest",
+        **RAYRESOURCEREQUEST.type_meta(),
         "metadata": {"name": name},
         "spec": {"clusterName": name, "bundles": [{"resources": {"CPU": 1}, "count": size}]},
     }
@@ -248,13 +244,9 @@ async def board(core: Any, objects: Any, ns: str) -> AsyncIterator[Board]:
     b = Board()
     b.tasks = [
         asyncio.create_task(b.follow("pods", core.list_namespaced_pod, ns)),
+        asyncio.create_task(b.follow("clusters", objects.list_namespaced_custom_object, *RAYCLUSTER.at(ns))),
         asyncio.create_task(
-            b.follow("clusters", objects.list_namespaced_custom_object, GROUP, VERSION, ns, PLURAL)
-        ),
-        asyncio.create_task(
-            b.follow(
-                "requests", objects.list_namespaced_custom_object, RRR_GROUP, RRR_VERSION, ns, RRR_PLURAL
-            )
+            b.follow("requests", objects.list_namespaced_custom_object, *RAYRESOURCEREQUEST.at(ns))
         ),
     ]
     try:
@@ -274,9 +266,7 @@ async def react(
     objects: Any, b: Board, ns: str, name: str, size: int, gcs: str, limit: float
 ) -> dict[str, float]:
     """One RayCluster, one request for `size` bundles: seconds from the request to each milestone."""
-    await objects.create_namespaced_custom_object(
-        GROUP, VERSION, ns, PLURAL, autoscaling_cluster(name, size, gcs)
-    )
+    await objects.create_namespaced_custom_object(*RAYCLUSTER.at(ns), autoscaling_cluster(name, size, gcs))
     b.milestone(f"{name}/head", lambda: b.head_running(name))
     await b.wait([f"{name}/head"], time.monotonic() + 120)
 
@@ -285,14 +275,12 @@ async def react(
     b.milestone(f"{name}/created", lambda: b.workers(name) >= size)
     b.milestone(f"{name}/running", lambda: b.workers(name, running=True) >= size)
     b.milestone(f"{name}/satisfied", lambda: b.phase(name) == "Satisfied")
-    await objects.create_namespaced_custom_object(
-        RRR_GROUP, RRR_VERSION, ns, RRR_PLURAL, resource_request(name, size)
-    )
+    await objects.create_namespaced_custom_object(*RAYRESOURCEREQUEST.at(ns), resource_request(name, size))
     await b.wait([f"{name}/{m}" for m in MILESTONES], start + limit)
     times = {m: b.reached[f"{name}/{m}"] - start for m in MILESTONES}
 
-    await objects.delete_namespaced_custom_object(RRR_GROUP, RRR_VERSION, ns, RRR_PLURAL, name)
-    await objects.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
+    await objects.delete_namespaced_custom_object(*RAYRESOURCEREQUEST.at(ns), name)
+    await objects.delete_namespaced_custom_object(*RAYCLUSTER.at(ns), name)
     b.milestone(f"{name}/gone", lambda: b.gone(name))
     await b.wait([f"{name}/gone"], time.monotonic() + limit)
     return times

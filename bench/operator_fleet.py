@@ -35,10 +35,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from bench.docs import Block, add_output_options, finish, measured, paragraphs
 from bench.operator_scale import (
     DOCS,
-    GROUP,
-    PLURAL,
     ROOT,
-    VERSION,
     PodWatch,
     create_namespace,
     delete_namespace,
@@ -49,6 +46,7 @@ from bench.operator_scale import (
     warm_up,
 )
 from bench.procstat import cpu_seconds, memory_kib
+from rayscale.api.names import RAYCLUSTER
 
 TITLE = "## Operator at fleet scale"
 COMMAND = ".venv/bin/python -m bench.operator_fleet --write-docs"
@@ -191,7 +189,7 @@ async def fleet(
                     async def create(name: str) -> None:
                         async with gate:
                             body = raycluster(name, workers)
-                            await objects.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+                            await objects.create_namespaced_custom_object(*RAYCLUSTER.at(ns), body)
 
                     start = time.monotonic()
                     await asyncio.gather(*(create(n) for n in names))

@@ -50,10 +50,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from bench import provenance
 from bench.docs import Block, add_output_options, finish, measured, paragraphs
+from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
 
 ROOT = Path(__file__).resolve().parent.parent
 
-GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
 IMAGE = "rayproject/ray:2.60.0"
 POD_RESOURCES = {"cpu": "100m", "memory": "128Mi"}
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -72,7 +72,7 @@ def raycluster(name: str, replicas: int, max_replicas: int | None = None) -> dic
     """
     resources = {"requests": POD_RESOURCES, "limits": POD_RESOURCES}
     return {
-        "apiVersion": f"{GROUP}/{VERSION}",
+        "apiVersion": RAYCLUSTER.api_version,
         "kind": "RayCluster",
         "metadata": {"name": name},
         "spec": {
@@ -326,11 +326,11 @@ async def delete_namespace(core: Any, objects: Any, name: str, limit: float = 30
 
 async def strip_finalizers(core: Any, objects: Any, ns: str) -> None:
     patch = {"metadata": {"finalizers": None}}
-    for rc in (await objects.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL))["items"]:
+    for rc in (await objects.list_namespaced_custom_object(*RAYCLUSTER.at(ns)))["items"]:
         if rc["metadata"].get("finalizers"):
             with contextlib.suppress(ApiException):
                 await objects.patch_namespaced_custom_object(
-                    GROUP, VERSION, ns, PLURAL, rc["metadata"]["name"], patch,
+                    *RAYCLUSTER.at(ns), rc["metadata"]["name"], patch,
                     _content_type="application/merge-patch+json",
                 )  # fmt: skip
     for pod in (await core.list_namespaced_pod(ns)).items:
@@ -362,7 +362,7 @@ async def warm_up(
     objects: Any, watch: PodWatch, task: asyncio.Task[None], ns: str, name: str = "warmup"
 ) -> None:
     """A head-only RayCluster `name` whose head is Running: the operator is up and watching."""
-    await objects.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, raycluster(name, 0))
+    await objects.create_namespaced_custom_object(*RAYCLUSTER.at(ns), raycluster(name, 0))
     watch.milestone(name, lambda w: w.count(in_cluster(name), running=True) >= 1)
     await watch.wait([name], time.monotonic() + 120, task)
 
@@ -378,7 +378,7 @@ async def scale_up(
         watching(core, ns) as (watch, task),
     ):
         await warm_up(objects, watch, task, ns)
-        await objects.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, raycluster("scale", 0))
+        await objects.create_namespaced_custom_object(*RAYCLUSTER.at(ns), raycluster("scale", 0))
         watch.milestone("head", lambda w: w.count(in_cluster("scale"), running=True) >= 1)
         await watch.wait(["head"], time.monotonic() + 120, task)
 
@@ -389,7 +389,7 @@ async def scale_up(
         watch.milestone("running", lambda w: w.count(workers, running=True) >= replicas)
         start = time.monotonic()
         await objects.patch_namespaced_custom_object(
-            GROUP, VERSION, ns, PLURAL, "scale",
+            *RAYCLUSTER.at(ns), "scale",
             [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": replicas}],
             _content_type="application/json-patch+json",
         )  # fmt: skip
@@ -421,7 +421,7 @@ async def many_clusters(
         watch.milestone("running", lambda w: w.count(ours, running=True) >= pods)
         await asyncio.gather(
             *(
-                objects.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, raycluster(n, workers))
+                objects.create_namespaced_custom_object(*RAYCLUSTER.at(ns), raycluster(n, workers))
                 for n in names
             )
         )
@@ -478,7 +478,7 @@ def write_section(path: Path, results: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- main
 
 
-CRDS = ("rayclusters.ray.io", "rayresourcerequests.rayscale.io")
+CRDS = (RAYCLUSTER.crd_name, RAYRESOURCEREQUEST.crd_name)
 
 
 @contextlib.asynccontextmanager

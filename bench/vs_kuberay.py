@@ -81,10 +81,7 @@ from bench.docs import Block, add_output_options, finish, paragraphs
 from bench.operator_fleet import CREATE_CONCURRENCY, FleetWatch, extra_nodes
 from bench.operator_scale import (
     DOCS,
-    GROUP,
-    PLURAL,
     ROOT,
-    VERSION,
     create_namespace,
     delete_namespace,
     kube_apis,
@@ -96,6 +93,7 @@ from bench.operator_scale import (
     watching,
 )
 from bench.procstat import load_average, tree_cpu_seconds, tree_memory_kib
+from rayscale.api.names import RAYCLUSTER
 
 TITLE = "## Side by side with KubeRay's operator"
 COMMAND = ".venv/bin/python -m bench.vs_kuberay --write-docs"
@@ -457,10 +455,10 @@ async def teardown(bench: Bench, ns: str) -> None:
     began = time.monotonic()
     names: list[str] = []
     with contextlib.suppress(ApiException):
-        listed = await bench.objects.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)
+        listed = await bench.objects.list_namespaced_custom_object(*RAYCLUSTER.at(ns))
         names = [rc["metadata"]["name"] for rc in listed["items"]]
     with contextlib.suppress(ApiException):
-        await bench.objects.delete_collection_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)
+        await bench.objects.delete_collection_namespaced_custom_object(*RAYCLUSTER.at(ns))
     gate = asyncio.Semaphore(PURGES_IN_FLIGHT)
 
     async def purge(selector: str | None) -> None:
@@ -614,7 +612,7 @@ async def create_all(
     done: dict[str, float] = {}
 
     async def create(body: dict[str, Any]) -> None:
-        await objects.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+        await objects.create_namespaced_custom_object(*RAYCLUSTER.at(ns), body)
         done[body["metadata"]["name"]] = time.monotonic()
 
     await at_most(in_flight, [functools.partial(create, b) for b in bodies])
@@ -646,7 +644,7 @@ async def patch_replicas(objects: Any, ns: str, name: str, replicas: int, delete
             }
         )
     await objects.patch_namespaced_custom_object(
-        GROUP, VERSION, ns, PLURAL, name, ops, _content_type="application/json-patch+json"
+        *RAYCLUSTER.at(ns), name, ops, _content_type="application/json-patch+json"
     )
 
 
@@ -701,7 +699,7 @@ async def scale_case(
         assert isinstance(watch, CaseWatch)
         await warm_up(bench.objects, watch, task, run.ns)
         body = raycluster("scale", 0, max_replicas=replicas)
-        await bench.objects.create_namespaced_custom_object(GROUP, VERSION, run.ns, PLURAL, body)
+        await bench.objects.create_namespaced_custom_object(*RAYCLUSTER.at(run.ns), body)
         watch.milestone("head", lambda w: head_running(w, "scale"))
         await reach(watch, task, ["head"], time.monotonic() + 120, run.running)
         watch.milestone("workers created", lambda w: workers(w, "scale") >= replicas)
@@ -834,7 +832,7 @@ async def hol_part(bench: Bench, name: str, rep: int, *, beside: bool) -> dict[s
         await warm_up(bench.objects, watch, task, run.ns)
         if beside:
             body = raycluster("big", 0, max_replicas=HOL_BIG)
-            await bench.objects.create_namespaced_custom_object(GROUP, VERSION, run.ns, PLURAL, body)
+            await bench.objects.create_namespaced_custom_object(*RAYCLUSTER.at(run.ns), body)
             watch.milestone("head", lambda w: head_running(w, "big"))
             await reach(watch, task, ["head"], time.monotonic() + 120, run.running)
         start = sample_start(run)

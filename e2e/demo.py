@@ -44,6 +44,7 @@ from e2e.raybridge.bridge import GCS_ANNOTATION, RayBridge, head_params
 from e2e.raybridge.driver import RayDriver
 from hack.localk8s import launcher, target, testcluster
 from kubernetes_asyncio import client, config
+from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
 
 from rayscale.ray.client import GcsClient, GcsError
 from rayscale.ray.model import ClusterState, NodeStatus
@@ -135,8 +136,8 @@ def install(demo: Demo) -> None:
     """The CRDs (server-side apply) and the chart's ServiceAccount and RBAC for `demo.namespace`."""
     kubectl = demo.kubectl
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"), quiet=True)
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/rayclusters.ray.io",
-            "crd/rayresourcerequests.rayscale.io", quiet=True)  # fmt: skip
+    crds = (f"crd/{name.crd_name}" for name in (RAYCLUSTER, RAYRESOURCEREQUEST))
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", *crds, quiet=True)
     for ns in (demo.system_namespace, demo.namespace):
         kubectl("create", "namespace", ns, check=False, quiet=True)
     demo.rendered = subprocess.run(
@@ -282,9 +283,7 @@ class Watch:
 
     async def read(self) -> None:
         ns = self.demo.namespace
-        self.cluster = await self.objects.get_namespaced_custom_object(
-            "ray.io", "v1", ns, "rayclusters", NAME
-        )
+        self.cluster = await self.objects.get_namespaced_custom_object(*RAYCLUSTER.at(ns), NAME)
         listed = await self.core.list_namespaced_pod(
             ns, label_selector=f"ray.io/cluster={NAME}", _preload_content=False
         )

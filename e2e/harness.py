@@ -29,6 +29,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.support.kube import Kube
 from tests.support.polling import eventually
 from tests.support.watching import end_watch
+from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
 
 from rayscale.ray.client import GcsClient, GcsError
 from rayscale.ray.model import ClusterState, RayNodeState
@@ -37,7 +38,6 @@ __all__ = [
     "NAME",
     "RAY_JOIN",
     "RESULTS",
-    "RRR",
     "SCALE_UP",
     "PodClock",
     "Scenario",
@@ -49,8 +49,6 @@ __all__ = [
 ]
 
 NAME = "ray-cluster"
-RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")
-RVC = ("rayscale.io", "v1alpha1", "rayvirtualclusters")
 RESULTS = Path(__file__).resolve().parent / ".results"
 # Deadlines. KubeRay's e2e suite uses 1, 2 and 5 minutes (Short, Medium, Long); ours are sized
 # for `ray start` on a busy 2-core machine.
@@ -141,8 +139,7 @@ def raycluster(
         "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
     }
     return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
+        **RAYCLUSTER.type_meta(),
         "metadata": {"name": NAME, "annotations": {**(annotations or {}), GCS_ANNOTATION: gcs_address}},
         "spec": {
             "rayVersion": "2.60.0",
@@ -376,22 +373,21 @@ class Scenario:
     async def request(self, name: str, bundles: Sequence[tuple[Mapping[str, Any], int]]) -> None:
         """Create a RayResourceRequest for the cluster: (resources, count) per bundle shape."""
         body = {
-            "apiVersion": "rayscale.io/v1alpha1",
-            "kind": "RayResourceRequest",
+            **RAYRESOURCEREQUEST.type_meta(),
             "metadata": {"name": name},
             "spec": {
                 "clusterName": NAME,
                 "bundles": [{"resources": dict(r), "count": c} for r, c in bundles],
             },
         }
-        await self.kube.objects.create_namespaced_custom_object(*RRR[:2], self.kube.ns, RRR[2], body)
+        await self.kube.objects.create_namespaced_custom_object(*RAYRESOURCEREQUEST.at(self.kube.ns), body)
 
     async def request_status(self, name: str) -> dict[str, Any]:
-        got = await self.kube.objects.get_namespaced_custom_object(*RRR[:2], self.kube.ns, RRR[2], name)
+        got = await self.kube.objects.get_namespaced_custom_object(*RAYRESOURCEREQUEST.at(self.kube.ns), name)
         return dict(got.get("status") or {})
 
     async def delete_request(self, name: str) -> None:
-        await self.kube.objects.delete_namespaced_custom_object(*RRR[:2], self.kube.ns, RRR[2], name)
+        await self.kube.objects.delete_namespaced_custom_object(*RAYRESOURCEREQUEST.at(self.kube.ns), name)
 
     # ---- RayVirtualClusters ----
 
@@ -400,18 +396,17 @@ class Scenario:
     ) -> None:
         """Create a RayVirtualCluster of the cluster: one {groupName, nodes, minNodes, maxNodes} a group."""
         body = {
-            "apiVersion": "rayscale.io/v1alpha1",
-            "kind": "RayVirtualCluster",
+            **RAYVIRTUALCLUSTER.type_meta(),
             "metadata": {"name": name},
             "spec": {"rayClusterName": NAME, "divisible": divisible, "groups": [dict(g) for g in groups]},
         }
-        await self.kube.objects.create_namespaced_custom_object(*RVC[:2], self.kube.ns, RVC[2], body)
+        await self.kube.objects.create_namespaced_custom_object(*RAYVIRTUALCLUSTER.at(self.kube.ns), body)
 
     async def vc(self, name: str) -> dict[str, Any] | None:
         """The RayVirtualCluster, None once it is gone."""
         try:
             got: dict[str, Any] = await self.kube.objects.get_namespaced_custom_object(
-                *RVC[:2], self.kube.ns, RVC[2], name
+                *RAYVIRTUALCLUSTER.at(self.kube.ns), name
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -434,7 +429,7 @@ class Scenario:
         )
 
     async def delete_vc(self, name: str) -> None:
-        await self.kube.objects.delete_namespaced_custom_object(*RVC[:2], self.kube.ns, RVC[2], name)
+        await self.kube.objects.delete_namespaced_custom_object(*RAYVIRTUALCLUSTER.at(self.kube.ns), name)
 
     # ---- waits ----
 

@@ -69,9 +69,6 @@ def autoscaling_operator(
     request: pytest.FixtureRequest,
 ) -> Iterator[Operator]:
     """The e2e operator (autoscaling every second), serving its status API on a free port."""
-    cluster.kubectl_run(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/rayresourcerequests.rayscale.io"
-    )
     extra = (*AUTOSCALING_EXTRA, "--status-port", str(status_port), "--status-address", "127.0.0.1")
     yield from running(Operator(cluster, namespace, mode="all", extra=extra), request)
 

@@ -73,9 +73,6 @@ def autoscaling_operator(
 ) -> Iterator[Operator]:
     """The scenarios' operator (autoscaling every second, following the bridge's GCS address) with
     the status API and the status page on this machine's loopback."""
-    cluster.kubectl_run(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/rayresourcerequests.rayscale.io"
-    )
     api_port, page_port = status_ports
     extra = (*AUTOSCALING_EXTRA, "--status-address", "127.0.0.1", "--status-port", str(api_port),
              "--status-page", "--status-page-port", str(page_port))  # fmt: skip

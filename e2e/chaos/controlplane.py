@@ -50,14 +50,14 @@ from e2e.chaos.results import Outcome
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client, config, watch
 from tests.support.builders import example
-from tests.support.kube import GROUP, PLURAL, VERSION
 from tests.support.operators import AUTOSCALING_EXTRA, KubeRayOperator, Operator
 from tests.support.watching import end_watch
 
 SUITE = "control-plane"
+from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
+
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"
-RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")
 # No Ray here: nothing listens at the GCS address, so it is unreachable at once.
 UNREACHABLE_GCS = {"rayscale.io/gcs-address": "127.0.0.1:1"}
 OPT_IN = {"rayscale.io/autoscaler": "true"}
@@ -288,7 +288,7 @@ def raycluster(name: str, replicas: int, fault: Fault | None = None) -> dict[str
 def resource_request(cluster: str, count: int) -> dict[str, Any]:
     """`count` bundles of one CPU: `count` workers of the example cluster (its head has none)."""
     return {
-        "apiVersion": "/".join(RRR[:2]),
+        "apiVersion": RAYRESOURCEREQUEST.api_version,
         "kind": "RayResourceRequest",
         "metadata": {"name": cluster},
         "spec": {"clusterName": cluster, "bundles": [{"resources": {"CPU": 1}, "count": count}]},
@@ -334,10 +334,10 @@ async def edit(run: Run, objects: Any, name: str) -> None:
         if count >= MAX_REPLICAS:
             return
         count += 1  # one at a time, so that the counts seldom reach the max before the fault
-        path, resource = "/spec/bundles/0/count", RRR
+        path, resource = "/spec/bundles/0/count", RAYRESOURCEREQUEST.path
     else:
         count = run.rng.randint(0, MAX_REPLICAS)
-        path, resource = "/spec/workerGroupSpecs/0/replicas", (GROUP, VERSION, PLURAL)
+        path, resource = "/spec/workerGroupSpecs/0/replicas", RAYCLUSTER.path
     patch = [{"op": "replace", "path": path, "value": count}]
     # Recorded before it is sent: a write whose answer is lost (a stalled API server) may already
     # have taken effect, and the operator's pods for it may reach the ledger before the answer.
@@ -360,7 +360,7 @@ async def label(run: Run, objects: Any, name: str) -> None:
     for _ in range(100):
         try:
             await objects.patch_namespaced_custom_object(
-                GROUP, VERSION, run.namespace, PLURAL, name, patch,
+                *RAYCLUSTER.at(run.namespace), name, patch,
                 _content_type="application/merge-patch+json", _request_timeout=5,
             )  # fmt: skip
             run.labels[name] = value
@@ -400,11 +400,11 @@ async def one_run(
                 replicas = run.rng.randint(1, 2 if fault.autoscaling else MAX_REPLICAS)
                 run.ledger.created_cluster(name, replicas)
                 await objects.create_namespaced_custom_object(
-                    GROUP, VERSION, namespace, PLURAL, raycluster(name, replicas, fault)
+                    *RAYCLUSTER.at(namespace), raycluster(name, replicas, fault)
                 )
                 if fault.autoscaling:
                     await objects.create_namespaced_custom_object(
-                        *RRR[:2], namespace, RRR[2], resource_request(name, replicas)
+                        *RAYRESOURCEREQUEST.at(namespace), resource_request(name, replicas)
                     )
             await until(run.ledger.converged, CONVERGE_SECONDS, "the clusters converge before the fault")
 
@@ -439,7 +439,7 @@ async def one_run(
                     f"not converged {CONVERGE_SECONDS:.0f} s after the fault: {run.ledger.describe()}"
                 )
             for name in names:
-                body = await objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+                body = await objects.get_namespaced_custom_object(*RAYCLUSTER.at(namespace), name)
                 spec_replicas = body["spec"]["workerGroupSpecs"][0].get("replicas")
                 asked = run.ledger.clusters[name].last
                 if spec_replicas != asked:
@@ -493,7 +493,7 @@ async def main_async(keys: list[str], runs: int, seed: int, *, record: bool = Tr
     outcomes: list[Outcome] = []
     try:
         cluster.kubectl_run("apply", "--server-side", "-f", str(CRDS))
-        crds = ["rayclusters.ray.io", "rayresourcerequests.rayscale.io"]
+        crds = [RAYCLUSTER.crd_name, RAYRESOURCEREQUEST.crd_name]
         if any(FAULTS[key].controller == "kuberay" for key in keys):
             for kind in ("rayjobs", "rayservices"):  # KubeRay's operator watches these too
                 crd = kuberay_bindir() / "crds" / f"ray.io_{kind}.yaml"

@@ -36,6 +36,7 @@ from typing import Any
 
 from kubernetes_asyncio import client, watch
 
+from rayscale.api.names import RAYCLUSTER
 from rayscale.ray.client import GcsClient, GcsError
 from rayscale.ray.model import NodeStatus
 
@@ -237,7 +238,7 @@ async def feeding(ledger: RayLedger, api: client.ApiClient, namespace: str) -> A
                 await events.close()
 
     selector = f"ray.io/cluster={ledger.cluster}"
-    rayclusters = ("ray.io", "v1", namespace, "rayclusters")
+    rayclusters = RAYCLUSTER.at(namespace)
     tasks = [
         asyncio.create_task(
             follow(core.list_namespaced_pod, (namespace,), ledger.pod_event, label_selector=selector)

@@ -76,9 +76,10 @@ from e2e.chaos.faultproxy import FaultProxy
 from e2e.chaos.invariants import PID, ClusterLedger, PodLedger, audit_events, leader_violations
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client, config, watch
-from tests.support.kube import GROUP, PLURAL, VERSION
 from tests.support.operators import Operator
 from tests.support.watching import end_watch
+
+from rayscale.api.names import RAYCLUSTER
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "e2e" / ".results" / "soak"
@@ -377,7 +378,7 @@ class Soak:
         await self.retry(
             f"patch {name}",
             lambda: self.objects.patch_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, PLURAL, name, body,
+                *RAYCLUSTER.at(self.namespace), name, body,
                 _content_type=f"application/{kind}+json", _request_timeout=5,
             ),
         )  # fmt: skip
@@ -388,7 +389,7 @@ class Soak:
             made = await self.retry(
                 f"create {name}",
                 lambda: self.objects.create_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, PLURAL, raycluster(name, replicas), _request_timeout=5
+                    *RAYCLUSTER.at(self.namespace), raycluster(name, replicas), _request_timeout=5
                 ),
             )
         except client.ApiException as exc:
@@ -400,7 +401,7 @@ class Soak:
 
     async def get(self, name: str) -> dict[str, Any]:
         body: dict[str, Any] = await self.objects.get_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, name, _request_timeout=5
+            *RAYCLUSTER.at(self.namespace), name, _request_timeout=5
         )
         return body
 
@@ -436,7 +437,7 @@ class Soak:
             await self.retry(
                 f"delete {name}",
                 lambda: self.objects.delete_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, PLURAL, name,
+                    *RAYCLUSTER.at(self.namespace), name,
                     body={"preconditions": {"uid": uid}}, _request_timeout=5,
                 ),
             )  # fmt: skip
@@ -944,7 +945,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     cluster = testcluster.start_private(audit=True)
     try:
         cluster.kubectl_run("apply", "--server-side", "-f", str(CRDS))
-        cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd/rayclusters.ray.io")
+        cluster.kubectl_run(
+            "wait", "--for=condition=Established", "--timeout=60s", f"crd/{RAYCLUSTER.crd_name}"
+        )
         cfg = client.Configuration()
         await config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
         with FaultProxy.running(cluster.kubeconfig, seed=args.seed) as proxy:

@@ -25,7 +25,8 @@ import pytest
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
-from tests.support.builders import RRR, example
+from rayscale.api.names import RAYRESOURCEREQUEST
+from tests.support.builders import example
 from tests.support.kube import Kube
 from tests.support.operators import AUTOSCALING_EXTRA, KubeRayOperator, Operator, beside
 from tests.support.polling import eventually
@@ -59,10 +60,7 @@ async def _replicas(kube: Kube, name: str) -> int:
 async def test_autoscaler_mode_beside_kuberays_operator_takes_only_opted_in_clusters(
     api: client.ApiClient, cluster: testcluster.ClusterHandle, namespace: str, kuberay: KubeRayOperator
 ) -> None:
-    kube = Kube(api, namespace)
-    cluster.kubectl_run(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/rayresourcerequests.rayscale.io"
-    )
+    kube = Kube(api, namespace)  # kuberay (its binary) stands on raycluster_crd: every CRD established
     rayscale = Operator(cluster, namespace, mode="autoscaler", extra=AUTOSCALING_EXTRA)
     kuberay.start()
     rayscale.start()
@@ -70,7 +68,9 @@ async def test_autoscaler_mode_beside_kuberays_operator_takes_only_opted_in_clus
         await kube.create(_cluster("inside", in_tree=True))
         await kube.create(_cluster("optin", in_tree=False))
         for name in ("inside", "optin"):
-            await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], _request(name, 2))
+            await kube.objects.create_namespaced_custom_object(
+                *RAYRESOURCEREQUEST.at(namespace), _request(name, 2)
+            )
 
         # KubeRay runs Ray's autoscaler in the head of the in-tree cluster ...
         (head,) = await eventually(lambda: kube.pods("inside", group="headgroup"), timeout=60, message="head")

@@ -10,6 +10,7 @@ import pytest
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
+from rayscale.api.names import RAYCLUSTER
 from rayscale.kube import ops
 from rayscale.kube.client import make_api_client
 
@@ -49,7 +50,7 @@ async def test_rayclusters_are_listed_in_pages_and_none_is_missed(
         body = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name},
                 "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
                     {"name": "ray-head", "image": "rayproject/ray:2.9.0"}]}}}}}  # fmt: skip
-        await objects.create_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", body)
+        await objects.create_namespaced_custom_object(*RAYCLUSTER.at(namespace), body)
     monkeypatch.setattr(ops, "LIST_PAGE", 5)  # 5 pages
     listed = await ops.list_rayclusters(api, namespace)
     assert sorted(o["metadata"]["name"] for o in listed) == sorted(names)  # each once

@@ -14,6 +14,7 @@ import pytest
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
+from rayscale.api.names import RAYCLUSTER
 from rayscale.common import labels as L
 from rayscale.handlers import RAYCLUSTERS
 from rayscale.kube import informer as informer_module
@@ -196,7 +197,7 @@ async def test_a_custom_resource_informer_follows_rayclusters_and_a_kind_not_ser
     async with running(*informers):
         objects: Any = client.CustomObjectsApi(api)
         body = example("raycluster-basic.yaml")
-        await objects.create_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", body)
+        await objects.create_namespaced_custom_object(*RAYCLUSTER.at(namespace), body)
         key = (namespace, body["metadata"]["name"])
         await until(lambda: key in clusters.owned, "the RayCluster in the index")
         kept = clusters.owned[key]
@@ -204,7 +205,7 @@ async def test_a_custom_resource_informer_follows_rayclusters_and_a_kind_not_ser
         assert (
             kept["spec"]["headGroupSpec"]["rayStartParams"] == body["spec"]["headGroupSpec"]["rayStartParams"]
         )
-        await objects.delete_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", key[1])
+        await objects.delete_namespaced_custom_object(*RAYCLUSTER.at(namespace), key[1])
         await until(lambda: key not in clusters.owned, "the RayCluster gone from the index")
         assert seen[0] == (key, True)
         assert seen[-1] == (key, False)

@@ -30,7 +30,8 @@ from hack.localk8s import launcher
 from hack.localk8s.testcluster import ClusterHandle
 from kubernetes_asyncio import client
 
-from tests.support.builders import ROOT, RRR, cpu_and_gpu_cluster, example
+from rayscale.api.names import RAYRESOURCEREQUEST
+from tests.support.builders import ROOT, cpu_and_gpu_cluster, example
 from tests.support.kube import Kube, fresh_namespace
 from tests.support.operators import Observed, free_port
 from tests.support.polling import eventually
@@ -101,9 +102,6 @@ def shards(
     cluster: ClusterHandle, raycluster_crd: None, request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., Shard]]:
     """Start shards; all are stopped after, and their logs printed when the test failed."""
-    cluster.kubectl_run(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/rayresourcerequests.rayscale.io"
-    )
     started: list[Shard] = []
 
     def start(instance: str, scope: Sequence[str], lease_namespace: str) -> Shard:
@@ -234,7 +232,7 @@ async def test_shards_by_label_selector_and_a_cluster_moved_between_them(
 ) -> None:
     kube = Kube(api, namespace)
     objects: Any = kube.objects
-    rrr = (RRR[0], RRR[1], namespace, RRR[2])
+    rrr = RAYRESOURCEREQUEST.at(namespace)
     a_key, b_key = (namespace, "one"), (namespace, "two")
     async with (
         watched(kube.core.list_namespaced_pod, namespace, keep=pod_added) as added,

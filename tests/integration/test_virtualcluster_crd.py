@@ -15,8 +15,9 @@ from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from rayscale.api.names import RAYVIRTUALCLUSTER
+
 ROOT = Path(__file__).resolve().parents[2]
-GROUP, VERSION, PLURAL = "rayscale.io", "v1alpha1", "rayvirtualclusters"
 NAME = "team-a"
 STALE = "is not the latest revision"
 REAPPLY = "read the object again and re-apply your change on the latest revision"
@@ -27,7 +28,7 @@ def rvc_crd(cluster: testcluster.ClusterHandle) -> None:
     """Every CRD of crds/, the RayVirtualCluster's established."""
     cluster.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
     cluster.kubectl_run(
-        "wait", "--for=condition=Established", "--timeout=60s", f"crd/{PLURAL}.{GROUP}"
+        "wait", "--for=condition=Established", "--timeout=60s", f"crd/{RAYVIRTUALCLUSTER.crd_name}"
     )  # fmt: skip
 
 
@@ -39,28 +40,28 @@ class Rvc:
         self.ns = namespace
 
     async def create(self, spec: dict[str, Any], name: str = NAME) -> dict[str, Any]:
-        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RayVirtualCluster",
+        body = {"apiVersion": RAYVIRTUALCLUSTER.api_version, "kind": "RayVirtualCluster",
                 "metadata": {"name": name}, "spec": spec}  # fmt: skip
         obj: dict[str, Any] = await self.objects.create_namespaced_custom_object(
-            GROUP, VERSION, self.ns, PLURAL, body
+            *RAYVIRTUALCLUSTER.at(self.ns), body
         )
         return obj
 
     async def get(self) -> dict[str, Any]:
         obj: dict[str, Any] = await self.objects.get_namespaced_custom_object(
-            GROUP, VERSION, self.ns, PLURAL, NAME
+            *RAYVIRTUALCLUSTER.at(self.ns), NAME
         )
         return obj
 
     async def patch(self, body: dict[str, Any]) -> dict[str, Any]:
         obj: dict[str, Any] = await self.objects.patch_namespaced_custom_object(
-            GROUP, VERSION, self.ns, PLURAL, NAME, body, _content_type="application/merge-patch+json"
+            *RAYVIRTUALCLUSTER.at(self.ns), NAME, body, _content_type="application/merge-patch+json"
         )
         return obj
 
     async def patch_status(self, status: dict[str, Any]) -> dict[str, Any]:
         obj: dict[str, Any] = await self.objects.patch_namespaced_custom_object_status(
-            GROUP, VERSION, self.ns, PLURAL, NAME, {"status": status},
+            *RAYVIRTUALCLUSTER.at(self.ns), NAME, {"status": status},
             _content_type="application/merge-patch+json",
         )  # fmt: skip
         return obj

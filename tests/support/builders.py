@@ -10,13 +10,13 @@ from typing import Any
 
 import yaml
 
+from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
 from rayscale.common import labels as L
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 EXAMPLES = ROOT / "examples"
 
 
-RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")  # group, version, plural
 BASIC = "raycluster-basic"  # the name of examples/raycluster-basic.yaml
 
 
@@ -45,8 +45,7 @@ def cpu_and_gpu_cluster() -> dict[str, Any]:
 def gpu_request(gpus: int) -> dict[str, Any]:
     """The RayResourceRequest ``reserve-gpus``: `gpus` bundles of 1 GPU for `cpu_and_gpu_cluster`."""
     return {
-        "apiVersion": "rayscale.io/v1alpha1",
-        "kind": "RayResourceRequest",
+        **RAYRESOURCEREQUEST.type_meta(),
         "metadata": {"name": "reserve-gpus"},
         "spec": {"clusterName": BASIC, "bundles": [{"resources": {"GPU": 1}, "count": gpus}]},
     }
@@ -95,8 +94,7 @@ def cluster(
     *groups: dict[str, Any], name: str = "rc", autoscaling: bool = False, **spec: Any
 ) -> dict[str, Any]:
     return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
+        **RAYCLUSTER.type_meta(),
         "metadata": {"name": name, "namespace": "ns", "uid": "uid-1", "generation": 1},
         "spec": {
             "enableInTreeAutoscaling": autoscaling,

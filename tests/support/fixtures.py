@@ -28,6 +28,7 @@ import pytest
 from hack.localk8s import target, testcluster
 from kubernetes_asyncio import client, config
 
+from rayscale.api.registry import CRDS
 from tests.support.builders import ROOT
 from tests.support.fakes import EventLog, FakeKubeOps
 from tests.support.kube import established, fresh_namespace
@@ -122,7 +123,8 @@ async def other_namespace(api: client.ApiClient, request: pytest.FixtureRequest)
 def raycluster_crd(cluster: testcluster.ClusterHandle) -> None:
     """The RayCluster CRD from crds/, established."""
     cluster.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-    cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd/rayclusters.ray.io")
+    crds = (f"crd/{defn.name}" for defn in CRDS)
+    cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", *crds)
 
 
 @pytest.fixture
@@ -145,9 +147,6 @@ def autoscaling_operator(
     The tests point their clusters at Ray heads (real or fake) on this machine, or at nothing, with
     that annotation; a real operator only does so with ``--allow-gcs-address-override``.
     """
-    cluster.kubectl_run(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/rayresourcerequests.rayscale.io"
-    )
     yield from running(Operator(cluster, namespace, mode="all", extra=AUTOSCALING_EXTRA), request)
 
 

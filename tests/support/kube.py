@@ -13,9 +13,8 @@ from typing import Any
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
+from rayscale.api.names import RAYCLUSTER
 from tests.support.polling import eventually
-
-GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
 
 
 class Kube:
@@ -26,19 +25,17 @@ class Kube:
 
     async def create(self, body: dict[str, Any]) -> dict[str, Any]:
         created: dict[str, Any] = await self.objects.create_namespaced_custom_object(
-            GROUP, VERSION, self.ns, PLURAL, body
+            *RAYCLUSTER.at(self.ns), body
         )
         return created
 
     async def get(self, name: str) -> dict[str, Any]:
-        got: dict[str, Any] = await self.objects.get_namespaced_custom_object(
-            GROUP, VERSION, self.ns, PLURAL, name
-        )
+        got: dict[str, Any] = await self.objects.get_namespaced_custom_object(*RAYCLUSTER.at(self.ns), name)
         return got
 
     async def patch_json(self, name: str, ops: list[dict[str, Any]]) -> None:
         await self.objects.patch_namespaced_custom_object(
-            GROUP, VERSION, self.ns, PLURAL, name, ops, _content_type="application/json-patch+json"
+            *RAYCLUSTER.at(self.ns), name, ops, _content_type="application/json-patch+json"
         )
 
     async def set_group(self, name: str, index: int, field: str, value: Any) -> None:
@@ -47,7 +44,7 @@ class Kube:
         )
 
     async def delete_cluster(self, name: str) -> None:
-        await self.objects.delete_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name)
+        await self.objects.delete_namespaced_custom_object(*RAYCLUSTER.at(self.ns), name)
 
     async def pods(self, cluster: str, *, group: str | None = None, live: bool = False) -> list[Any]:
         selector = f"ray.io/cluster={cluster}" + (f",ray.io/group={group}" if group else "")

@@ -10,7 +10,8 @@ from typing import Any
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import ApiException
 
-from tests.support.kube import GROUP, PLURAL, VERSION, Kube
+from rayscale.api.names import RAYCLUSTER
+from tests.support.kube import Kube
 
 RETRY = (410, 429, 500, 503)  # gone (too old), too many requests, server errors
 RETRY_SECONDS = 0.5
@@ -60,4 +61,4 @@ def versions(kube: Kube, name: str) -> contextlib.AbstractAsyncContextManager[li
     """The RayCluster `name` (raw objects) of every ADDED or MODIFIED event from now on, in order."""
     lister = kube.objects.list_namespaced_custom_object
     selector = f"metadata.name={name}"
-    return watched(lister, GROUP, VERSION, kube.ns, PLURAL, field_selector=selector, keep=_version)
+    return watched(lister, *RAYCLUSTER.at(kube.ns), field_selector=selector, keep=_version)

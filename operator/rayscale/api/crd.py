@@ -10,6 +10,7 @@ import dataclasses
 
 from pydantic import BaseModel
 
+from rayscale.api.names import ResourceName
 from rayscale.api.schema import JsonDict, structural_schema
 
 
@@ -39,11 +40,7 @@ class OlderVersion:
 
 @dataclasses.dataclass(frozen=True)
 class CrdDefinition:
-    group: str
-    kind: str
-    plural: str
-    singular: str
-    versions: tuple[str, ...]
+    names: ResourceName  # group, kind, plural, singular and the (stored) version
     spec_model: type[BaseModel]
     status_model: type[BaseModel] | None = None
     scope: str = "Namespaced"
@@ -56,11 +53,11 @@ class CrdDefinition:
 
     @property
     def name(self) -> str:
-        return f"{self.plural}.{self.group}"
+        return self.names.crd_name
 
     @property
     def filename(self) -> str:
-        return f"{self.group}_{self.plural}.yaml"
+        return f"{self.names.group}_{self.names.plural}.yaml"
 
 
 def object_schema(defn: CrdDefinition | OlderVersion) -> JsonDict:
@@ -86,10 +83,10 @@ def crd_manifest(defn: CrdDefinition) -> JsonDict:
     """The CustomResourceDefinition object for `defn`; the first version is the storage version,
     its older versions follow (served, not stored), with the same columns and subresources."""
     names: JsonDict = {
-        "kind": defn.kind,
-        "listKind": f"{defn.kind}List",
-        "plural": defn.plural,
-        "singular": defn.singular,
+        "kind": defn.names.kind,
+        "listKind": f"{defn.names.kind}List",
+        "plural": defn.names.plural,
+        "singular": defn.names.singular,
     }
     if defn.categories:
         names["categories"] = list(defn.categories)
@@ -97,7 +94,7 @@ def crd_manifest(defn: CrdDefinition) -> JsonDict:
         names["shortNames"] = list(defn.short_names)
     schema = object_schema(defn)
     versions = []
-    served = [(v, schema, defn.status_model) for v in defn.versions]
+    served = [(defn.names.version, schema, defn.status_model)]
     served += [(o.name, object_schema(o), o.status_model) for o in defn.older_versions]
     for i, (version, version_schema, status_model) in enumerate(served):
         entry: JsonDict = {"name": version, "served": True, "storage": i == 0}
@@ -114,5 +111,5 @@ def crd_manifest(defn: CrdDefinition) -> JsonDict:
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": defn.name},
-        "spec": {"group": defn.group, "names": names, "scope": defn.scope, "versions": versions},
+        "spec": {"group": defn.names.group, "names": names, "scope": defn.scope, "versions": versions},
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rayscale.api import names
 from rayscale.api import raycluster_v1alpha1 as v1alpha1
 from rayscale.api.crd import CrdDefinition, OlderVersion, PrinterColumn
 from rayscale.api.raycluster import RayClusterSpec, RayClusterStatus
@@ -13,11 +14,7 @@ from rayscale.api.rayvirtualcluster import (
 )
 
 RAYCLUSTER = CrdDefinition(
-    group="ray.io",
-    kind="RayCluster",
-    plural="rayclusters",
-    singular="raycluster",
-    versions=("v1",),
+    names.RAYCLUSTER,
     spec_model=RayClusterSpec,
     status_model=RayClusterStatus,
     categories=("all",),
@@ -40,11 +37,7 @@ RAYCLUSTER = CrdDefinition(
 )
 
 RAYRESOURCEREQUEST = CrdDefinition(
-    group="rayscale.io",
-    kind="RayResourceRequest",
-    plural="rayresourcerequests",
-    singular="rayresourcerequest",
-    versions=("v1alpha1",),
+    names.RAYRESOURCEREQUEST,
     spec_model=RayResourceRequestSpec,
     status_model=RayResourceRequestStatus,
     printer_columns=(
@@ -55,11 +48,7 @@ RAYRESOURCEREQUEST = CrdDefinition(
 )
 
 RAYVIRTUALCLUSTER = CrdDefinition(
-    group="rayscale.io",
-    kind="RayVirtualCluster",
-    plural="rayvirtualclusters",
-    singular="rayvirtualcluster",
-    versions=("v1alpha1",),
+    names.RAYVIRTUALCLUSTER,
     spec_model=RayVirtualClusterSpec,
     status_model=RayVirtualClusterStatus,
     short_names=("rvc",),

@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from rayscale.api.names import RAYCLUSTER
+
 __all__ = ["ClusterMeta"]
 
 
@@ -36,8 +38,7 @@ class ClusterMeta:
 
     def owner_reference(self) -> dict[str, Any]:
         return {
-            "apiVersion": "ray.io/v1",
-            "kind": "RayCluster",
+            **RAYCLUSTER.type_meta(),
             "name": self.name,
             "uid": self.uid,
             "controller": True,

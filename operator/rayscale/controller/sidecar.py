@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from rayscale.api.names import RAYCLUSTER
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster import naming
 from rayscale.cluster.meta import ClusterMeta
@@ -103,7 +104,7 @@ def rbac(meta: ClusterMeta, spec: RayClusterSpec) -> list[Manifest]:
     rules = [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
-        {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "patch"]},
+        {"apiGroups": [RAYCLUSTER.group], "resources": [RAYCLUSTER.plural], "verbs": ["get", "patch"]},
     ]
     out.append(obj("rbac.authorization.k8s.io/v1", "Role", meta.name, rules=rules))
     subject = {"kind": "ServiceAccount", "name": naming.check_name(account), "namespace": meta.namespace}

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio import client
 
+from rayscale.api.names import RAYCLUSTER
 from rayscale.common.flow import EVENTS, working_for
 from rayscale.kube import ops
 from rayscale.kube.correlator import Correlated, EventCorrelator, object_key
@@ -103,8 +104,8 @@ class EventRecorder:
         event = {
             "metadata": {"namespace": meta.get("namespace")},
             "involvedObject": {
-                "apiVersion": obj.get("apiVersion", "ray.io/v1"),
-                "kind": obj.get("kind", "RayCluster"),
+                "apiVersion": obj.get("apiVersion", RAYCLUSTER.api_version),
+                "kind": obj.get("kind", RAYCLUSTER.kind),
                 "name": meta.get("name"),
                 "namespace": meta.get("namespace"),
                 "uid": meta.get("uid"),

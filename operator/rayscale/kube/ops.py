@@ -17,7 +17,10 @@ import pydantic_core
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
+from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
+
+# `rayscale status` (rayscale.status.fetch) still takes these: to go once it reads rayscale.api.names
+GROUP, VERSION, PLURAL = RAYCLUSTER.path
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -204,7 +207,7 @@ async def patch_raycluster_status(
 ) -> bool:
     """Merge-patch the status subresource; False when the RayCluster is gone."""
     call = _objects(api).patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PLURAL, name, patch, _content_type=MERGE_PATCH, _preload_content=False
+        *RAYCLUSTER.at(namespace), name, patch, _content_type=MERGE_PATCH, _preload_content=False
     )
     return await _send_unless(call, f"patch status of rayclusters/{name}", tolerated=404)
 
@@ -224,9 +227,9 @@ async def list_rayclusters(api: client.ApiClient, namespace: str | None) -> list
         if token:
             page["_continue"] = token
         if namespace is None:
-            call = objects.list_cluster_custom_object(GROUP, VERSION, PLURAL, **page)
+            call = objects.list_cluster_custom_object(*RAYCLUSTER.path, **page)
         else:
-            call = objects.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, **page)
+            call = objects.list_namespaced_custom_object(*RAYCLUSTER.at(namespace), **page)
         body = await send(call, "list rayclusters", body=True)
         out += [{"metadata": _list_meta(item.get("metadata") or {})} for item in body.get("items", [])]
         token = str((body.get("metadata") or {}).get("continue") or "")
@@ -265,14 +268,11 @@ async def list_events(api: client.ApiClient, namespace: str, field_selector: str
 
 
 JSON_PATCH = "application/json-patch+json"
-RRR_GROUP, RRR_VERSION, RRR_PLURAL = "rayscale.io", "v1alpha1", "rayresourcerequests"
 
 
 async def get_raycluster(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
     """The RayCluster as the API server has it now; None when it is gone."""
-    call = _objects(api).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name, _preload_content=False
-    )
+    call = _objects(api).get_namespaced_custom_object(*RAYCLUSTER.at(namespace), name, _preload_content=False)
     try:
         found: dict[str, Any] = await send(call, f"get rayclusters/{name}", body=True)
     except KubeError as exc:
@@ -287,7 +287,7 @@ async def json_patch_raycluster(
 ) -> None:
     """Apply an RFC 6902 patch; KubeError with status 409/422 when its ``test`` failed."""
     call = _objects(api).patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name, patch, _content_type=JSON_PATCH, _preload_content=False
+        *RAYCLUSTER.at(namespace), name, patch, _content_type=JSON_PATCH, _preload_content=False
     )
     await send(call, f"patch rayclusters/{name}")
 
@@ -297,7 +297,7 @@ async def patch_rayresourcerequest_status(
 ) -> bool:
     """Merge-patch a RayResourceRequest's status subresource; False when it is gone."""
     call = _objects(api).patch_namespaced_custom_object_status(
-        RRR_GROUP, RRR_VERSION, namespace, RRR_PLURAL, name, patch,
+        *RAYRESOURCEREQUEST.at(namespace), name, patch,
         _content_type=MERGE_PATCH, _preload_content=False,
     )  # fmt: skip
     return await _send_unless(call, f"patch status of rayresourcerequests/{name}", tolerated=404)
@@ -326,9 +326,6 @@ async def patch_pod_labels(
     return await _send_unless(call, f"patch labels of pods/{name}", tolerated=404)
 
 
-RVC_PLURAL = "rayvirtualclusters"
-
-
 async def patch_rayvirtualcluster(
     api: client.ApiClient, namespace: str, name: str, patch: dict[str, Any], *, status: bool = False
 ) -> bool:
@@ -338,10 +335,7 @@ async def patch_rayvirtualcluster(
         objects.patch_namespaced_custom_object_status if status else objects.patch_namespaced_custom_object
     )
     call = method(
-        RRR_GROUP,
-        RRR_VERSION,
-        namespace,
-        RVC_PLURAL,
+        *RAYVIRTUALCLUSTER.at(namespace),
         name,
         patch,
         _content_type=MERGE_PATCH,

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from rayscale.api.names import RAYRESOURCEREQUEST
 from tests.support.builders import BASIC as NAME
-from tests.support.builders import RRR, example, gpu_request
+from tests.support.builders import example, gpu_request
 from tests.support.kube import Kube, names
 from tests.support.operators import Operator
 from tests.support.polling import eventually
@@ -78,7 +79,7 @@ async def _replicas(kube: Kube) -> dict[str, int]:
 
 
 async def _phase(kube: Kube) -> str:
-    body = await kube.objects.get_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], "reserve-gpus")
+    body = await kube.objects.get_namespaced_custom_object(*RAYRESOURCEREQUEST.at(kube.ns), "reserve-gpus")
     return str((body.get("status") or {}).get("phase"))
 
 
@@ -100,7 +101,7 @@ async def test_unschedulable_group_backs_off_and_its_demand_moves_to_the_fallbac
 ) -> None:
     async with versions(kube, NAME) as seen:
         await kube.create(two_gpu_groups())
-        await kube.objects.create_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], request(2))
+        await kube.objects.create_namespaced_custom_object(*RAYRESOURCEREQUEST.at(kube.ns), request(2))
 
         # The group the bundles fill is chosen first; kube-scheduler finds no node for its pods.
         await eventually(
@@ -133,7 +134,7 @@ async def test_unschedulable_group_backs_off_and_its_demand_moves_to_the_fallbac
 
         # More demand while gpu-bad backs off: gpu-bad would be preferred, yet gpu-good takes it.
         await kube.objects.patch_namespaced_custom_object(
-            *RRR[:2], kube.ns, RRR[2], "reserve-gpus",
+            *RAYRESOURCEREQUEST.at(kube.ns), "reserve-gpus",
             [{"op": "replace", "path": "/spec/bundles/0/count", "value": 4}],
             _content_type="application/json-patch+json",
         )  # fmt: skip
@@ -175,7 +176,7 @@ async def test_pods_refused_at_creation_back_off_like_unscheduled_ones(
     bad["template"]["spec"]["priorityClassName"] = "rayscale-test-no-such-priority-class"
     async with versions(kube, NAME) as seen:
         await kube.create(body)
-        await kube.objects.create_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], request(2))
+        await kube.objects.create_namespaced_custom_object(*RAYRESOURCEREQUEST.at(kube.ns), request(2))
         await eventually(
             lambda: any(v[BAD].get("replicas") == 2 for v in _groups(seen)), timeout=60, message=f"{BAD} -> 2"
         )

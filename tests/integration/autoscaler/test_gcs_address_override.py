@@ -61,13 +61,6 @@ async def listener() -> AsyncIterator[Listener]:
         yield found
 
 
-@pytest.fixture
-def crds(cluster: testcluster.ClusterHandle, raycluster_crd: None) -> None:
-    cluster.kubectl_run(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/rayresourcerequests.rayscale.io"
-    )
-
-
 @contextlib.contextmanager
 def operator(cluster: testcluster.ClusterHandle, namespace: str, *, allow: bool) -> Iterator[Observed]:
     """`rayscale run --mode all` (rounds every second, /metrics served), with
@@ -102,7 +95,7 @@ async def test_the_token_goes_to_the_annotations_address_only_when_overrides_are
     api: client.ApiClient,
     cluster: testcluster.ClusterHandle,
     namespace: str,
-    crds: None,
+    raycluster_crd: None,
     listener: Listener,
 ) -> None:
     kube = Kube(api, namespace)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from kubernetes_asyncio import client
 
+from rayscale.api.names import RAYRESOURCEREQUEST
 from tests.support.builders import BASIC as NAME
-from tests.support.builders import RRR, cpu_and_gpu_cluster, gpu_request
+from tests.support.builders import cpu_and_gpu_cluster, gpu_request
 from tests.support.kube import Kube, names
 from tests.support.operators import Operator
 from tests.support.polling import eventually
@@ -32,10 +33,12 @@ async def test_running_workers_stay_while_the_gcs_is_unreachable(
     )
     # Proof that rounds go on meanwhile: a request for a GPU is served (a round launches the
     # worker, later rounds see it start and run) while the idle CPU workers stay.
-    await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], gpu_request(1))
+    await kube.objects.create_namespaced_custom_object(*RAYRESOURCEREQUEST.at(namespace), gpu_request(1))
 
     async def satisfied() -> bool:
-        body = await kube.objects.get_namespaced_custom_object(*RRR[:2], namespace, RRR[2], "reserve-gpus")
+        body = await kube.objects.get_namespaced_custom_object(
+            *RAYRESOURCEREQUEST.at(namespace), "reserve-gpus"
+        )
         return (body.get("status") or {}).get("phase") == "Satisfied"
 
     await eventually(satisfied, timeout=60, message="the GPU request Satisfied")

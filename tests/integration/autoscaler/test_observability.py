@@ -12,8 +12,9 @@ import pytest
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
+from rayscale.api.names import RAYRESOURCEREQUEST
 from tests.support.builders import BASIC as NAME
-from tests.support.builders import RRR, cpu_and_gpu_cluster, gpu_request
+from tests.support.builders import cpu_and_gpu_cluster, gpu_request
 from tests.support.kube import Kube
 from tests.support.operators import Observed, Operator, autoscaler_rounds, running
 from tests.support.polling import eventually
@@ -30,9 +31,6 @@ def observed(
     raycluster_crd: None,
     request: pytest.FixtureRequest,
 ) -> Iterator[Operator]:
-    cluster.kubectl_run(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/rayresourcerequests.rayscale.io"
-    )
     yield from running(Observed(cluster, namespace), request)
 
 
@@ -83,7 +81,7 @@ async def test_status_autoscaler_and_one_unmet_demand_event_beside_the_controlle
 async def _status_and_events(kube: Kube, observed: Observed) -> None:
     namespace = kube.ns
     await kube.create(cpu_and_gpu_cluster())
-    await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], gpu_request(3))
+    await kube.objects.create_namespaced_custom_object(*RAYRESOURCEREQUEST.at(namespace), gpu_request(3))
 
     async def groups() -> dict[str, Any] | None:
         status = (await kube.get(NAME)).get("status") or {}
@@ -104,7 +102,7 @@ async def _status_and_events(kube: Kube, observed: Observed) -> None:
 
     # Past the group's max: unmet, with the scheduler's reason.
     await kube.objects.patch_namespaced_custom_object(
-        *RRR[:2], namespace, RRR[2], "reserve-gpus",
+        *RAYRESOURCEREQUEST.at(namespace), "reserve-gpus",
         [{"op": "replace", "path": "/spec/bundles/0/count", "value": 10}],
         _content_type="application/json-patch+json",
     )  # fmt: skip
@@ -160,7 +158,7 @@ async def test_metrics_show_the_cluster_and_forget_it_when_it_is_deleted(
     kube = Kube(api, namespace)
     created = await kube.create(cpu_and_gpu_cluster())
     uid = created["metadata"]["uid"]
-    await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], gpu_request(3))
+    await kube.objects.create_namespaced_custom_object(*RAYRESOURCEREQUEST.at(namespace), gpu_request(3))
 
     # The scale-up is counted as it is written; the round's gauges are set when the round ends.
     every = {
@@ -198,7 +196,7 @@ async def test_metrics_show_the_cluster_and_forget_it_when_it_is_deleted(
     assert any(s[0] == "rayscale_autoscaler_decision_duration_seconds_count" and s[2] > 0 for s in samples)
 
     await kube.objects.patch_namespaced_custom_object(
-        *RRR[:2], namespace, RRR[2], "reserve-gpus",
+        *RAYRESOURCEREQUEST.at(namespace), "reserve-gpus",
         [{"op": "replace", "path": "/spec/bundles/0/count", "value": 10}],
         _content_type="application/json-patch+json",
     )  # fmt: skip

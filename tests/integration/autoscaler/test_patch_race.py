@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
+from rayscale.api.names import RAYRESOURCEREQUEST
 
 from rayscale.autoscaler import decide
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
@@ -34,7 +35,7 @@ from rayscale.autoscaler.patch import ClusterPatch, build_patch
 from rayscale.common.retry import Failed
 from rayscale.kube import ops
 from tests.support.builders import BASIC as NAME
-from tests.support.builders import RRR, cpu_and_gpu_cluster, gpu_request
+from tests.support.builders import cpu_and_gpu_cluster, gpu_request
 from tests.support.fakes import EventLog, FakeSource
 from tests.support.kube import Kube
 from tests.support.operators import Operator
@@ -125,13 +126,6 @@ RACES = [
 # ----------------------------------------------------------------------------- in-process parts
 
 
-@pytest.fixture
-def crds(cluster: testcluster.ClusterHandle, raycluster_crd: None) -> None:
-    cluster.kubectl_run(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/rayresourcerequests.rayscale.io"
-    )
-
-
 def worker_pod(name: str, namespace: str) -> dict[str, Any]:
     labels = {"ray.io/cluster": NAME, "ray.io/group": "cpu", "ray.io/node-type": "worker"}
     meta = {
@@ -196,7 +190,7 @@ async def race_one_round(api: client.ApiClient, namespace: str, race: Race) -> R
     if race.cpu_bundles:
         requests.append(
             await kube.objects.create_namespaced_custom_object(
-                *RRR[:2], namespace, RRR[2], cpu_request(race.cpu_bundles)
+                *RAYRESOURCEREQUEST.at(namespace), cpu_request(race.cpu_bundles)
             )
         )
     await kube.patch_json(NAME, race.edit)  # the user, after the copy was taken
@@ -219,7 +213,7 @@ async def race_one_round(api: client.ApiClient, namespace: str, race: Race) -> R
 
 @pytest.mark.parametrize("race", RACES, ids=[r.id for r in RACES])
 async def test_a_stale_patch_is_refused_and_the_round_replans_on_fresh_state(
-    api: client.ApiClient, namespace: str, crds: None, race: Race, monkeypatch: pytest.MonkeyPatch
+    api: client.ApiClient, namespace: str, raycluster_crd: None, race: Race, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spy = Spy(monkeypatch)
     done = await race_one_round(api, namespace, race)
@@ -236,7 +230,7 @@ async def test_a_stale_patch_is_refused_and_the_round_replans_on_fresh_state(
 
 @pytest.mark.parametrize("race", RACES, ids=[r.id for r in RACES])
 async def test_without_the_test_op_the_edit_is_lost(
-    api: client.ApiClient, namespace: str, crds: None, race: Race, monkeypatch: pytest.MonkeyPatch
+    api: client.ApiClient, namespace: str, raycluster_crd: None, race: Race, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The control: the same round with the resourceVersion test stripped from the patch."""
     build = build_patch  # the round's, which the test replaces
@@ -258,7 +252,7 @@ async def test_user_edits_while_the_operator_scales(
     and raises the CPU group's minimum: the end state holds every edit and the request."""
     kube = Kube(api, namespace)
     await kube.create(cpu_and_gpu_cluster())  # groups cpu (index 0) and gpu (index 1)
-    await kube.objects.create_namespaced_custom_object(*RRR[:2], namespace, RRR[2], gpu_request(3))
+    await kube.objects.create_namespaced_custom_object(*RAYRESOURCEREQUEST.at(namespace), gpu_request(3))
     spare = cpu_group(groupName="spare", replicas=1, minReplicas=1, maxReplicas=1)
     await kube.patch_json(
         NAME,
@@ -267,7 +261,9 @@ async def test_user_edits_while_the_operator_scales(
     )  # fmt: skip
 
     async def settled() -> Groups | None:
-        body = await kube.objects.get_namespaced_custom_object(*RRR[:2], namespace, RRR[2], "reserve-gpus")
+        body = await kube.objects.get_namespaced_custom_object(
+            *RAYRESOURCEREQUEST.at(namespace), "reserve-gpus"
+        )
         if (body.get("status") or {}).get("phase") != "Satisfied":
             return None
         specs = (await kube.get(NAME))["spec"]["workerGroupSpecs"]

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from rayscale.api.names import RAYRESOURCEREQUEST
 from tests.support.builders import BASIC as NAME
-from tests.support.builders import RRR, cpu_and_gpu_cluster, gpu_request
+from tests.support.builders import cpu_and_gpu_cluster, gpu_request
 from tests.support.kube import Kube
 from tests.support.operators import Operator
 from tests.support.polling import eventually
@@ -89,7 +90,7 @@ def _removals(seen: list[dict[str, Any]]) -> list[list[str]]:
 
 async def _start(kube: Kube, body: dict[str, Any]) -> list[Any]:
     await kube.create(body)
-    await kube.objects.create_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], gpu_request(2))
+    await kube.objects.create_namespaced_custom_object(*RAYRESOURCEREQUEST.at(kube.ns), gpu_request(2))
     return await eventually(lambda: _stuck(kube), timeout=60, message=f"2 {BAD} pods Unschedulable")
 
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
+from rayscale.api.names import RAYRESOURCEREQUEST
 
 from tests.support.builders import BASIC as NAME
-from tests.support.builders import RRR, cpu_and_gpu_cluster
+from tests.support.builders import cpu_and_gpu_cluster
 from tests.support.kube import Kube
 from tests.support.operators import Operator
 from tests.support.polling import eventually
@@ -33,7 +34,7 @@ def kube(api: client.ApiClient, namespace: str) -> Kube:
 
 
 async def _status(kube: Kube, name: str) -> dict[str, Any]:
-    body = await kube.objects.get_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], name)
+    body = await kube.objects.get_namespaced_custom_object(*RAYRESOURCEREQUEST.at(kube.ns), name)
     status: dict[str, Any] = body.get("status") or {}
     return status
 
@@ -51,7 +52,7 @@ async def test_an_unsatisfiable_request_does_not_hold_back_another(
     too_big = request("too-big", {"CPU": 64}, 1)
     gpus = request("two-gpus", {"GPU": 1}, 2)
     for body in (too_big, gpus):
-        await kube.objects.create_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], body)
+        await kube.objects.create_namespaced_custom_object(*RAYRESOURCEREQUEST.at(kube.ns), body)
 
     async def phases() -> dict[str, Any]:
         found = {name: await _status(kube, name) for name in ("too-big", "two-gpus")}

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
+from rayscale.api.names import RAYRESOURCEREQUEST
 
 from tests.support.builders import BASIC as NAME
-from tests.support.builders import RRR, cpu_and_gpu_cluster, gpu_request
+from tests.support.builders import cpu_and_gpu_cluster, gpu_request
 from tests.support.kube import Kube
 from tests.support.operators import Operator
 from tests.support.polling import eventually
@@ -29,7 +30,7 @@ async def _replicas(kube: Kube) -> dict[str, int]:
 
 
 async def _request_status(kube: Kube) -> dict[str, Any]:
-    body = await kube.objects.get_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], "reserve-gpus")
+    body = await kube.objects.get_namespaced_custom_object(*RAYRESOURCEREQUEST.at(kube.ns), "reserve-gpus")
     status: dict[str, Any] = body.get("status") or {}
     return status | {"generation": body["metadata"]["generation"]}
 
@@ -38,7 +39,7 @@ async def test_request_scales_only_the_gpu_group_and_is_all_or_nothing(
     kube: Kube, autoscaling_operator: Operator
 ) -> None:
     await kube.create(cpu_and_gpu_cluster())
-    await kube.objects.create_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], gpu_request(3))
+    await kube.objects.create_namespaced_custom_object(*RAYRESOURCEREQUEST.at(kube.ns), gpu_request(3))
 
     async def satisfied() -> dict[str, Any] | None:
         status = await _request_status(kube)
@@ -54,7 +55,7 @@ async def test_request_scales_only_the_gpu_group_and_is_all_or_nothing(
 
     # Past the group's max: all or nothing, so nothing changes.
     await kube.objects.patch_namespaced_custom_object(
-        *RRR[:2], kube.ns, RRR[2], "reserve-gpus",
+        *RAYRESOURCEREQUEST.at(kube.ns), "reserve-gpus",
         [{"op": "replace", "path": "/spec/bundles/0/count", "value": 10}],
         _content_type="application/json-patch+json",
     )  # fmt: skip

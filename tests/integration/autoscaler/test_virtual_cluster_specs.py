@@ -11,6 +11,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from rayscale.api.names import RAYVIRTUALCLUSTER
 from rayscale.api.virtualcluster_names import FINALIZER, VC_LABEL
 from tests.support.builders import BASIC as NAME
 from tests.support.builders import cpu_and_gpu_cluster
@@ -20,13 +21,10 @@ from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 
-RVC = ("rayscale.io", "v1alpha1", "rayvirtualclusters")
-
 
 def vc(name: str, cluster: str, group: str, nodes: int = 1) -> dict[str, Any]:
     return {
-        "apiVersion": "rayscale.io/v1alpha1",
-        "kind": "RayVirtualCluster",
+        **RAYVIRTUALCLUSTER.type_meta(),
         "metadata": {"name": name},
         "spec": {"rayClusterName": cluster, "groups": [{"groupName": group, "nodes": nodes}]},
     }
@@ -40,7 +38,7 @@ def kube(api: client.ApiClient, namespace: str) -> Kube:
 async def _get(kube: Kube, name: str) -> dict[str, Any] | None:
     try:
         body: dict[str, Any] = await kube.objects.get_namespaced_custom_object(
-            *RVC[:2], kube.ns, RVC[2], name
+            *RAYVIRTUALCLUSTER.at(kube.ns), name
         )
     except ApiException as exc:
         if exc.status == 404:
@@ -52,7 +50,7 @@ async def _get(kube: Kube, name: str) -> dict[str, Any] | None:
 async def test_valid_and_invalid_virtual_clusters(kube: Kube, autoscaling_operator: Operator) -> None:
     await kube.create(cpu_and_gpu_cluster())
     for body in (vc("team", NAME, "cpu"), vc("no-group", NAME, "nope"), vc("no-cluster", "elsewhere", "cpu")):
-        await kube.objects.create_namespaced_custom_object(*RVC[:2], kube.ns, RVC[2], body)
+        await kube.objects.create_namespaced_custom_object(*RAYVIRTUALCLUSTER.at(kube.ns), body)
 
     # Without Ray's state no node can be seen idle: nothing joins the VC and no pod is asked for.
     async def team_status() -> dict[str, Any]:
@@ -102,7 +100,7 @@ async def test_valid_and_invalid_virtual_clusters(kube: Kube, autoscaling_operat
 
     # Deleting a VC that holds no node is not held up, valid or not.
     for name in ("no-group", "team"):
-        await kube.objects.delete_namespaced_custom_object(*RVC[:2], kube.ns, RVC[2], name)
+        await kube.objects.delete_namespaced_custom_object(*RAYVIRTUALCLUSTER.at(kube.ns), name)
 
         async def gone(name: str = name) -> bool:
             return await _gone(kube, name)

@@ -43,6 +43,7 @@ from hack.localk8s import testcluster
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from rayscale.api import names as crd
 from tests.support.fuzz_specs import (
     BASES,
     RAYCLUSTER,
@@ -67,8 +68,6 @@ BATCH = 30  # objects applied before their outcomes are polled for
 OUTCOME_TIMEOUT = 120  # seconds for every outcome of one batch (generous: the machine is shared)
 RATIO = 10  # how much slower than without fuzz load the canary may get its pods
 RSS_BOUND = 150 * 2**20  # bytes the operator's RSS may grow by for the very large objects
-RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")
-CLUSTER_API = ("ray.io", "v1", "rayclusters")
 LIMIT = "is over the limit of 10000 worker pods per RayCluster (--max-pods-per-cluster)"
 FAILED_REASONS = re.compile(r"^(FailedToCreate|FailedCreate|ReconcileError)")
 
@@ -159,10 +158,8 @@ def small_cluster(name: str, *, autoscaling: bool = False) -> dict[str, Any]:
 
 
 async def create(kube: Kube, kind: str, body: dict[str, Any]) -> dict[str, Any]:
-    api = RRR if kind == REQUEST else CLUSTER_API
-    stored: dict[str, Any] = await kube.objects.create_namespaced_custom_object(
-        api[0], api[1], kube.ns, api[2], body
-    )
+    api = crd.RAYRESOURCEREQUEST if kind == REQUEST else crd.RAYCLUSTER
+    stored: dict[str, Any] = await kube.objects.create_namespaced_custom_object(*api.at(kube.ns), body)
     return stored
 
 
@@ -224,7 +221,7 @@ async def apply_batch(kube: Kube, prefix: str, batch: Sequence[FuzzObject], tall
                     stored = await create(kube, obj.kind, body)
                 else:  # the whole spec replaced: no resourceVersion to race the operator's status writes
                     stored = await kube.objects.patch_namespaced_custom_object(
-                        *CLUSTER_API[:2], kube.ns, CLUSTER_API[2], body["metadata"]["name"],
+                        *crd.RAYCLUSTER.at(kube.ns), body["metadata"]["name"],
                         [{"op": "replace", "path": "/spec", "value": body["spec"]}],
                         _content_type="application/json-patch+json",
                     )  # fmt: skip
@@ -275,8 +272,8 @@ class View:
 
 
 async def view(kube: Kube) -> View:
-    clusters = await kube.objects.list_namespaced_custom_object(*CLUSTER_API[:2], kube.ns, CLUSTER_API[2])
-    requests = await kube.objects.list_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2])
+    clusters = await kube.objects.list_namespaced_custom_object(*crd.RAYCLUSTER.at(kube.ns))
+    requests = await kube.objects.list_namespaced_custom_object(*crd.RAYRESOURCEREQUEST.at(kube.ns))
     events = (await kube.core.list_namespaced_event(kube.ns)).items
     pods = (await kube.core.list_namespaced_pod(kube.ns, label_selector="ray.io/node-type=head")).items
     return View(
@@ -449,15 +446,8 @@ def assert_fields_named(applied: Sequence[Applied]) -> None:
             assert named_field(a.stored, message), f"{a.name} ({a.obj.describe()}): no field named: {message}"
 
 
-@pytest.fixture
-def rrr_crd(cluster: testcluster.ClusterHandle, raycluster_crd: None) -> None:
-    cluster.kubectl_run(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/rayresourcerequests.rayscale.io"
-    )
-
-
 async def test_fuzzed_objects_are_explained_and_slow_no_other_cluster(
-    api: client.ApiClient, cluster: testcluster.ClusterHandle, namespace: str, rrr_crd: None,
+    api: client.ApiClient, cluster: testcluster.ClusterHandle, namespace: str, raycluster_crd: None,
     request: pytest.FixtureRequest,
 ) -> None:  # fmt: skip
     objects = draw_objects(FUZZ_EXAMPLES, FUZZ_SEED)
@@ -581,7 +571,7 @@ LARGE: dict[str, tuple[str, dict[str, Any], str]] = {
 
 
 async def test_very_large_objects_are_refused_with_bounded_memory_and_nothing_created(
-    api: client.ApiClient, cluster: testcluster.ClusterHandle, namespace: str, rrr_crd: None,
+    api: client.ApiClient, cluster: testcluster.ClusterHandle, namespace: str, raycluster_crd: None,
     request: pytest.FixtureRequest,
 ) -> None:  # fmt: skip
     op = Operator(cluster, namespace, mode="all", extra=("--autoscaler-interval", "1"))

@@ -21,6 +21,7 @@ import pytest
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client, watch
 
+from rayscale.api.names import RAYRESOURCEREQUEST
 from tests.support.builders import example
 from tests.support.invalid_specs import CASES, BadSpec
 from tests.support.kube import Kube
@@ -28,7 +29,6 @@ from tests.support.operators import Operator, running
 from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
-RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")
 PROMPTLY = 60  # seconds a valid cluster may take to get its pods (generous: the machine is shared)
 OUT_OF_RANGE = "is out of range: quantities are limited to ±9223372036854775807 (2^63-1)"
 
@@ -67,9 +67,6 @@ def module_operator(
     request: pytest.FixtureRequest,
 ) -> Iterator[Operator]:
     """`rayscale run --mode all` (controller and autoscaler, rounds every second) for the module."""
-    cluster.kubectl_run(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/rayresourcerequests.rayscale.io"
-    )
     op = Operator(cluster, shared_namespace, mode="all", extra=("--autoscaler-interval", "1"))
     yield from running(op, request)
 
@@ -165,8 +162,7 @@ async def _watch_added(kube: Kube, cluster: str, added: dict[str, float]) -> Non
 
 def resource_request(name: str, cluster: str, bundles: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "apiVersion": "rayscale.io/v1alpha1",
-        "kind": "RayResourceRequest",
+        **RAYRESOURCEREQUEST.type_meta(),
         "metadata": {"name": name},
         "spec": {"clusterName": cluster, "bundles": copy.deepcopy(bundles)},
     }
@@ -191,13 +187,13 @@ async def test_bad_resource_requests_are_refused_and_the_cluster_keeps_scaling(
     await kube.create(cluster_body("auto", 0, autoscaling=True))
     for name, (bundles, _) in BAD_REQUESTS.items():
         await kube.objects.create_namespaced_custom_object(
-            *RRR[:2], kube.ns, RRR[2], resource_request(name, "auto", bundles)
+            *RAYRESOURCEREQUEST.at(kube.ns), resource_request(name, "auto", bundles)
         )
     good = resource_request("good", "auto", [{"resources": {"CPU": 1}, "count": 2}])
-    await kube.objects.create_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], good)
+    await kube.objects.create_namespaced_custom_object(*RAYRESOURCEREQUEST.at(kube.ns), good)
 
     async def status(name: str) -> dict[str, Any]:
-        body = await kube.objects.get_namespaced_custom_object(*RRR[:2], kube.ns, RRR[2], name)
+        body = await kube.objects.get_namespaced_custom_object(*RAYRESOURCEREQUEST.at(kube.ns), name)
         found: dict[str, Any] = body.get("status") or {}
         return found
 

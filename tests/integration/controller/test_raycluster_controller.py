@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from rayscale.api.names import RAYCLUSTER
 from tests.support.builders import example
 from tests.support.kube import Kube, label_values, names
 from tests.support.operators import Operator
@@ -151,7 +152,7 @@ async def test_fault_tolerant_cluster_cleans_redis_before_it_goes(kube: Kube, op
     assert not [e for e in await kube.events("DeletedPod") if "redis-cleanup" in e.message]
 
     async def gone() -> bool:
-        clusters = await kube.objects.list_namespaced_custom_object("ray.io", "v1", kube.ns, "rayclusters")
+        clusters = await kube.objects.list_namespaced_custom_object(*RAYCLUSTER.at(kube.ns))
         return not clusters["items"]
 
     await eventually(gone, timeout=90, message="the RayCluster deleted after the cleanup")
