@@ -54,6 +54,11 @@ _.connect_timeout
 _.inactivity_timeout
 _.request_timeout
 _.error_backoffs
+_.diffbase_storage
+_.chunk_size
+_.idle_timeout
+_._original  # kopf's Patch, set as kopf's own __init__ does (kube/kopf_views.py)
+_._fns
 
 # kubernetes_asyncio's Configuration, read by its connection pool (kube/client.py)
 _.connection_pool_maxsize

@@ -1,5 +1,5 @@
-"""The indexes the informers feed: RayClusters by this shard's scope, and the objects bound to a
-RayCluster by a label or a spec field."""
+"""The indexes kopf's handlers and the informers feed: RayClusters by this shard's scope, and the
+objects bound to a RayCluster by a label or a spec field."""
 
 from __future__ import annotations
 
@@ -52,6 +52,15 @@ def test_a_relist_deletes_the_rayclusters_of_its_namespace_it_no_longer_shows() 
     assert sorted(gone) == [("x", "a"), ("x", "b"), ("y", "c")]
     assert index.owned == {}
     assert index.foreign == {}
+
+
+def test_a_raycluster_is_kept_without_changing_what_the_watch_delivered() -> None:
+    """kopf's body is shared with its handlers: the index copies what it slims."""
+    delivered = cluster("mine")
+    index = RayClusterIndex(ours, lambda key, body: None)
+    index.upsert(delivered)
+    assert delivered["metadata"]["managedFields"] == [{"manager": "kubectl"}]
+    assert "managedFields" not in index.owned[("ns", "mine")]["metadata"]
 
 
 def test_a_request_that_names_another_cluster_moves_and_both_are_told() -> None:

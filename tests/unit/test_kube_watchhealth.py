@@ -78,3 +78,15 @@ def test_checks_that_stop_running_fail_the_probe(monkeypatch: pytest.MonkeyPatch
     now = health.last_check
     monkeypatch.setattr(time, "monotonic", lambda: now + 31)
     assert health.verdict() == "watch health checks stopped running"
+
+
+async def test_a_cluster_the_list_no_longer_shows_twice_at_one_version_is_forgotten(listed: FakeList) -> None:
+    """kopf lists again after a broken stream without telling what was deleted meanwhile."""
+    seen = {("ns", "gone"): "3", ("ns", "new"): "9"}
+    forgotten: list[tuple[str, str]] = []
+    health = WatchHealth(None, None, lambda: seen, gone=forgotten.append)  # type: ignore[arg-type]
+    await health.check_once()  # one interval for the watch to deliver the deletion (or the LIST the object)
+    assert forgotten == []
+    listed.items = {("ns", "new"): "9"}  # created after the first LIST
+    await health.check_once()
+    assert forgotten == [("ns", "gone")]

@@ -262,16 +262,15 @@ def test_a_new_cluster_under_an_old_name_starts_from_its_own_first_sighting() ->
     assert value(metrics, "kuberay_cluster_info", **labels, uid="uid-2") == 1
 
 
-def test_the_raycluster_informer_feeds_them_only_where_the_controller_runs() -> None:
+def test_the_raycluster_index_feeds_them_only_where_the_controller_runs() -> None:
     from rayscale.controller.runner import ControllerConfig
     from rayscale.handlers import Runtime, indexes
 
     for run_controller in (True, False):
         metrics = Metrics()
         runtime = Runtime(ControllerConfig(), None, run_controller=run_controller, metrics=metrics)
-        indexes(runtime)
-        assert runtime.clusters is not None
-        runtime.clusters.upsert(raycluster())
+        clusters = indexes(runtime).clusters
+        clusters.upsert(raycluster())
         assert bool(metrics.rayclusters()) is run_controller
-        runtime.clusters.delete(raycluster())
+        clusters.delete(raycluster())
         assert metrics.rayclusters() == {}

@@ -8,6 +8,7 @@ import copy
 import re
 from typing import Any
 
+import kopf
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,6 +32,7 @@ from rayscale.common.scope import (
 )
 from rayscale.controller.runner import ControllerConfig
 from rayscale.kube import ops
+from rayscale.kube.index_source import IndexSource
 from rayscale.kube.watchhealth import WatchHealth
 from rayscale.metrics import Metrics
 
@@ -249,9 +251,11 @@ class Operator:
             metrics=Metrics(CollectorRegistry()),
         )
         self.controller, self.autoscaler = Marks(), Marks()
-        self.runtime.controller = self.controller  # type: ignore[assignment]
-        self.runtime.autoscaler = self.autoscaler  # type: ignore[assignment]
-        handlers.indexes(self.runtime)
+        self.indexes = handlers.indexes(self.runtime)
+        assert self.runtime.marks is not None
+        self.runtime.marks.controller = self.controller
+        self.runtime.marks.autoscaler = self.autoscaler
+        self.memo = kopf.Memo(runtime=self.runtime)
 
     async def cluster(
         self,
@@ -270,28 +274,27 @@ class Operator:
             "resourceVersion": "7",
             "generation": generation,
         }
-        body = copy.deepcopy({"metadata": meta, "status": status or {}})
-        assert self.runtime.clusters is not None
-        if event is None:
-            self.runtime.clusters.delete(body)
-        else:
-            self.runtime.clusters.upsert(body)
+        raw: Any = copy.deepcopy({"metadata": meta, "status": status or {}})
+        if event is not None:  # kopf calls the index handler, then the event handler
+            await self.kopf("rayclusters", raw)
+        await self.kopf("raycluster_event", raw, event={"type": event or "DELETED", "object": raw})
 
     async def request(self, cluster: str) -> None:
-        assert self.runtime.requests is not None
-        self.runtime.requests.upsert(
-            {"metadata": {"namespace": "ns", "name": f"for-{cluster}"}, "spec": {"clusterName": cluster}}
-        )
+        raw = {"metadata": {"namespace": "ns", "name": f"for-{cluster}"}, "spec": {"clusterName": cluster}}
+        await self.kopf("rayresourcerequests", raw)
+
+    async def kopf(self, handler: str, raw: Any, **kwargs: Any) -> None:
+        """Call the kopf handler `handler` of `rayscale.handlers` as kopf calls it for `raw`."""
+        await getattr(handlers, handler)(body=kopf.Body(raw), memo=self.memo, **kwargs)
 
     def pod(self, cluster: str) -> None:
         """The pod informer delivers a pod of RayCluster ns/`cluster`."""
-        assert self.runtime.pods is not None
-        self.runtime.pods.upsert(
+        self.indexes.pods.upsert(
             {"metadata": {"namespace": "ns", "name": f"{cluster}-w", "labels": {"ray.io/cluster": cluster}}}
         )
 
-    def source(self) -> handlers.IndexSource:
-        return handlers.IndexSource(self.runtime)
+    def source(self) -> IndexSource:
+        return IndexSource(self.indexes)
 
     def drained(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         marked = self.controller.marked, self.autoscaler.marked

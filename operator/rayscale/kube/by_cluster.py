@@ -1,18 +1,35 @@
-"""Objects by the RayCluster they belong to: the slim copies an informer (`rayscale.kube.informer`)
-keeps of the Ray pods, the Ray Services, the RayResourceRequests and the RayVirtualClusters, and a
-call to `changed` for the RayCluster of every object that came, changed or went."""
+"""Objects by the RayCluster they belong to: the slim copies of the Ray pods and the Ray Services
+(fed by an informer, `rayscale.kube.informer`) and of the RayResourceRequests and the
+RayVirtualClusters (fed by kopf's handlers, `rayscale.handlers`), and a call to `changed` for the
+RayCluster of every object that came, changed or went."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rayscale.common import labels as L
 from rayscale.common import pods
-from rayscale.kube.informer import Obj
+from rayscale.kube.raycluster_index import ClusterKey
 
-ClusterKey = tuple[str, str]  # (namespace, RayCluster name)
 ObjKey = tuple[str, str]  # (namespace, object name)
+Obj = Mapping[str, Any]
+
+
+def slim_service(obj: Obj) -> dict[str, Any]:
+    return pods.slim(obj, ("clusterIP", "ports", "type"))
+
+
+def slim_custom(more: Sequence[str], obj: Obj) -> dict[str, Any]:
+    """A RayResourceRequest or RayVirtualCluster: what the autoscaler reads of its metadata (and
+    `more` of it), its spec and status."""
+    meta = obj.get("metadata") or {}
+    keep = ("name", "namespace", "uid", "generation", "deletionTimestamp", "resourceVersion", *more)
+    return {
+        "metadata": {k: meta[k] for k in keep if k in meta},
+        "spec": dict(obj.get("spec") or {}),
+        "status": dict(obj.get("status") or {}),
+    }
 
 
 def by_label(obj: Obj) -> str | None:
@@ -31,8 +48,9 @@ def by_spec(field: str) -> Callable[[Obj], str | None]:
 
 
 class ByCluster:
-    """A `rayscale.kube.informer.Sink`: each object as `slim(obj)`, under the RayCluster
-    `cluster_of(obj)` names in the object's namespace (None: under none, as if gone)."""
+    """A `rayscale.kube.informer.Sink` (or fed by kopf's handlers): each object as `slim(obj)`,
+    under the RayCluster `cluster_of(obj)` names in the object's namespace (None: under none, as
+    if gone)."""
 
     def __init__(
         self,

@@ -2,11 +2,12 @@
 the watch stream and the index it feeds (`rayscale.kube.by_cluster`,
 `rayscale.kube.raycluster_index`) but decoding.
 
-rayscale watches five kinds this way: the Ray pods, the Ray Services, the RayClusters, the
-RayResourceRequests and the RayVirtualClusters. kopf handles each event as it handles an object
-with handlers: a task per object, the object's memory, a handler-state machine, the index
+`rayscale run` watches the Ray pods and the Ray Services this way, most of a fleet's events; the
+custom resources are kopf's (`rayscale.handlers`). kopf handles each event as it handles an
+object with handlers: a task per object, the object's memory, a handler-state machine, the index
 handler and the event handler, on every event. An index needs none of it; this does the same for
-a fraction of the CPU (docs/architecture.md has the figures).
+a fraction of the CPU (docs/architecture.md has the figures). A custom resource can be watched
+this way too (`Kind` with a group; a kind not served is listed again every `ABSENT_SECONDS`).
 
 One stream per namespace named with ``-n``, or one for every namespace (no ``-n``, or a pattern:
 the objects of the namespaces the patterns match are kept, the others dropped as they arrive). Each
@@ -51,6 +52,11 @@ class Kind:
     group: str = ""
     version: str = "v1"
     singular: str = ""  # a core kind's, for the client's method names
+
+    @property
+    def selector(self) -> tuple[str, str, str]:
+        """A custom resource as kopf's handler decorators name it: group, version, plural."""
+        return self.group, self.version, self.plural
 
     @property
     def ordered(self) -> bool:

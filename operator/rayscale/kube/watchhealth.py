@@ -5,6 +5,10 @@ they are given as patterns: `rayscale.common.scope`) and compare each resourceVe
 one the watch-fed indexes hold. A mismatch that is still there at the next check (the watch had a
 whole interval to deliver it) means the watch is stuck; the liveness probe then fails and
 Kubernetes restarts the operator.
+
+The other way round, a RayCluster the indexes hold that the LIST does not show, still at the same
+resourceVersion at the next check, was deleted while the watch was down: kopf lists again after a
+broken stream without telling which objects went meanwhile. It is handed to `gone`.
 """
 
 from __future__ import annotations
@@ -30,13 +34,16 @@ class WatchHealth:
         namespaces: list[str] | None,
         seen: Callable[[], Mapping[Key, str]],
         *,
+        gone: Callable[[Key], None] = lambda key: None,
         interval: float = 60.0,
     ) -> None:
         self.api = api
         self.namespaces = namespaces
         self.seen = seen
+        self.gone = gone
         self.interval = interval
         self.stalled: dict[Key, str] = {}
+        self.unlisted: dict[Key, str] = {}  # in the indexes, not in the last LIST
         self.last_check = time.monotonic()
         self.problem: str | None = None
 
@@ -55,6 +62,12 @@ class WatchHealth:
         if still:
             log.error("RayCluster watch looks stalled: %s", self.problem)
         self.stalled = behind
+        unlisted = {k: rv for k, rv in seen.items() if k not in listed}
+        for key in sorted(k for k, rv in unlisted.items() if self.unlisted.get(k) == rv):
+            log.warning("RayCluster %s/%s is gone, its deletion never delivered: forgotten", *key)
+            self.gone(key)
+            del unlisted[key]
+        self.unlisted = unlisted
         self.last_check = time.monotonic()
 
     async def _watched(self) -> list[str | None]:

@@ -1,0 +1,117 @@
+"""Which watch events mark which queue: the controller's event filter.
+
+Every event only marks its RayCluster dirty; the controller's work queue then runs one
+level-based reconcile per cluster at a time (`rayscale.controller.runner`), and the autoscaler's
+queue one autoscaling round. A RayCluster event marks the controller only when something it
+reconciles changed (`reconciled_facts`); the autoscaler is told of every change. Service events
+mark only the controller; RayResourceRequest and RayVirtualCluster events only the autoscaler.
+Nothing is marked for another shard's RayCluster.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from rayscale.common.scope import Scope
+from rayscale.kube.index_source import IndexSource
+from rayscale.kube.raycluster_index import ClusterKey
+from rayscale.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+class ControllerQueue(Protocol):
+    def mark(self, key: ClusterKey) -> None: ...
+
+
+class AutoscalerQueue(Protocol):
+    def mark(self, key: ClusterKey, reason: str = "") -> None:
+        """`reason`: the kind of object that changed, the next round's trigger."""
+
+
+def reconciled_facts(body: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a RayCluster, when it changes, the controller reconciles: its spec (generation),
+    labels, annotations, finalizers, deletion, and its status's state and conditions (a step such
+    as suspending acts on the condition the step before wrote). A status write that moves only
+    the worker counts or times (most of this controller's own) is not reconciled; the autoscaler
+    is told of every change."""
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    return (
+        meta.get("uid"),
+        meta.get("generation"),
+        meta.get("deletionTimestamp"),
+        dict(meta.get("labels") or {}),
+        dict(meta.get("annotations") or {}),
+        list(meta.get("finalizers") or []),
+        status.get("state"),
+        [(c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or []],
+    )
+
+
+class EventFilter:
+    """Marks the queues (`controller`, `autoscaler`: set once they exist) for each watch event.
+    `source` is the indexes the events were applied to before."""
+
+    def __init__(self, scope: Scope, *, metrics: Metrics | None = None, run_controller: bool = True) -> None:
+        self.scope = scope
+        self.metrics = metrics if run_controller else None  # series of the RayCluster controller
+        self.source: IndexSource | None = None
+        self.controller: ControllerQueue | None = None
+        self.autoscaler: AutoscalerQueue | None = None
+        # What of each RayCluster handed to the controller and the autoscaler, when it changes,
+        # the controller acts on (`reconciled_facts`). One that leaves the scope is handed over
+        # once more, so that both let go of it.
+        self.facts: dict[ClusterKey, tuple[Any, ...]] = {}
+
+    def _hand(self, key: ClusterKey, reason: str, *, controller: bool = True) -> None:
+        """Mark `key` for the controller (unless `controller` is False) and the autoscaler, which
+        records `reason` (the kind of object that changed) as its next round's trigger."""
+        if controller and self.controller is not None:
+            self.controller.mark(key)
+        if self.autoscaler is not None:
+            self.autoscaler.mark(key, reason)
+
+    def _foreign(self, key: ClusterKey) -> bool:
+        return self.source is not None and self.source.foreign(key)
+
+    def raycluster_changed(self, key: ClusterKey, body: Mapping[str, Any] | None) -> None:
+        """A RayCluster of this shard is marked; one that was and is no longer (deleted: `body`
+        None, or its labels moved it to another shard) is marked once more, so that both halves
+        let go of it (its series go with it); another shard's is not touched."""
+        ours = body is not None and self.scope.owns(body)
+        if not ours and key not in self.facts:
+            return
+        if self.metrics is not None:
+            named = {"metadata": {"namespace": key[0], "name": key[1]}}
+            self.metrics.raycluster_watched(body if body is not None else named, deleted=not ours)
+        controller = True
+        if body is not None and ours:
+            facts = reconciled_facts(body)
+            controller = self.facts.get(key) != facts
+            self.facts[key] = facts
+        else:
+            self.facts.pop(key, None)
+            if body is not None:
+                log.info(
+                    "RayCluster %s/%s left this operator's scope (%s): let go", *key, self.scope.describe()
+                )
+        self._hand(key, "RayCluster", controller=controller)
+
+    def pod_changed(self, key: ClusterKey) -> None:
+        """A pod of `key` came, changed or went."""
+        if not self._foreign(key):
+            self._hand(key, "pod")
+
+    def service_changed(self, key: ClusterKey) -> None:
+        """A Service of `key` came, changed or went: the controller's business only."""
+        if self.controller is not None and not self._foreign(key):
+            self.controller.mark(key)
+
+    def request_changed(self, reason: str, key: ClusterKey) -> None:
+        """A RayResourceRequest or RayVirtualCluster (`reason`) bound to `key` came, changed or
+        went: the autoscaler's business only."""
+        if not self._foreign(key):
+            self._hand(key, reason, controller=False)
