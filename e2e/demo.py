@@ -44,8 +44,8 @@ from e2e.raybridge.bridge import GCS_ANNOTATION, RayBridge, head_params
 from e2e.raybridge.driver import RayDriver
 from hack.localk8s import launcher, target, testcluster
 from kubernetes_asyncio import client, config
-from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
 
+from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
 from rayscale.ray.client import GcsClient, GcsError
 from rayscale.ray.model import ClusterState, NodeStatus
 

@@ -29,8 +29,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.support.kube import Kube
 from tests.support.polling import eventually
 from tests.support.watching import end_watch
-from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
 
+from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
 from rayscale.ray.client import GcsClient, GcsError
 from rayscale.ray.model import ClusterState, RayNodeState
 

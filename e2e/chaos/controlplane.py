@@ -53,8 +53,9 @@ from tests.support.builders import example
 from tests.support.operators import AUTOSCALING_EXTRA, KubeRayOperator, Operator
 from tests.support.watching import end_watch
 
-SUITE = "control-plane"
 from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
+
+SUITE = "control-plane"
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"

@@ -25,10 +25,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
-from hack.localk8s import testcluster
 from kubernetes_asyncio import client
-from rayscale.api.names import RAYRESOURCEREQUEST
 
+from rayscale.api.names import RAYRESOURCEREQUEST
 from rayscale.autoscaler import decide
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.autoscaler.patch import ClusterPatch, build_patch

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
-from rayscale.api.names import RAYRESOURCEREQUEST
 
+from rayscale.api.names import RAYRESOURCEREQUEST
 from tests.support.builders import BASIC as NAME
 from tests.support.builders import cpu_and_gpu_cluster
 from tests.support.kube import Kube
