@@ -16,7 +16,7 @@ from rayscale.cluster.naming import AUTH_TOKEN_KEY
 from rayscale.common.fairslots import FairSlots
 from rayscale.controller.apply import BATCH, MESSAGE_LIMIT, PlanApplier, pods_message
 from rayscale.controller.expectations import ScaleExpectations
-from rayscale.controller.plan import CreatePod, DeletePod, Manifest, Step
+from rayscale.controller.plan import CreatePod, DeletePod, DeleteWhy, Manifest, NodeKind, Step
 from rayscale.controller.status import ReconcileError
 from rayscale.kube import ops
 
@@ -36,11 +36,11 @@ def applier(expectations: ScaleExpectations, event_log: EventLog) -> PlanApplier
 def create(group: str = "small", kind: str = "worker") -> CreatePod:
     prefix = "rc-head-" if kind == "head" else f"rc-{group}-worker-"
     manifest: Manifest = {"metadata": {"generateName": prefix, "namespace": "ns"}}
-    return CreatePod(group, "head" if kind == "head" else "worker", manifest)
+    return CreatePod(group, NodeKind(kind), manifest)
 
 
 def delete(name: str, why: str = "scaleDown", group: str = "small") -> DeletePod:
-    return DeletePod(name, group, "worker", why)
+    return DeletePod(name, group, NodeKind.WORKER, DeleteWhy(why))
 
 
 def named(name: str, kind: str = "Secret") -> Manifest:

@@ -17,7 +17,7 @@ from rayscale.cluster.meta import ClusterMeta
 from rayscale.controller import runner
 from rayscale.controller.apply import PlanApplier
 from rayscale.controller.expectations import ScaleExpectations
-from rayscale.controller.plan import DeletePod, Step
+from rayscale.controller.plan import DeletePod, DeleteWhy, NodeKind, Step
 from rayscale.controller.runner import ControllerConfig, RayClusterController
 from rayscale.controller.status import compute_status, status_patch
 from rayscale.controller.workers import plan_group
@@ -62,7 +62,9 @@ async def test_a_suspended_groups_deletions_are_kuberays_deleted_worker_pod(
     assert event_log.reasons() == ["DeletedWorkerPod"]
     assert expectations.pending(("ns", "rc", "small")) == 0  # KubeRay expects nothing here either
     # A whole cluster's suspension stays KubeRay's DeletedPod.
-    await applier.run_steps(cluster(), [Step("*", deletes=[DeletePod("b", "small", "worker", "suspend")])])
+    await applier.run_steps(
+        cluster(), [Step("*", deletes=[DeletePod("b", "small", NodeKind.WORKER, DeleteWhy.SUSPEND)])]
+    )
     assert event_log.reasons()[-1] == "DeletedPod"
 
 

@@ -11,16 +11,37 @@ enforces it (`RAYVIRTUALCLUSTER_VALIDATIONS`).
 
 from __future__ import annotations
 
-from typing import Literal
+from enum import StrEnum
 
 from pydantic import ConfigDict, Field
 
 from rayscale.api.raycluster import Condition
 from rayscale.api.schema import JsonDict, KubeModel
 
-Phase = Literal["Pending", "Ready", "Scaling", "Removing", "Invalid"]
-VcNodeState = Literal["Pending", "Booting", "Ready", "Idle", "Busy", "Dead", "Releasing"]
-JobClusterPhase = Literal["Active", "Destroying"]
+
+# (no docstrings on the enums: pydantic would put them in the CRD's schema)
+class Phase(StrEnum):  # a virtual cluster's phase
+    PENDING = "Pending"  # no node yet, some desired
+    READY = "Ready"  # every group has its desired nodes, nothing unmet
+    SCALING = "Scaling"  # nodes are being assigned or started
+    REMOVING = "Removing"  # being deleted: its nodes go back once idle
+    INVALID = "Invalid"  # its spec cannot be applied
+
+
+class VcNodeState(StrEnum):  # one node of a virtual cluster
+    PENDING = "Pending"  # no pod scheduled yet
+    BOOTING = "Booting"  # scheduled or running without its Ray node
+    READY = "Ready"  # running (Ray was not asked)
+    IDLE = "Idle"  # its Ray node is alive and idle
+    BUSY = "Busy"  # its Ray node is alive and working
+    DEAD = "Dead"  # its Ray node died
+    RELEASING = "Releasing"  # being drained or deleted
+
+
+class JobClusterPhase(StrEnum):
+    ACTIVE = "Active"
+    DESTROYING = "Destroying"  # its job ended (or its VC is removed): nodes go back once idle
+
 
 INT32: JsonDict = {"format": "int32"}
 INT64: JsonDict = {"format": "int64"}

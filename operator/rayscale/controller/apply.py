@@ -15,7 +15,7 @@ from rayscale.cluster.naming import AUTH_TOKEN_KEY
 from rayscale.common.fairslots import FairSlots
 from rayscale.controller import tokenauth
 from rayscale.controller.expectations import ScaleExpectations
-from rayscale.controller.plan import CreatePod, DeletePod, Manifest, Step
+from rayscale.controller.plan import CreatePod, DeletePod, DeleteWhy, Manifest, Step
 from rayscale.controller.status import ReconcileError
 from rayscale.kube import ops
 from rayscale.kube.events import EventSink
@@ -27,9 +27,9 @@ MAX_PARALLEL_CALLS = 16  # one RayCluster's pod creates (deletes) in flight at o
 #: slot goes round-robin to the next RayCluster waiting, so a large scale-up does not hold most of
 #: the API server's attention while small clusters wait behind it.
 SHARED_CALLS = 64
-ALL_PODS = ("suspend", "upgrade")  # deletes of every pod of the cluster: KubeRay's DeletedPod
+ALL_PODS = (DeleteWhy.SUSPEND, DeleteWhy.UPGRADE)  # deletes of every pod of the cluster: KubeRay's DeletedPod
 #: deletes KubeRay makes without scale expectations: every pod, or a suspended group's
-NOT_EXPECTED = (*ALL_PODS, "suspendGroup")
+NOT_EXPECTED = (*ALL_PODS, DeleteWhy.SUSPEND_GROUP)
 MESSAGE_LIMIT = 1024  # characters of an Event's message the recorder keeps
 #: Pods named in one Created/Deleted Event at most: a step of many pods posts one Event per
 #: BATCH of them (each a write to the API server, as each pod is), not one per pod.

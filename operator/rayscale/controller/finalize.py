@@ -14,7 +14,7 @@ from rayscale.cluster.validation import Invalid, parse_and_validate
 from rayscale.common.pods import is_head, is_terminating, is_worker, pod_group, pod_name
 from rayscale.controller import redis_cleanup
 from rayscale.controller.apply import PlanApplier
-from rayscale.controller.plan import DeletePod, Step
+from rayscale.controller.plan import DeletePod, DeleteWhy, NodeKind, Step
 from rayscale.controller.snapshot import ClusterSnapshot
 from rayscale.kube import ops
 from rayscale.kube.events import EventSink
@@ -54,9 +54,7 @@ async def redis_cleanup_step(
     # Ray's pods only: the cleanup Job's own pod carries the cluster's label too, and must run.
     live = [p for p in snapshot.pods if (is_head(p) or is_worker(p)) and not is_terminating(p)]
     if live:
-        deletes = [
-            DeletePod(pod_name(p), pod_group(p), "head" if is_head(p) else "worker", "suspend") for p in live
-        ]
+        deletes = [DeletePod(pod_name(p), pod_group(p), NodeKind.of(p), DeleteWhy.SUSPEND) for p in live]
         await applier.run_steps(body, [Step(group="*", deletes=deletes)])
     if any(is_head(p) for p in snapshot.pods):
         return HEAD_GONE_POLL  # the GCS must stop writing before Redis is cleaned

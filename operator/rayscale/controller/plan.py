@@ -3,10 +3,39 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+from rayscale.common.pods import is_head
 
 Manifest = dict[str, Any]
-NodeKind = Literal["head", "worker"]
+
+
+class NodeKind(StrEnum):
+    HEAD = "head"
+    WORKER = "worker"
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any]) -> NodeKind:
+        return cls.HEAD if is_head(pod) else cls.WORKER
+
+
+class DeleteWhy(StrEnum):
+    """Why a pod is deleted (KubeRay's words, shown in the Events)."""
+
+    UNHEALTHY = "unhealthy"
+    WORKERS_TO_DELETE = "workersToDelete"  # named in the group's scaleStrategy
+    SCALE_DOWN = "scaleDown"
+    SUSPEND = "suspend"  # the cluster is suspended: every pod
+    SUSPEND_GROUP = "suspendGroup"  # one worker group is suspended
+    UPGRADE = "upgrade"  # upgradeStrategy Recreate: every pod
+    INCOMPLETE_REPLICA = "incompleteReplica"  # a multi-host replica missing hosts
+
+
+class EventType(StrEnum):
+    NORMAL = "Normal"
+    WARNING = "Warning"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,12 +50,12 @@ class DeletePod:
     name: str
     group: str
     kind: NodeKind
-    why: str  # unhealthy | workersToDelete | scaleDown | suspend | upgrade | incompleteReplica
+    why: DeleteWhy
 
 
 @dataclasses.dataclass(frozen=True)
 class EventSpec:
-    type: Literal["Normal", "Warning"]
+    type: EventType
     reason: str
     message: str
     action: str = "Reconcile"

@@ -30,7 +30,16 @@ from rayscale.common.pods import Obj, is_head, is_terminating, is_unhealthy, pod
 from rayscale.controller import ingress, redis_cleanup, services, sidecar, tokenauth, upgrade
 from rayscale.controller import pods as podspec
 from rayscale.controller.expectations import ScaleExpectations
-from rayscale.controller.plan import CreatePod, DeletePod, EventSpec, Plan, Step
+from rayscale.controller.plan import (
+    CreatePod,
+    DeletePod,
+    DeleteWhy,
+    EventSpec,
+    EventType,
+    NodeKind,
+    Plan,
+    Step,
+)
 from rayscale.controller.snapshot import ClusterSnapshot
 from rayscale.controller.workers import plan_group, random_suffix
 
@@ -74,7 +83,7 @@ def _invalid_plan(snapshot: ClusterSnapshot, invalid: Invalid) -> Plan:
     """Nothing but the SpecValid condition, and a Warning Event when its message is new."""
     plan = Plan(invalid=invalid.message)
     if _old_condition_message(snapshot, SPEC_VALID) != invalid.message:
-        plan.events.append(EventSpec("Warning", invalid.reason, invalid.message, action="Validate"))
+        plan.events.append(EventSpec(EventType.WARNING, invalid.reason, invalid.message, action="Validate"))
     return plan
 
 
@@ -142,7 +151,7 @@ def _plan_cluster(
     if _cond_true(snapshot, SUSPENDING):
         step = Step(group="*")
         step.deletes = [
-            DeletePod(pod_name(p), pod_group(p), "head" if is_head(p) else "worker", "suspend")
+            DeletePod(pod_name(p), pod_group(p), NodeKind.of(p), DeleteWhy.SUSPEND)
             for p in pods
             if not is_terminating(p)
         ]
@@ -157,16 +166,13 @@ def _plan_cluster(
     live_head = next((p for p in pods if is_head(p) and not is_terminating(p)), None)
     if upgrade.must_recreate(spec, live_head):
         doomed = [p for p in pods if not is_terminating(p)]
-        deletes = [
-            DeletePod(pod_name(p), pod_group(p), "head" if is_head(p) else "worker", "upgrade")
-            for p in doomed
-        ]
+        deletes = [DeletePod(pod_name(p), pod_group(p), NodeKind.of(p), DeleteWhy.UPGRADE) for p in doomed]
         plan.steps.append(Step(group="*", deletes=deletes))
         message = (
             f"Deleted all Pods for RayCluster {meta.namespace}/{meta.name} due to spec change with"
             " Recreate upgradeStrategy"
         )
-        plan.events.append(EventSpec("Normal", "DeletedPod", message))
+        plan.events.append(EventSpec(EventType.NORMAL, "DeletedPod", message))
         plan.requeue(ERROR_REQUEUE)
         return plan, spec
 
@@ -221,7 +227,9 @@ def _plan_head(
     if len(heads) == 1:
         if is_unhealthy(heads[0]):
             plan.steps.append(
-                Step(group="", deletes=[DeletePod(pod_name(heads[0]), "", "head", "unhealthy")])
+                Step(
+                    group="", deletes=[DeletePod(pod_name(heads[0]), "", NodeKind.HEAD, DeleteWhy.UNHEALTHY)]
+                )
             )
             plan.requeue(ERROR_REQUEUE)
             return False
@@ -230,5 +238,5 @@ def _plan_head(
     if _cond_true(snapshot, PROVISIONED) and no_restart:
         return False
     head = podspec.head_pod(meta, spec, sidecar_autoscaler=options.sidecar_autoscaler)
-    plan.steps.append(Step(group="", creates=[CreatePod("", "head", head)]))
+    plan.steps.append(Step(group="", creates=[CreatePod("", NodeKind.HEAD, head)]))
     return True

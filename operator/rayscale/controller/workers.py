@@ -28,7 +28,7 @@ from rayscale.common.pods import (
     replica_index,
 )
 from rayscale.controller import pods as podspec
-from rayscale.controller.plan import CreatePod, DeletePod
+from rayscale.controller.plan import CreatePod, DeletePod, DeleteWhy, NodeKind
 
 _ALPHABET = string.ascii_lowercase + string.digits
 
@@ -45,8 +45,8 @@ class GroupPlan:
     requeue: bool = False
 
 
-def _delete(pod: Obj, group: str, why: str) -> DeletePod:
-    return DeletePod(name=pod_name(pod), group=group, kind="worker", why=why)
+def _delete(pod: Obj, group: str, why: DeleteWhy) -> DeletePod:
+    return DeletePod(name=pod_name(pod), group=group, kind=NodeKind.WORKER, why=why)
 
 
 def _scale_down_order(pod: Obj) -> tuple[int, str]:
@@ -97,7 +97,7 @@ def plan_group(
     name = group.group_name
     plan = GroupPlan()
     if group.suspend:
-        plan.deletes = [_delete(p, name, "suspendGroup") for p in pods if not is_terminating(p)]
+        plan.deletes = [_delete(p, name, DeleteWhy.SUSPEND_GROUP) for p in pods if not is_terminating(p)]
         return plan
     may_scale_down = not spec.autoscaling or random_delete
     if num_hosts(group) > 1:
@@ -105,12 +105,12 @@ def plan_group(
 
     unhealthy = [p for p in pods if is_unhealthy(p)]
     if unhealthy:
-        plan.deletes = [_delete(p, name, "unhealthy") for p in unhealthy]
+        plan.deletes = [_delete(p, name, DeleteWhy.UNHEALTHY) for p in unhealthy]
         plan.requeue = True
         return plan
     named = set((group.scale_strategy.workers_to_delete if group.scale_strategy else None) or [])
     listed = [p for p in pods if pod_name(p) in named]
-    plan.deletes = [_delete(p, name, "workersToDelete") for p in listed if not is_terminating(p)]
+    plan.deletes = [_delete(p, name, DeleteWhy.WORKERS_TO_DELETE) for p in listed if not is_terminating(p)]
     running = [p for p in pods if pod_name(p) not in named]
     diff = expected_replicas(group) - len(running)
     if diff > 0:
@@ -118,10 +118,10 @@ def plan_group(
         count = _bounded(diff, 1, max_creates)
         plan.requeue = count < diff
         manifests = podspec.worker_pods(meta, spec, group, _lowest_free(used, count))
-        plan.creates = [CreatePod(group=name, kind="worker", manifest=m) for m in manifests]
+        plan.creates = [CreatePod(group=name, kind=NodeKind.WORKER, manifest=m) for m in manifests]
     elif diff < 0 and may_scale_down:
         victims = sorted(running, key=_scale_down_order)[:-diff]
-        plan.deletes += [_delete(p, name, "scaleDown") for p in victims if not is_terminating(p)]
+        plan.deletes += [_delete(p, name, DeleteWhy.SCALE_DOWN) for p in victims if not is_terminating(p)]
     return plan
 
 
@@ -155,22 +155,28 @@ def _plan_multi_host(
         else:
             unlabelled.append(pod)
 
-    doomed: dict[str, str] = {}
+    doomed: dict[str, DeleteWhy] = {}
     for replica, members in replicas.items():
         if len(members) < hosts:
-            doomed[replica] = "incompleteReplica"
+            doomed[replica] = DeleteWhy.INCOMPLETE_REPLICA
         elif any(is_unhealthy(p) for p in members):
-            doomed[replica] = "unhealthy"
+            doomed[replica] = DeleteWhy.UNHEALTHY
     named = set((group.scale_strategy.workers_to_delete if group.scale_strategy else None) or [])
     for replica, members in replicas.items():
         if replica not in doomed and any(pod_name(p) in named for p in members):
-            doomed[replica] = "workersToDelete"
+            doomed[replica] = DeleteWhy.WORKERS_TO_DELETE
     for replica, why in doomed.items():
         plan.deletes += [_delete(p, name, why) for p in replicas[replica] if not is_terminating(p)]
     for pod in unlabelled:
-        why = "unhealthy" if is_unhealthy(pod) else "workersToDelete" if pod_name(pod) in named else ""
-        if why and not is_terminating(pod):
-            plan.deletes.append(_delete(pod, name, why))
+        alone = (
+            DeleteWhy.UNHEALTHY
+            if is_unhealthy(pod)
+            else DeleteWhy.WORKERS_TO_DELETE
+            if pod_name(pod) in named
+            else None
+        )
+        if alone is not None and not is_terminating(pod):
+            plan.deletes.append(_delete(pod, name, alone))
     if doomed or plan.deletes:
         plan.requeue = True
         return plan
@@ -188,10 +194,10 @@ def _plan_multi_host(
                 manifest = podspec.worker_pod(
                     meta, spec, group, replica_index=index, replica_name=replica_name, host_index=host
                 )
-                plan.creates.append(CreatePod(group=name, kind="worker", manifest=manifest))
+                plan.creates.append(CreatePod(group=name, kind=NodeKind.WORKER, manifest=manifest))
     elif diff < 0 and may_scale_down:
         # an incomplete run of unlabelled pods first, then as `_scale_down_order`
         units.sort(key=lambda ms: (len(ms) >= hosts, min(_scale_down_order(p) for p in ms)))
         for members in units[:-diff]:
-            plan.deletes += [_delete(p, name, "scaleDown") for p in members if not is_terminating(p)]
+            plan.deletes += [_delete(p, name, DeleteWhy.SCALE_DOWN) for p in members if not is_terminating(p)]
     return plan

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from rayscale.api.rayvirtualcluster import JobClusterPhase, Phase, VcNodeState
 from rayscale.api.virtualcluster_names import job_resource, vc_resource
 from rayscale.autoscaler.scheduling.model import DemandKind, Node, NodeState, Unmet
 from rayscale.autoscaler.status import WHY
@@ -21,6 +22,7 @@ from rayscale.common.timefmt import rfc3339
 __all__ = ["Busy", "node_state", "status_of", "status_patch"]
 
 Obj = Mapping[str, Any]
+RUNNING = frozenset({VcNodeState.IDLE, VcNodeState.BUSY, VcNodeState.READY})  # count as ready
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,16 +51,16 @@ class Busy:
         return ", ".join(parts) or "nothing"
 
 
-def node_state(node: Node | None, gcs: bool) -> str:
+def node_state(node: Node | None, gcs: bool) -> VcNodeState:
     if node is None or node.state is NodeState.PENDING:
-        return "Booting" if node is not None and node.booting else "Pending"
+        return VcNodeState.BOOTING if node is not None and node.booting else VcNodeState.PENDING
     if node.state is NodeState.DEAD:
-        return "Dead"
+        return VcNodeState.DEAD
     if node.state in (NodeState.DRAINING, NodeState.TERMINATING):
-        return "Releasing"
+        return VcNodeState.RELEASING
     if not gcs:
-        return "Ready"
-    return "Idle" if node.idle_seconds > 0 else "Busy"
+        return VcNodeState.READY
+    return VcNodeState.IDLE if node.idle_seconds > 0 else VcNodeState.BUSY
 
 
 def _condition(
@@ -113,7 +115,7 @@ def status_of(
         message = "; ".join(errors) or "the virtual cluster cannot be read"
         return {
             **{k: old.get(k) for k in ("revision", "groups", "jobClusters")},
-            "phase": "Removing" if meta.get("deletionTimestamp") else "Invalid",
+            "phase": Phase.REMOVING if meta.get("deletionTimestamp") else Phase.INVALID,
             "observedGeneration": generation,
             "rayResource": vc_resource(name),
             "busy": None,
@@ -136,7 +138,7 @@ def status_of(
             if members[pod].job is not None:
                 entry["jobCluster"] = members[pod].job
             listed.append(entry)
-        ready = sum(1 for e in listed if e["state"] in ("Idle", "Busy", "Ready"))
+        ready = sum(1 for e in listed if e["state"] in RUNNING)
         target = desired.get(share.name, share.desired)
         settled = settled and ready == target == len(listed)
         groups.append({"groupName": share.name, "desired": target, "ready": ready, "nodes": listed})
@@ -147,7 +149,7 @@ def status_of(
         entry = {
             "name": cluster.name,
             "rayResource": job_resource(vc.name, cluster.name),
-            "phase": "Destroying" if cluster.destroying else "Active",
+            "phase": JobClusterPhase.DESTROYING if cluster.destroying else JobClusterPhase.ACTIVE,
             "groups": [{"groupName": g, "nodes": n} for g, n in sorted(cluster.hosts.items())],
         }
         if cluster.reason:
@@ -155,11 +157,11 @@ def status_of(
         jobs.append(entry)
     unmet = _unmet(plan.unmet.get(vc.name, ())) if plan is not None else []
     if vc.removing:
-        phase = "Removing"
+        phase = Phase.REMOVING
     elif not any(g["nodes"] for g in groups) and any(g["desired"] for g in groups):
-        phase = "Pending"
+        phase = Phase.PENDING
     else:
-        phase = "Ready" if settled and not unmet else "Scaling"
+        phase = Phase.READY if settled and not unmet else Phase.SCALING
     conditions = [_condition(old, "SpecValid", True, "Valid", "", generation, now)]
     if vc.removing:
         waiting = busy.describe() if busy else "idle nodes to go back"
