@@ -34,10 +34,10 @@ from prometheus_client.metrics_core import Metric
 from rayscale.api.raycluster import KUBERAY_MANAGER, PROVISIONED
 from rayscale.common.labels import ORIGINATED_FROM_CRD
 from rayscale.common.timefmt import parse_time
+from rayscale.common.types import ClusterKey
 
 __all__ = ["RESULTS", "Metrics", "QueueMetrics", "process_registry", "serve"]
 
-ClusterKey = tuple[str, str]  # (namespace, name)
 M = TypeVar("M", bound=MetricWrapperBase)
 RESULTS = ("success", "error", "requeue", "requeue_after")  # controller-runtime's result label
 CLUSTER = ("namespace", "cluster")

@@ -6,6 +6,7 @@
 - ``timefmt``: times as the Kubernetes API writes them;
 - ``retry``: per-key exponential backoff after failed runs;
 - ``workqueue``: the queue of dirty keys that runs each key's reconcile or autoscaling round.
+- ``types``: the type aliases every part shares (an object as read, a manifest, a cluster's key).
 
 The layer below both halves and the Kubernetes and Ray clients: nothing here imports
 `rayscale.controller`, `rayscale.autoscaler`, `rayscale.kube` or `rayscale.ray` (`make lint` checks

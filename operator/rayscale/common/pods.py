@@ -13,8 +13,7 @@ from typing import Any
 
 from rayscale.common import labels as L
 from rayscale.common.timefmt import parse_time
-
-Obj = Mapping[str, Any]
+from rayscale.common.types import Obj
 
 # The accessors.
 

@@ -11,9 +11,9 @@ from rayscale.api.raycluster import HeadGroupSpec, RayClusterSpec, WorkerGroupSp
 from rayscale.cluster import naming
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.common import labels as L
+from rayscale.common.types import Manifest
 from rayscale.controller import gcsft, probes, raystart, sidecar, switches, tokenauth, upgrade
 
-Manifest = dict[str, Any]
 ULIMIT = "ulimit -n 65536"
 WAIT_GCS_SCRIPT = """SECONDS=0
 while true; do

@@ -26,7 +26,8 @@ from rayscale.cluster import ft, naming
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
 from rayscale.cluster.validation import Invalid, parse_and_validate
 from rayscale.common import labels as L
-from rayscale.common.pods import Obj, is_head, is_terminating, is_unhealthy, pod_group, pod_name
+from rayscale.common.pods import is_head, is_terminating, is_unhealthy, pod_group, pod_name
+from rayscale.common.types import Obj
 from rayscale.controller import ingress, redis_cleanup, services, sidecar, tokenauth, upgrade
 from rayscale.controller import pods as podspec
 from rayscale.controller.expectations import ScaleExpectations

@@ -23,6 +23,7 @@ from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster import ft, naming
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.common import labels as L
+from rayscale.common.types import Manifest
 from rayscale.controller import pods as podspec
 from rayscale.controller import switches
 
@@ -30,7 +31,6 @@ __all__ = ["FINALIZER", "deletion_timed_out", "job_finished", "job_manifest", "j
 
 FINALIZER = "ray.io/gcs-ft-redis-cleanup-finalizer"
 NODE_TYPE = "redis-cleanup"
-Manifest = dict[str, Any]
 
 _FAQ = (
     'echo "To get more information about manually deleting the storage namespace in Redis and removing'

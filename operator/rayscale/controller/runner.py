@@ -15,6 +15,7 @@ from kubernetes_asyncio import client
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
 from rayscale.cluster.validation import Invalid
 from rayscale.common.retry import Failed, spec_version
+from rayscale.common.types import ClusterKey
 from rayscale.common.workqueue import QueueObserver, WorkQueue
 from rayscale.controller import finalize, redis_cleanup
 from rayscale.controller.apply import PlanApplier
@@ -33,7 +34,6 @@ from rayscale.kube import ops
 from rayscale.kube.events import EventSink
 
 log = logging.getLogger(__name__)
-ClusterKey = tuple[str, str]  # (namespace, name)
 #: A RayCluster's reconciles start at least this far apart (its pods' watch events meanwhile
 #: coalesce): a reconcile reads every pod of the cluster, and a scale-up brings several events per
 #: pod. A large cluster's are further apart: `SPACING_PER_POD` for each pod it had at the last one

@@ -9,9 +9,9 @@ from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster import naming
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.common import labels as L
+from rayscale.common.types import Manifest
 from rayscale.controller import switches
 
-Manifest = dict[str, Any]
 SERVE_ANNOTATION = "ray.io/enable-serve-service"
 
 

@@ -18,6 +18,7 @@ from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster import naming
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.common import labels as L
+from rayscale.common.types import Manifest
 from rayscale.controller import switches, tokenauth
 
 __all__ = ["CONTAINER", "LOG_MOUNT", "LOG_VOLUME", "container", "rbac", "service_account_name", "v2"]
@@ -25,7 +26,6 @@ __all__ = ["CONTAINER", "LOG_MOUNT", "LOG_VOLUME", "container", "rbac", "service
 CONTAINER = "autoscaler"
 LOG_VOLUME = "ray-logs"
 LOG_MOUNT = "/tmp/ray"
-Manifest = dict[str, Any]
 ARGS = (
     "ray kuberay-autoscaler --cluster-name $(RAY_CLUSTER_NAME) --cluster-namespace $(RAY_CLUSTER_NAMESPACE)"
 )

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from rayscale.cluster.meta import ClusterMeta
-from rayscale.common.pods import Obj
+from rayscale.common.types import Obj
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,7 +24,6 @@ from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.replicas import expected_replicas, num_hosts
 from rayscale.common import labels as L
 from rayscale.common.pods import (
-    Obj,
     condition,
     is_head,
     is_running_and_ready,
@@ -34,6 +33,7 @@ from rayscale.common.pods import (
     pod_name,
 )
 from rayscale.common.timefmt import rfc3339
+from rayscale.common.types import Obj
 from rayscale.controller.quantities import format_quantity, template_resources, uses_binary_suffix
 
 PROVISIONING = "RayClusterPodsProvisioning"  # the reason of RayClusterProvisioned=False

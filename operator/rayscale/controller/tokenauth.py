@@ -22,6 +22,7 @@ from rayscale.api.raycluster import AuthOptions
 from rayscale.cluster import naming
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.common import labels as L
+from rayscale.common.types import Manifest
 
 __all__ = [
     "configure",
@@ -32,7 +33,6 @@ __all__ = [
     "secret_manifest",
 ]
 
-Manifest = dict[str, Any]
 TOKEN_VOLUME = "ray-token"
 TOKEN_MOUNT_PATH = "/var/run/secrets/ray.io/serviceaccount"
 WAIT_GCS_READY = "wait-gcs-ready"

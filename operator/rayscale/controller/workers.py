@@ -18,7 +18,6 @@ from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.replicas import expected_replicas, num_hosts
 from rayscale.common import labels as L
 from rayscale.common.pods import (
-    Obj,
     condition,
     is_terminating,
     is_unhealthy,
@@ -27,6 +26,7 @@ from rayscale.common.pods import (
     pod_name,
     replica_index,
 )
+from rayscale.common.types import Obj
 from rayscale.controller import pods as podspec
 from rayscale.controller.plan import CreatePod, DeletePod, DeleteWhy, NodeKind
 

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from rayscale.common.timefmt import rfc3339
+from rayscale.common.types import ClusterKey
 
 __all__ = [
     "API",
@@ -47,7 +48,6 @@ __all__ = [
 
 API = "/api/v1/clusters"
 NO_AUTOSCALER = "the autoscaler does not run in this operator (--mode controller): there is nothing to show"
-ClusterKey = tuple[str, str]
 
 
 class AutoscalerView(Protocol):
