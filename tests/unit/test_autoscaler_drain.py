@@ -20,6 +20,7 @@ from rayscale.autoscaler.scheduling.model import (
     RemovalCause,
     Snapshot,
 )
+from rayscale.autoscaler.spec_reader import read_spec
 from rayscale.ray import model as ray
 
 
@@ -161,4 +162,6 @@ def test_multi_host_replica_goes_whole_or_stays_whole() -> None:
 def test_accepted_drains_are_forgotten_once_listed_or_gone() -> None:
     body: dict[str, Any] = cluster(group("a", replicas=2, scaleStrategy={"workersToDelete": ["w-listed"]}))
     pods = [pod("w-waiting", "a"), pod("w-listed", "a")]
-    assert still_draining({"w-waiting", "w-listed", "w-gone"}, body, pods) == {"w-waiting"}
+    listed = read_spec(body).workers_to_delete
+    assert listed == {"w-listed"}
+    assert still_draining({"w-waiting", "w-listed", "w-gone"}, listed, pods) == {"w-waiting"}

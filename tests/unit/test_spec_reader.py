@@ -99,3 +99,21 @@ def test_a_scenario_needs_no_cluster_name() -> None:
     body = cluster(group())
     del body["metadata"]
     assert parse_scenario({"cluster": body}).groups == read_spec(cluster(group())).groups
+
+
+def test_the_typed_cluster_carries_what_a_round_reads() -> None:
+    """workersToDelete, the metadata, the resourceVersion and the status.autoscaler last written."""
+    body = cluster(group("a", replicas=2, scaleStrategy={"workersToDelete": ["w-1"]}), group("b"))
+    body["spec"]["workerGroupSpecs"][1]["scaleStrategy"] = {"workersToDelete": ["w-2", "w-3"]}
+    body["metadata"]["resourceVersion"] = "42"
+    body["status"] = {"autoscaler": {"conditions": [{"type": "RayCompatible", "status": "True"}]}}
+    scaling = read_spec(body)
+    assert scaling.workers_to_delete == {"w-1", "w-2", "w-3"}
+    assert (scaling.meta.namespace, scaling.meta.name) == (
+        body["metadata"]["namespace"],
+        body["metadata"]["name"],
+    )
+    assert scaling.resource_version == "42"
+    assert scaling.written == body["status"]["autoscaler"]
+    bare = read_spec(cluster(group()), check=False)
+    assert (bare.workers_to_delete, bare.written) == (frozenset(), None)

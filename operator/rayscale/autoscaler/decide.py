@@ -80,7 +80,7 @@ class Round:
             # what the validation keeps out.
             await self._unscalable(key, requests, exc)
             return None
-        state = await self.link.state(key, cluster)
+        state = await self.link.state(key, cluster, scaling.written)
         held = self._trust(key, state)
         refused = ""
         for _ in range(CONFLICT_ATTEMPTS):
@@ -105,7 +105,7 @@ class Round:
             await self.reporter.write_statuses(key, requests, status)
             await self.link.tell_ray(key, planned.snapshot, planned.decision, state)
             observed = self.reporter.observe(key, cluster, planned, state, held, trigger)
-            await self.reporter.report(key, cluster, observed)
+            await self.reporter.report(key, cluster, scaling, observed)
             return self.shared.config.interval
         # Refused every time, even on the cluster read fresh: a 422 that is no test failure (the
         # patch breaks a validation rule), or a cluster changing under every patch. Back off.
@@ -142,7 +142,7 @@ class Round:
         started = time.perf_counter()
         missing = ray_missing_since(pods, state, memory.missing_since, now)
         memory.missing_since = missing
-        draining = still_draining(memory.draining, cluster, pods)
+        draining = still_draining(memory.draining, scaling.workers_to_delete, pods)
         memory.draining = draining
         snapshot = build_snapshot(
             cluster,

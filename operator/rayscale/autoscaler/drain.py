@@ -69,13 +69,10 @@ def drain_plan(
 
 
 def still_draining(
-    remembered: Collection[str], cluster: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]
+    remembered: Collection[str], listed: Collection[str], pods: Sequence[Mapping[str, Any]]
 ) -> frozenset[str]:
-    """The remembered draining pods whose removal has not landed: they exist and are not listed
-    in their group's ``workersToDelete``."""
-    listed: set[str] = set()
-    for spec in (cluster.get("spec") or {}).get("workerGroupSpecs") or []:
-        listed.update(str(n) for n in ((spec.get("scaleStrategy") or {}).get("workersToDelete") or []))
+    """The remembered draining pods whose removal has not landed: they exist and are not `listed`
+    in their group's ``workersToDelete`` (`ScalingSpec.workers_to_delete`)."""
     existing = {pod_name(p) for p in pods}
     return frozenset(p for p in remembered if p in existing and p not in listed)
 

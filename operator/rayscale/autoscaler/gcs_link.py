@@ -33,16 +33,10 @@ from rayscale.ray.address import AddressError, auth_token_secret, gcs_target
 from rayscale.ray.client import GcsClient, GcsError
 from rayscale.ray.model import ClusterState
 
-__all__ = ["GcsLink", "written_status"]
+__all__ = ["GcsLink"]
 
 log = logging.getLogger(__name__)
 Obj = Mapping[str, Any]
-
-
-def written_status(cluster: Obj) -> Obj | None:
-    """The RayCluster's ``status.autoscaler`` as last written (None: never)."""
-    found: Obj | None = (cluster.get("status") or {}).get("autoscaler")
-    return found
 
 
 class GcsLink:
@@ -50,11 +44,12 @@ class GcsLink:
         self.shared = shared
         self.memories = shared.memories
 
-    async def state(self, key: ClusterKey, cluster: Obj) -> ClusterState | None:
-        """Ray's state, None when the GCS cannot be read (or its address worked out)."""
+    async def state(self, key: ClusterKey, cluster: Obj, written: Obj | None) -> ClusterState | None:
+        """Ray's state, None when the GCS cannot be read (or its address worked out); `written`: the
+        cluster's ``status.autoscaler`` as last written."""
         address: str | None = None
         memory = self.memories.of(key)
-        support = self.support(key, cluster)
+        support = self.support(key, written)
         memory.target = None
         try:
             target = gcs_target(cluster, allow_override=self.shared.config.allow_gcs_address_override)
@@ -81,11 +76,12 @@ class GcsLink:
             self.shared.events.post(cluster, *gcs_reachable(address))
         return state
 
-    def support(self, key: ClusterKey, cluster: Obj) -> GcsSupport:
-        """What the GCS answered so far; after a restart, what the written condition says was missing."""
+    def support(self, key: ClusterKey, written: Obj | None) -> GcsSupport:
+        """What the GCS answered so far; after a restart, what the condition `written` in
+        ``status.autoscaler`` says was missing."""
         known = self.memories.of(key).support
         if known is None:
-            known = GcsSupport.remembered(find_condition(written_status(cluster)))
+            known = GcsSupport.remembered(find_condition(written))
         return known
 
     def _seen(self, key: ClusterKey, method: str, code: str | None) -> None:

@@ -28,7 +28,7 @@ from kubernetes_asyncio import client
 from rayscale.autoscaler.config import AutoscalerConfig
 from rayscale.autoscaler.decide import Round
 from rayscale.autoscaler.eligibility import eligibility
-from rayscale.autoscaler.gcs_link import GcsLink, written_status
+from rayscale.autoscaler.gcs_link import GcsLink
 from rayscale.autoscaler.history import PERIODIC
 from rayscale.autoscaler.memory import ClusterKey, Memories, Shared
 from rayscale.autoscaler.reporter import Reporter
@@ -199,7 +199,7 @@ class Autoscaler:
             await self.vclusters.not_taken(key, vcs, f"spec.rayClusterName: {message}", self.wall_clock())
         await self._forget(key, keep_backoff=cluster is not None)
         if cluster is not None:
-            await self.reporter.write_cluster_status(key, clear_autoscaler_patch(written_status(cluster)))
+            await self.reporter.write_cluster_status(key, clear_autoscaler_patch(_written(cluster)))
 
     async def _forget(self, key: ClusterKey, *, keep_backoff: bool) -> None:
         self.queue.forget(key)
@@ -211,3 +211,9 @@ class Autoscaler:
         self.metrics.forget_cluster(key)
         if memory is not None and memory.gcs is not None:
             await memory.gcs[2].close()
+
+
+def _written(cluster: Obj) -> Obj | None:
+    """The ``status.autoscaler`` of a cluster rayscale does not take (it is never read by the reader)."""
+    found: Obj | None = (cluster.get("status") or {}).get("autoscaler")
+    return found

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from rayscale.autoscaler.compat import compat_condition, compat_event, find_condition
-from rayscale.autoscaler.gcs_link import GcsLink, written_status
+from rayscale.autoscaler.gcs_link import GcsLink
 from rayscale.autoscaler.gcs_override import find_override, override_condition, override_event
 from rayscale.autoscaler.history import decision_record
 from rayscale.autoscaler.lifecycle import next_lives, notices, replica_summary, unit
@@ -31,6 +31,7 @@ from rayscale.autoscaler.ray_report import launch_failures, remember
 from rayscale.autoscaler.requests import INVALID_BUNDLES, status_patch
 from rayscale.autoscaler.scheduling.model import Decision, RemovalCause, Snapshot
 from rayscale.autoscaler.snapshot import is_unborn
+from rayscale.autoscaler.spec_reader import ScalingSpec
 from rayscale.autoscaler.status import (
     GcsHealth,
     autoscaler_patch,
@@ -159,10 +160,10 @@ class Reporter:
         )
         return served.observed
 
-    async def report(self, key: ClusterKey, cluster: Obj, seen: Observed) -> None:
+    async def report(self, key: ClusterKey, cluster: Obj, scaling: ScalingSpec, seen: Observed) -> None:
         """The RayCluster's ``status.autoscaler``, its conditions' Events, ``UnmetDemand``, metrics."""
         now = datetime.now(UTC)
-        old = written_status(cluster)
+        old = scaling.written
         snapshot, decision = seen.snapshot, seen.decision
         compat = self._compatible(key, cluster, old, now)
         override = self._overridden(key, cluster, old, now)
@@ -195,7 +196,7 @@ class Reporter:
         """The RayCompatible condition now; an Event when it changed since the last one reported."""
         memory = self.memories.of(key)
         was = memory.compat or find_condition(old)  # after a restart: the one written
-        condition = compat_condition(cluster, self.link.support(key, cluster), now, was)
+        condition = compat_condition(cluster, self.link.support(key, old), now, was)
         memory.compat = condition
         event = compat_event(was, condition)
         if event is not None:

@@ -1,4 +1,8 @@
-"""How the autoscaler reads a RayCluster: its typed spec, then the scheduler's groups and options.
+"""How the autoscaler reads a RayCluster: the typed cluster, then the scheduler's groups and options.
+
+The typed cluster (`ScalingSpec`) carries everything a round reads of the RayCluster: its spec
+(``workersToDelete`` included), its metadata, its resourceVersion and the ``status.autoscaler``
+last written.
 
 The live loop and ``rayscale simulate`` (a scenario's ``cluster:``, ``--from-cluster``) both read
 a cluster here, so a spec simulates exactly as the operator scales it.
@@ -37,11 +41,24 @@ class SpecError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ScalingSpec:
-    """A RayCluster as the scheduler sees it: the typed spec and what it derives from it."""
+    """A RayCluster as the autoscaler sees it: the typed spec and what it derives from it, and
+    what a round reads of the rest of the object."""
 
     spec: RayClusterSpec
     groups: tuple[Group, ...]
     options: Options
+    meta: ClusterMeta = dataclasses.field(default_factory=lambda: ClusterMeta("", "", ""))
+    resource_version: str | None = None
+    written: Mapping[str, Any] | None = None  # status.autoscaler as last written (None: never)
+
+    @property
+    def workers_to_delete(self) -> frozenset[str]:
+        """The pods every worker group's ``scaleStrategy.workersToDelete`` lists."""
+        return frozenset(
+            name
+            for group in self.spec.workers
+            for name in (group.scale_strategy.workers_to_delete if group.scale_strategy else None) or ()
+        )
 
 
 def read_spec(manifest: Mapping[str, Any], *, check: bool = True, max_pods: int | None = None) -> ScalingSpec:
@@ -56,8 +73,8 @@ def read_spec(manifest: Mapping[str, Any], *, check: bool = True, max_pods: int 
         spec = RayClusterSpec.model_validate(raw if isinstance(raw, Mapping) else {})
     except ValidationError as exc:
         raise SpecError(spec_error(exc)) from None
+    meta = ClusterMeta.from_body(manifest)
     if check:
-        meta = ClusterMeta.from_body(manifest)
         if meta.name and (invalid := validate_metadata(meta)):
             raise SpecError(invalid.message)
         kwargs = {} if max_pods is None else {"max_pods": max_pods}
@@ -69,7 +86,16 @@ def read_spec(manifest: Mapping[str, Any], *, check: bool = True, max_pods: int 
     if max_pods is not None and sum(g.max_replicas * g.num_of_hosts for g in groups) > max_pods:
         cap = max_pods if options.max_workers is None else min(options.max_workers, max_pods)
         options = dataclasses.replace(options, max_workers=cap)
-    return ScalingSpec(spec, groups, options)
+    version = (manifest.get("metadata") or {}).get("resourceVersion")
+    written = (manifest.get("status") or {}).get("autoscaler")
+    return ScalingSpec(
+        spec,
+        groups,
+        options,
+        meta=meta,
+        resource_version=None if version is None else str(version),
+        written=written if isinstance(written, Mapping) else None,
+    )
 
 
 def scaling_of(spec: RayClusterSpec) -> tuple[tuple[Group, ...], Options]:
