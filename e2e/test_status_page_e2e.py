@@ -31,6 +31,8 @@ from tests.support.kube import fresh_namespace
 from tests.support.operators import AUTOSCALING_EXTRA, Operator, free_port, running
 from tests.support.polling import eventually
 
+from rayscale.autoscaler.replica_host import STARTING
+
 pytestmark = pytest.mark.timeout(600)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +43,6 @@ IMAGES = (
     if os.environ.get("RAYSCALE_WRITE_SCREENSHOTS") == "1"
     else ROOT / "e2e" / ".results" / "screenshots"
 )
-STARTING = ("requested", "scheduling", "booting")
 BROWSER_TIMEOUT = 60.0  # one Chromium run (a page load and its dump or screenshot)
 CHROMIUM_FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

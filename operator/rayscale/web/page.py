@@ -19,6 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
+from rayscale.autoscaler.lifecycle import ReplicaState
 from rayscale.common.timefmt import parse_time, rfc3339
 from rayscale.web.api import API, NO_AUTOSCALER, SERVED, autoscaler_of, view_of
 
@@ -27,8 +28,7 @@ __all__ = ["MAX_ROWS", "cluster_html", "error_page", "fleet_html", "routes"]
 MAX_ROWS = 300  # replicas and Ray nodes listed on the page (all of them are in the JSON API)
 UNBOUNDED = 2147483647  # maxReplicas of a group that sets none
 BYTES = frozenset({"memory", "object_store_memory"})
-STATES = ("requested", "scheduling", "booting", "ready", "idle", "draining", "failed", "removed")
-STARTING = frozenset(STATES[:3])
+STATES = tuple(str(state) for state in ReplicaState)  # the order the page lists them in
 TICKS = (60, 120, 300, 600, 900, 1800, 3600)  # timeline widths, seconds
 NONE = '<span class="muted">—</span>'
 
