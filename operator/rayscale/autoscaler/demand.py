@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rayscale.autoscaler.scenario import ScenarioError, as_list, as_map, fail, integer, resources
+from rayscale.autoscaler.request_reader import MAX_REQUEST_BUNDLES, read_request
 from rayscale.autoscaler.scheduling.model import (
     RAY_REQUEST_UNIT,
     Constraint,
@@ -42,16 +42,12 @@ __all__ = [
     "gcs_demands",
     "gcs_gangs",
     "head_node",
-    "request_bundles",
     "request_constraints",
-    "request_unit",
 ]
 
 Obj = Mapping[str, Any]
 
 HEAD_RESOURCE = "node:__internal_head__"  # Ray gives it to the head node only
-#: Bundles one RayResourceRequest may ask for (the sum of its counts).
-MAX_REQUEST_BUNDLES = 100_000
 
 Shape = tuple[tuple[str, float], ...]  # a resource map as a hashable key
 _GangKey = tuple[Strategy, tuple[Shape, ...], tuple[Selector, ...]]
@@ -186,56 +182,19 @@ def head_node(state: ray.ClusterState | None) -> Head | None:
 # ----------------------------------------------------------------------------- RayResourceRequests
 
 
-def request_unit(request: Obj) -> str:
-    """The all-or-nothing unit of a RayResourceRequest: ``<namespace>/<name>``."""
-    meta = request.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def request_bundles(request: Obj) -> tuple[Constraint, ...]:
-    """The bundles of one RayResourceRequest, as constraints of its own unit.
-
-    Raises ScenarioError (naming the field, e.g. ``spec.bundles[0].resources.memory``) for a
-    bundle that cannot be read: an amount that is not a quantity, negative or beyond 2^63-1, a
-    count that is not an integer >= 1, more than `MAX_REQUEST_BUNDLES` bundles in all.
-    """
-    unit = request_unit(request)
-    out = []
-    total = 0
-    spec = as_map(request.get("spec"), "spec")
-    for i, item in enumerate(as_list(spec.get("bundles"), "spec.bundles")):
-        where = f"spec.bundles[{i}]"
-        bundle = as_map(item, where)
-        count = integer(bundle, "count", where, 1, minimum=1)
-        total += count
-        if total > MAX_REQUEST_BUNDLES:
-            raise fail(
-                f"{where}.count",
-                f"{total} bundles in all is over the limit of {MAX_REQUEST_BUNDLES} per RayResourceRequest",
-            )
-        shape = resources(bundle.get("resources"), f"{where}.resources")
-        if shape:
-            out.append(Constraint(shape, count, unit=unit))
-    return tuple(out)
-
-
 def request_constraints(cluster: Obj, requests: Sequence[Obj]) -> tuple[Constraint, ...]:
-    """The bundles of the RayResourceRequests bound to `cluster` (same namespace and clusterName).
+    """The bundles of the RayResourceRequests bound to `cluster` (same namespace and clusterName),
+    read by `rayscale.autoscaler.request_reader`.
 
     Each request is its own all-or-nothing unit. Requests being deleted are left out, and so is a
     request with an unreadable bundle (the CRD schema rejects most; its status says why).
     """
     meta = cluster.get("metadata") or {}
     out: list[Constraint] = []
-    for request in sorted(requests, key=lambda r: str((r.get("metadata") or {}).get("name", ""))):
-        rmeta = request.get("metadata") or {}
-        spec = request.get("spec") or {}
-        if rmeta.get("deletionTimestamp") or rmeta.get("namespace") != meta.get("namespace"):
+    for request in sorted(map(read_request, requests), key=lambda r: r.name):
+        if request.deleting or request.namespace != str(meta.get("namespace", "")):
             continue
-        if spec.get("clusterName") != meta.get("name"):
+        if request.cluster_name != meta.get("name"):
             continue
-        try:
-            out += request_bundles(request)
-        except (ScenarioError, TypeError, ValueError, AttributeError):
-            continue
+        out += request.bundles
     return tuple(out)

@@ -37,6 +37,7 @@ from rayscale.autoscaler.status import clear_autoscaler_patch
 from rayscale.autoscaler.texts import not_taken_message
 from rayscale.autoscaler.view import cluster_view, fleet_entry
 from rayscale.autoscaler.virtual.apply import VirtualClusters
+from rayscale.cluster.meta import ClusterMeta
 from rayscale.common.pods import is_head, is_terminating
 from rayscale.common.retry import Failed, spec_version
 from rayscale.common.workqueue import WorkQueue
@@ -177,7 +178,7 @@ class Autoscaler:
             await self._not_taken(key, cluster, requests, taken.refusal if taken else None)
             return None
         self._memory.of(key).dormant = False  # this round may keep anything in it
-        if (cluster.get("metadata") or {}).get("deletionTimestamp"):
+        if ClusterMeta.from_body(cluster).deleting:
             return None
         return await self.round.run(key, cluster, requests, trigger)
 

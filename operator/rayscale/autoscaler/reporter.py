@@ -28,6 +28,7 @@ from rayscale.autoscaler.lifecycle import next_lives, notices, replica_summary, 
 from rayscale.autoscaler.memory import ClusterKey, Shared
 from rayscale.autoscaler.patch import ClusterPatch
 from rayscale.autoscaler.ray_report import launch_failures, remember
+from rayscale.autoscaler.request_reader import read_request
 from rayscale.autoscaler.requests import INVALID_BUNDLES, status_patch
 from rayscale.autoscaler.scheduling.model import Decision, RemovalCause, Snapshot
 from rayscale.autoscaler.snapshot import is_unborn
@@ -238,18 +239,15 @@ class Reporter:
             patch = status_patch(request, new)
             if patch is None:
                 continue
-            meta = request.get("metadata") or {}
-            name, version = str(meta.get("name")), meta.get("resourceVersion")
+            read = read_request(request)
+            name, version = read.name, read.resource_version
             if last.get(name) == (version, patch):
                 written[name] = last[name]
                 continue
             try:
-                await ops.patch_rayresourcerequest_status(
-                    self.shared.api, meta["namespace"], meta["name"], patch
-                )
+                await ops.patch_rayresourcerequest_status(self.shared.api, read.namespace, name, patch)
             except ops.KubeError as exc:
-                log.warning("status of rayresourcerequests %s/%s not written: %s", meta.get("namespace"),
-                            meta.get("name"), exc)  # fmt: skip
+                log.warning("status of rayresourcerequests %s not written: %s", read.unit, exc)
                 continue
             written[name] = (version, patch)
             if new.get("reason") == INVALID_BUNDLES:

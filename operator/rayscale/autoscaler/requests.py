@@ -23,14 +23,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rayscale.autoscaler.demand import request_bundles, request_unit
-from rayscale.autoscaler.scenario import ScenarioError
+from rayscale.autoscaler.request_reader import RequestRead, read_request
 from rayscale.autoscaler.scheduling.model import Decision, DemandKind, Target, Unmet
 
 __all__ = ["INVALID_BUNDLES", "bundle_problem", "decision_status", "pending_status", "status_patch"]
 
 Obj = Mapping[str, Any]
 FIELDS = ("phase", "reason", "message", "observedGeneration")
+_FIELDS = ("phase", "reason", "message", "observed_generation")  # the same, as the model names them
 INVALID_BUNDLES = "InvalidBundles"  # the reason of a request with a bundle that cannot be read
 MAX_MESSAGE = 1000
 _RUNS = frozenset({Target.RUNNING, Target.HEAD})  # targets whose capacity exists now
@@ -56,19 +56,20 @@ def decision_status(request: Obj, decision: Decision) -> dict[str, Any]:
     that does not run (a new replica, a pod not running or without a live Ray node, or a replica
     the spec asks for whose pod does not exist yet).
     """
-    if problem := bundle_problem(request):
-        return _status(request, "Unsatisfiable", INVALID_BUNDLES, problem)
-    own = request_unit(request)
+    read = read_request(request)
+    if problem := _problem(read):
+        return _status(read, "Unsatisfiable", INVALID_BUNDLES, problem)
+    own = read.unit
     unmet = [u for u in decision.unmet if u.kind == DemandKind.CONSTRAINT and _mine(u.unit, own)]
     if unmet:
         parts = "; ".join(_describe(u) for u in unmet)
         message = f"the cluster cannot hold all of this request's bundles (all or nothing): {parts}"
-        return _status(request, "Unsatisfiable", str(unmet[0].reason), message)
+        return _status(read, "Unsatisfiable", str(unmet[0].reason), message)
     waiting = _waiting_bundles(decision, own)
     if waiting:
         message = f"scaling up: {waiting} bundle(s) wait for workers that launch or start"
-        return _status(request, "Pending", None, message)
-    return _status(request, "Satisfied", None, "the cluster can hold every bundle")
+        return _status(read, "Pending", None, message)
+    return _status(read, "Satisfied", None, "the cluster can hold every bundle")
 
 
 def _waiting_bundles(decision: Decision, own: str) -> int:
@@ -84,28 +85,29 @@ def _waiting_bundles(decision: Decision, own: str) -> int:
 
 def bundle_problem(request: Obj) -> str | None:
     """Why a bundle of `request` cannot be read (the field and the rule), or None."""
-    try:
-        request_bundles(request)
-    except (ScenarioError, TypeError, ValueError, AttributeError) as exc:
-        return f"a bundle cannot be read: {exc}"[:MAX_MESSAGE]
-    return None
+    return _problem(read_request(request))
+
+
+def _problem(read: RequestRead) -> str | None:
+    return None if read.problem is None else f"a bundle cannot be read: {read.problem}"[:MAX_MESSAGE]
 
 
 def pending_status(request: Obj, message: str) -> dict[str, Any]:
     """Pending with `message`; Unsatisfiable when a bundle cannot be read."""
-    if problem := bundle_problem(request):
-        return _status(request, "Unsatisfiable", INVALID_BUNDLES, problem)
-    return _status(request, "Pending", None, message)
+    read = read_request(request)
+    if problem := _problem(read):
+        return _status(read, "Unsatisfiable", INVALID_BUNDLES, problem)
+    return _status(read, "Pending", None, message)
 
 
-def _status(request: Obj, phase: str, reason: str | None, message: str) -> dict[str, Any]:
-    generation = (request.get("metadata") or {}).get("generation")
-    return {"phase": phase, "reason": reason, "message": message, "observedGeneration": generation}
+def _status(read: RequestRead, phase: str, reason: str | None, message: str) -> dict[str, Any]:
+    return {"phase": phase, "reason": reason, "message": message, "observedGeneration": read.generation}
 
 
 def status_patch(request: Obj, new: Mapping[str, Any]) -> dict[str, Any] | None:
     """The merge patch that writes `new`, or None when the request's status already says it."""
-    old = request.get("status") or {}
-    if all(old.get(k) == new.get(k) for k in FIELDS):
+    old = read_request(request).status
+    said = {} if old is None else old.model_dump(by_alias=True, include=set(_FIELDS))
+    if all(said.get(k) == new.get(k) for k in FIELDS):
         return None
     return {"status": {k: new.get(k) for k in FIELDS}}
