@@ -62,7 +62,6 @@ import functools
 import json
 import math
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -74,6 +73,7 @@ from typing import Any
 
 import aiohttp
 from hack.localk8s import testcluster
+from hack.localk8s.launcher import free_port
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from bench import provenance
@@ -357,12 +357,6 @@ async def reach(
 
 
 # --------------------------------------------------------------------------- operators
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Bench:

@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -168,7 +167,7 @@ def start_operator(demo: Demo, kubeconfig: str, log: Path) -> subprocess.Popen[b
     """`rayscale run` for the demo's namespace; it follows the RayCluster's GCS annotation to the
     bridge's Ray head (--allow-gcs-address-override) and dies with this process."""
     # Its API and status page on the demo's ports (free ones: another rayscale may hold 8082/8083).
-    demo.status_port, demo.page_port = free_port(8082), free_port(8083)
+    demo.status_port, demo.page_port = launcher.free_port(preferred=8082), launcher.free_port(preferred=8083)
     listen = ["--status-port", str(demo.status_port), "--status-address", "127.0.0.1",
               "--status-page", "--status-page-port", str(demo.page_port)]  # fmt: skip
     with log.open("ab") as out:
@@ -180,18 +179,6 @@ def start_operator(demo: Demo, kubeconfig: str, log: Path) -> subprocess.Popen[b
             argv, env={**os.environ, "KUBECONFIG": kubeconfig}, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=preexec,
         )  # fmt: skip
-
-
-def free_port(preferred: int) -> int:
-    """`preferred` when nothing listens on it on 127.0.0.1, else a free port the system picks."""
-    for port in (preferred, 0):
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return int(sock.getsockname()[1])
-    raise DemoError("no free port for rayscale's status API")
 
 
 def demo_cluster(gcs_address: str) -> dict[str, Any]:

@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 from e2e.harness import NAME, RESULTS, Scenario, group, run_process
-from e2e.raybridge.rayproc import free_port
 from hack.localk8s import testcluster
+from hack.localk8s.launcher import free_port
 from tests.support.builders import ROOT
 from tests.support.operators import AUTOSCALING_EXTRA, Operator, running
 from tests.support.polling import eventually

@@ -85,7 +85,7 @@ class Redis:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.port = rayproc.free_port()
+        self.port = launcher.free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property

@@ -53,7 +53,6 @@ __all__ = [
     "RayNode",
     "RayProcessError",
     "driver_env",
-    "free_port",
     "ray_cli",
     "start_head",
     "start_worker",
@@ -130,18 +129,7 @@ def ray_cli() -> str:
     return found
 
 
-_handed_out: set[int] = set()
-
-
-def free_port() -> int:
-    """A TCP port that was free a moment ago and that this process has not handed out before."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("", 0))  # Ray's nodes listen on all interfaces
-            port = int(sock.getsockname()[1])
-        if port not in _handed_out:
-            _handed_out.add(port)
-            return port
+EVERY_INTERFACE = ""  # the host Ray nodes bind their ports on
 
 
 def driver_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -172,7 +160,7 @@ def _node_args(
     # 10001, 8265) or picked by each node on its own, and two nodes starting at once on one machine
     # then collide ("bind: Address already in use" in raylet.err).
     args = [f"--node-ip-address={NODE_IP}", "--disable-usage-stats"]
-    args += [f"--{name}={free_port()}" for name in _NODE_PORTS]
+    args += [f"--{name}={launcher.free_port(EVERY_INTERFACE)}" for name in _NODE_PORTS]
     if num_cpus is not None:
         args.append(f"--num-cpus={num_cpus:g}")
     if num_gpus is not None:
@@ -224,7 +212,7 @@ def start_head(
     autoscaler monitor runs: rayscale is the autoscaler. With `die_with_parent`, the node gets
     SIGKILL when the thread that started it ends (see `hack.localk8s.launcher.dying_with_parent`).
     """
-    port = port or free_port()
+    port = port or launcher.free_port(EVERY_INTERFACE)
     temp_dir = Path(tempfile.mkdtemp(prefix="rayh-", dir="/tmp"))
     log_path = (log_dir or temp_dir) / f"head-{port}.log"
     args = [
@@ -235,8 +223,9 @@ def start_head(
         f"--port={port}",
         "--include-dashboard=false",
         "--no-monitor",
-        f"--ray-client-server-port={free_port()}",
-        f"--dashboard-port={free_port()}",  # token auth starts a dashboard process anyway
+        f"--ray-client-server-port={launcher.free_port(EVERY_INTERFACE)}",
+        # token auth starts a dashboard process anyway
+        f"--dashboard-port={launcher.free_port(EVERY_INTERFACE)}",
         f"--temp-dir={temp_dir}",
         *_node_args(num_cpus, num_gpus, resources, labels),
         *extra_args,

@@ -94,28 +94,33 @@ def _ephemeral_low() -> int:
         return 32768
 
 
-def free_port() -> int:
-    """A port of 127.0.0.1 that nothing listens on now and this process has not handed out,
-    below the kernel's range for outgoing connections.
+def free_port(host: str = "127.0.0.1", *, preferred: int | None = None) -> int:
+    """A port of `host` ("": every interface) that nothing listens on now and this process has not
+    handed out, below the kernel's range for outgoing connections; `preferred` when it is free.
 
-    A port the kernel picks (bind to port 0) comes from that range, and between this check and the
-    component's own bind any outgoing connection may take it: a kube-controller-manager then
-    failed to start ("bind: address already in use"). Outside the range only another listener
-    can, as it can for any port. Port 0 (the kernel's pick) when the range leaves no room below."""
+    The one port picker of the repository: the local control plane, the tests, e2e (Ray's nodes)
+    and the benchmarks take their ports here. A port the kernel picks (bind to port 0) comes from
+    that range, and between this check and the component's own bind any outgoing connection may
+    take it: a kube-controller-manager then failed to start ("bind: address already in use").
+    Outside the range only another listener can, as it can for any port. Port 0 (the kernel's
+    pick) when the range leaves no room below."""
     low = _ephemeral_low()
-    for _ in range(200):
-        port = random.randrange(PORT_FLOOR, low) if low - PORT_FLOOR >= 1000 else 0
+    tries = [preferred] if preferred is not None else []
+    tries += [random.randrange(PORT_FLOOR, low) if low - PORT_FLOOR >= 1000 else 0 for _ in range(200)]
+    for port in tries:
         if port in _handed_out:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
-                s.bind(("127.0.0.1", port))
+                s.bind((host, port))
             except OSError:
                 continue
             port = int(s.getsockname()[1])
         _handed_out.add(port)
         return port
-    raise LaunchError(f"no free port of 127.0.0.1 in {PORT_FLOOR}-{low - 1} after 200 tries")
+    raise LaunchError(
+        f"no free port of {host or 'every interface'} in {PORT_FLOOR}-{low - 1} after 200 tries"
+    )
 
 
 def poll(
