@@ -42,6 +42,7 @@ from rayscale.autoscaler.trust import (
 from rayscale.autoscaler.virtual.apply import VirtualClusters
 from rayscale.autoscaler.virtual.branch import involved
 from rayscale.autoscaler.virtual.plan import plan as plan_with_vcs
+from rayscale.autoscaler.virtual.raylets import finished_jobs
 from rayscale.common.pods import pod_name
 from rayscale.common.retry import Failed
 from rayscale.kube import ops
@@ -167,7 +168,7 @@ class Round:
         gcs = memory.client() if state is not None else None
         vplan = None
         if involved(reading, scheduled, state):  # the cluster has virtual clusters: plan with them
-            finished = await self.vclusters.finished_jobs(reading, gcs)
+            finished = await finished_jobs(reading, gcs)
             vplan = plan_with_vcs(scheduled, reading.vcs, reading.members, finished, frozen=state is None)
             decision = vplan.decision
         else:
