@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from tests.support.polling import until
 
-from rayscale.common.fairslots import FairSlots
+from rayscale.controller.fairslots import FairSlots
 
 
 async def test_one_key_alone_gets_every_slot() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from rayscale.common.flow import EVENTS, working_for
 from rayscale.kube.client import RayscaleApiClient
+from rayscale.kube.flow import EVENTS, working_for
 from rayscale.kube.ratelimit import TokenBucket
 
 

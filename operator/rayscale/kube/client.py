@@ -26,8 +26,8 @@ import aiohttp
 from kubernetes_asyncio import client, config
 
 from rayscale import __version__
-from rayscale.common import flow
 from rayscale.fence import WriteFence
+from rayscale.kube import flow
 from rayscale.kube.ratelimit import Limiter, TokenBucket
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -35,7 +35,7 @@ READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 class RayscaleApiClient(client.ApiClient):
     """An ApiClient whose requests wait for a token of `bucket` (if any; of `flow_buckets[f]` when
-    sent by a task of flow f, see `rayscale.common.flow`), and whose writes are refused when `fence`
+    sent by a task of flow f, see `rayscale.kube.flow`), and whose writes are refused when `fence`
     (if any) is closed."""
 
     def __init__(

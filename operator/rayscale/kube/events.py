@@ -23,10 +23,10 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client
 
 from rayscale.api.names import RAYCLUSTER
-from rayscale.common.flow import EVENTS, working_for
 from rayscale.kube import ops
 from rayscale.kube.correlator import Correlated, EventCorrelator, object_key
 from rayscale.kube.fairqueue import FairQueue
+from rayscale.kube.flow import EVENTS, working_for
 
 log = logging.getLogger(__name__)
 COMPONENT = "rayscale"
