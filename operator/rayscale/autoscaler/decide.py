@@ -17,12 +17,11 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from rayscale.autoscaler.drain import drain_plan, still_draining, without
 from rayscale.autoscaler.gcs_link import GcsLink
-from rayscale.autoscaler.memory import ClusterKey, Shared
+from rayscale.autoscaler.memory import Shared
 from rayscale.autoscaler.patch import build_patch, writable
 from rayscale.autoscaler.provision_events import ProvisionEvents
 from rayscale.autoscaler.reporter import Planned, Reporter
@@ -45,13 +44,13 @@ from rayscale.autoscaler.virtual.plan import plan as plan_with_vcs
 from rayscale.autoscaler.virtual.raylets import finished_jobs
 from rayscale.common.pods import pod_name
 from rayscale.common.retry import Failed
+from rayscale.common.types import ClusterKey, Obj
 from rayscale.kube import ops
 from rayscale.ray.model import ClusterState
 
 __all__ = ["Round"]
 
 log = logging.getLogger(__name__)
-Obj = Mapping[str, Any]
 CONFLICT_ATTEMPTS = 3
 TEST_FAILED = (409, 422)  # what the API server answers when the resourceVersion test fails
 

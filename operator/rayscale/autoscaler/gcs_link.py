@@ -15,19 +15,19 @@ the annotation to override it (``AutoscalerConfig.allow_gcs_address_override``, 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from rayscale.autoscaler.compat import CLUSTER_STATE, DRAIN, REPORT, GcsSupport, find_condition
 from rayscale.autoscaler.drain import DrainUnit
 from rayscale.autoscaler.draining import drain_units
-from rayscale.autoscaler.memory import ClusterKey, Shared
+from rayscale.autoscaler.memory import Shared
 from rayscale.autoscaler.ray_report import autoscaling_state, next_version, remember
 from rayscale.autoscaler.scheduling.model import Decision, Snapshot
 from rayscale.autoscaler.status import GcsHealth
 from rayscale.autoscaler.texts import drain_message, gcs_reachable, gcs_unreachable
 from rayscale.common.pods import is_head, phase
+from rayscale.common.types import ClusterKey, Obj
 from rayscale.kube import ops
 from rayscale.ray.address import AddressError, auth_token_secret, gcs_target
 from rayscale.ray.client import GcsClient, GcsError
@@ -36,7 +36,6 @@ from rayscale.ray.model import ClusterState
 __all__ = ["GcsLink"]
 
 log = logging.getLogger(__name__)
-Obj = Mapping[str, Any]
 
 
 class GcsLink:

@@ -19,7 +19,7 @@ its last round (the decision's trigger).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -30,7 +30,7 @@ from rayscale.autoscaler.decide import Round
 from rayscale.autoscaler.eligibility import eligibility
 from rayscale.autoscaler.gcs_link import GcsLink
 from rayscale.autoscaler.history import PERIODIC
-from rayscale.autoscaler.memory import ClusterKey, Memories, Shared
+from rayscale.autoscaler.memory import Memories, Shared
 from rayscale.autoscaler.reporter import Reporter
 from rayscale.autoscaler.requests import pending_status
 from rayscale.autoscaler.status import clear_autoscaler_patch
@@ -40,14 +40,13 @@ from rayscale.autoscaler.virtual.apply import VirtualClusters
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.common.pods import is_head, is_terminating
 from rayscale.common.retry import Failed, spec_version
+from rayscale.common.types import ClusterKey, Obj
 from rayscale.common.workqueue import WorkQueue
 from rayscale.kube import ops
 from rayscale.kube.events import EventSink
 from rayscale.metrics import Metrics
 
 __all__ = ["Autoscaler", "AutoscalerConfig", "AutoscalerSource"]
-
-Obj = Mapping[str, Any]
 
 
 class AutoscalerSource(Protocol):

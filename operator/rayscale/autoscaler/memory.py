@@ -12,7 +12,7 @@ parts of the autoscaler share.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -27,15 +27,13 @@ from rayscale.autoscaler.ray_report import LaunchFailure
 from rayscale.autoscaler.status import GcsHealth, UnmetKey
 from rayscale.autoscaler.trust import Hold, Session
 from rayscale.autoscaler.view import Observed
+from rayscale.common.types import ClusterKey, Obj
 from rayscale.kube.events import EventSink
 from rayscale.metrics import Metrics
 from rayscale.ray.address import GcsTarget
 from rayscale.ray.client import GcsClient
 
-__all__ = ["ClusterKey", "ClusterMemory", "Memories", "Served", "Shared"]
-
-ClusterKey = tuple[str, str]  # (namespace, name)
-Obj = Mapping[str, Any]
+__all__ = ["ClusterMemory", "Memories", "Served", "Shared"]
 
 
 @dataclasses.dataclass

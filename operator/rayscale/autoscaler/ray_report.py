@@ -43,6 +43,7 @@ from rayscale.autoscaler.scheduling.model import (
 )
 from rayscale.autoscaler.snapshot import is_unborn
 from rayscale.common.pods import condition
+from rayscale.common.types import Obj
 from rayscale.ray import model as ray
 
 __all__ = [
@@ -57,7 +58,6 @@ __all__ = [
     "remember",
 ]
 
-Obj = Mapping[str, Any]
 Shape = tuple[tuple[str, float], ...]
 
 FAILURE_MEMORY_SECONDS = 600.0  # how long a launch failure stays under "Recent failures"

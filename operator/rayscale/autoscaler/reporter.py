@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -25,7 +25,7 @@ from rayscale.autoscaler.gcs_link import GcsLink
 from rayscale.autoscaler.gcs_override import find_override, override_condition, override_event
 from rayscale.autoscaler.history import decision_record
 from rayscale.autoscaler.lifecycle import next_lives, notices, replica_summary, unit
-from rayscale.autoscaler.memory import ClusterKey, Shared
+from rayscale.autoscaler.memory import Shared
 from rayscale.autoscaler.patch import ClusterPatch
 from rayscale.autoscaler.ray_report import launch_failures, remember
 from rayscale.autoscaler.request_reader import read_request
@@ -45,13 +45,13 @@ from rayscale.autoscaler.status import (
 from rayscale.autoscaler.texts import backing_off, ray_node_died, refused, resized
 from rayscale.autoscaler.trust import Hold
 from rayscale.autoscaler.view import Observed
+from rayscale.common.types import ClusterKey, Obj
 from rayscale.kube import ops
 from rayscale.ray.model import ClusterState
 
 __all__ = ["Planned", "Reporter"]
 
 log = logging.getLogger(__name__)
-Obj = Mapping[str, Any]
 RRR_API = {"apiVersion": "rayscale.io/v1alpha1", "kind": "RayResourceRequest"}
 
 

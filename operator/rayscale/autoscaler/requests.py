@@ -25,10 +25,10 @@ from typing import Any
 
 from rayscale.autoscaler.request_reader import RequestRead, read_request
 from rayscale.autoscaler.scheduling.model import Decision, DemandKind, Target, Unmet
+from rayscale.common.types import Obj
 
 __all__ = ["INVALID_BUNDLES", "bundle_problem", "decision_status", "pending_status", "status_patch"]
 
-Obj = Mapping[str, Any]
 FIELDS = ("phase", "reason", "message", "observedGeneration")
 _FIELDS = ("phase", "reason", "message", "observed_generation")  # the same, as the model names them
 INVALID_BUNDLES = "InvalidBundles"  # the reason of a request with a bundle that cannot be read

@@ -30,6 +30,7 @@ from rayscale.autoscaler.scheduling.model import (
     UnmetReason,
 )
 from rayscale.common.timefmt import parse_time, rfc3339
+from rayscale.common.types import Obj
 
 __all__ = [
     "REFRESH_SECONDS",
@@ -45,7 +46,6 @@ __all__ = [
     "waiting_bundles",
 ]
 
-Obj = Mapping[str, Any]
 REFRESH_SECONDS = 60.0
 UnmetKey = frozenset[tuple[object, ...]]
 

@@ -8,8 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from rayscale.common.pods import is_head
-
-Manifest = dict[str, Any]
+from rayscale.common.types import Manifest
 
 
 class NodeKind(StrEnum):

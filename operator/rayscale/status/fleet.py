@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
+from rayscale.common.types import Obj
 from rayscale.status.layout import WIDTH, Cell, Out, age
 
 __all__ = ["render_fleet"]
-
-Obj = Mapping[str, Any]
 
 
 def render_fleet(doc: Obj, *, now: datetime, color: bool = False, width: int = WIDTH) -> str:

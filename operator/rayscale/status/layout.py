@@ -15,8 +15,10 @@ from datetime import datetime
 from typing import Any
 
 from rayscale.autoscaler.history import WorkKind
+from rayscale.autoscaler.replica_host import ReplicaState
 from rayscale.autoscaler.status import shape_text
 from rayscale.common.timefmt import parse_time
+from rayscale.common.types import Obj
 
 __all__ = [
     "BYTES",
@@ -35,7 +37,6 @@ __all__ = [
     "shown",
 ]
 
-Obj = Mapping[str, Any]
 WIDTH = 100
 GAP = "  "
 UNBOUNDED = 2147483647
@@ -44,7 +45,7 @@ BYTES = frozenset({"memory", "object_store_memory"})
 # Ray's resources of placed placement group bundles (CPU_group_<pg>, CPU_group_<i>_<pg>,
 # bundle_group_...): `ray status` leaves them out, the node's own resources already count them.
 PG_RESOURCE = re.compile(r"^.+_group_(?:\d+_)?[0-9a-f]{16,}$")
-STATES = ("requested", "scheduling", "booting", "ready", "idle", "draining", "failed", "removed")
+STATES = tuple(ReplicaState)  # a replica's states, in their order
 ANSI = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 STYLE = {
     "requested": "yellow",

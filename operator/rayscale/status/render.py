@@ -8,11 +8,12 @@ codes (the caller decides: a terminal, and NO_COLOR not set).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from rayscale.autoscaler.status import shape_text
+from rayscale.common.types import Obj
 from rayscale.status.layout import (
     BYTES,
     STYLE,
@@ -33,7 +34,6 @@ from rayscale.status.written import pods_table, written_groups, written_replicas
 
 __all__ = ["render_cluster"]
 
-Obj = Mapping[str, Any]
 SHORT_ID = 8  # characters of a Ray node id shown
 
 

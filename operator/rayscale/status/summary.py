@@ -26,10 +26,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rayscale.common import labels as L
+from rayscale.common.types import Obj
 
 __all__ = ["MAX_EVENTS", "cluster", "events", "pod", "request", "worker_counts"]
 
-Obj = Mapping[str, Any]
 MAX_EVENTS = 10
 UNBOUNDED = 2147483647  # KubeRay's maxReplicas when a group sets none
 

@@ -4,15 +4,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
+from rayscale.common.types import Obj
 from rayscale.status.layout import STYLE, Cell, Out, age, backoff_cell, counts_text, max_text, replica_cells
 
 __all__ = ["pods_table", "written_groups", "written_replicas"]
-
-Obj = Mapping[str, Any]
 
 
 def written_groups(out: Out, rc: Obj, pods: Sequence[Obj], now: datetime) -> None:

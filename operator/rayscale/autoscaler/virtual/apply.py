@@ -19,6 +19,7 @@ from rayscale.autoscaler.virtual.model import Member, VcPlan
 from rayscale.autoscaler.virtual.raylets import busy_of, leave, resize_members
 from rayscale.autoscaler.virtual.read import Reading, members_of, read
 from rayscale.autoscaler.virtual.report import status_of, status_patch
+from rayscale.common.types import ClusterKey, Obj
 from rayscale.kube import ops
 from rayscale.kube.events import EventSink
 from rayscale.ray import model as ray
@@ -27,8 +28,6 @@ from rayscale.ray.client import GcsClient
 __all__ = ["VirtualClusters"]
 
 log = logging.getLogger(__name__)
-Obj = Mapping[str, Any]
-Key = tuple[str, str]
 RVC_API = {"apiVersion": "rayscale.io/v1alpha1", "kind": "RayVirtualCluster"}
 
 
@@ -38,12 +37,12 @@ class VirtualClusters:
     def __init__(self, api: Any, events: EventSink) -> None:
         self.api = api
         self.events = events
-        self._overlay: dict[Key, dict[str, Member | None]] = {}
+        self._overlay: dict[ClusterKey, dict[str, Member | None]] = {}
         self._warned: dict[tuple[str, str], str] = {}  # (namespace, vc) -> the message last posted
 
     # ---- reading ----
 
-    def read(self, key: Key, cluster: Obj, objects: Sequence[Obj], pods: Sequence[Obj]) -> Reading:
+    def read(self, key: ClusterKey, cluster: Obj, objects: Sequence[Obj], pods: Sequence[Obj]) -> Reading:
         overlay = self._overlay.get(key, {})
         seen = members_of(pods)
         for pod in [p for p, m in overlay.items() if seen.get(p) == m]:
@@ -54,7 +53,7 @@ class VirtualClusters:
 
     async def apply(
         self,
-        key: Key,
+        key: ClusterKey,
         reading: Reading,
         plan: VcPlan | None,
         snapshot: Snapshot,
@@ -100,7 +99,7 @@ class VirtualClusters:
             removed = plan is not None and name in plan.removed
             await self._finalizer(namespace, obj, release=(removed or bool(errors)) and not holding)
 
-    async def not_taken(self, key: Key, objects: Sequence[Obj], why: str, now: datetime) -> None:
+    async def not_taken(self, key: ClusterKey, objects: Sequence[Obj], why: str, now: datetime) -> None:
         """The RayCluster is gone or not autoscaled by rayscale: its VCs say so; deleting them
         is not held up (no node is assigned by anyone)."""
         for obj in objects:
@@ -109,10 +108,10 @@ class VirtualClusters:
             self._warn(key[0], obj, (why,))
             await self._finalizer(key[0], obj, release=True)
 
-    def forget(self, key: Key) -> None:
+    def forget(self, key: ClusterKey) -> None:
         self._overlay.pop(key, None)
 
-    async def _labels(self, key: Key, assign: Mapping[str, Member | None]) -> None:
+    async def _labels(self, key: ClusterKey, assign: Mapping[str, Member | None]) -> None:
         overlay = self._overlay.setdefault(key, {})
         for pod, member in sorted(assign.items()):
             labels: dict[str, str | None] = {VC_LABEL: None, JOB_LABEL: None}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -18,10 +17,9 @@ from rayscale.api.rayvirtualcluster import RayVirtualClusterSpec
 from rayscale.api.virtualcluster_names import JOB_LABEL, VC_LABEL, spec_errors
 from rayscale.autoscaler.virtual.model import Member, VcGroup, VirtualCluster
 from rayscale.common.pods import is_worker, pod_labels, pod_name
+from rayscale.common.types import Obj
 
 __all__ = ["Reading", "members_of", "read"]
-
-Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,10 +18,10 @@ from rayscale.autoscaler.scheduling.model import DemandKind, Node, NodeState, Un
 from rayscale.autoscaler.status import WHY
 from rayscale.autoscaler.virtual.model import Member, VcPlan, VirtualCluster
 from rayscale.common.timefmt import rfc3339
+from rayscale.common.types import Obj
 
 __all__ = ["Busy", "node_state", "status_of", "status_patch"]
 
-Obj = Mapping[str, Any]
 RUNNING = frozenset({VcNodeState.IDLE, VcNodeState.BUSY, VcNodeState.READY})  # count as ready
 
 
