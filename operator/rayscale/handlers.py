@@ -131,18 +131,19 @@ def _indexes(memo: Any) -> Indexes:
 
 @kopf.index(*RAYCLUSTERS.selector, registry=registry)
 async def rayclusters(body: kopf.Body, memo: Any, **_: Any) -> None:
-    """A RayCluster listed or changed: into the RayCluster index (kopf's own keeps nothing)."""
-    _indexes(memo).clusters.upsert(body)
+    """A RayCluster listed or changed: into the RayCluster index (kopf's own keeps nothing). Read
+    through a plain mapping of the body's top level: each read of kopf's view resolves its path."""
+    _indexes(memo).clusters.upsert(dict(body))
 
 
 @kopf.index(*RAYRESOURCEREQUESTS.selector, registry=registry)
 async def rayresourcerequests(body: kopf.Body, memo: Any, **_: Any) -> None:
-    _indexes(memo).requests.upsert(body)
+    _indexes(memo).requests.upsert(dict(body))
 
 
 @kopf.index(*RAYVIRTUALCLUSTERS.selector, registry=registry)
 async def rayvirtualclusters(body: kopf.Body, memo: Any, **_: Any) -> None:
-    _indexes(memo).virtual_clusters.upsert(body)
+    _indexes(memo).virtual_clusters.upsert(dict(body))
 
 
 @kopf.on.event(*RAYCLUSTERS.selector, registry=registry)
