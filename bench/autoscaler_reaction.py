@@ -42,12 +42,12 @@ from hack.localk8s import testcluster
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import ApiException
 
-from bench.docs import Block, add_output_options, finish, measured, paragraphs
+from bench.docs import Block, measured, paragraphs
 from bench.operator_scale import (
     ROOT,
     bench_namespace,
     kube_apis,
-    measure,
+    measured_main,
     raycluster,
 )
 from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
@@ -390,11 +390,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gcs", nargs="+", choices=("fake", "unreachable"), default=["fake", "unreachable"],
                         help="Ray's GCS setups to measure (see above)")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=300, help="deadline per repetition, seconds")
-    add_output_options(parser, ROOT / BLOCK.source)
-    args = parser.parse_args(argv)
-    return finish(
-        args,
-        lambda: measure(lambda cluster: run(cluster, args), args.note),
+    return measured_main(
+        parser,
+        argv,
+        ROOT / BLOCK.source,
+        run,
         lambda results: BLOCK.write(DOCS, render(results)),
         lambda results: (
             {k: v for k, v in results.items() if k != "rows"}

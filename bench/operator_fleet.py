@@ -32,7 +32,7 @@ from typing import Any
 from hack.localk8s import testcluster
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bench.docs import Block, add_output_options, finish, measured, paragraphs
+from bench.docs import Block, measured, paragraphs
 from bench.operator_scale import (
     DOCS,
     ROOT,
@@ -40,7 +40,7 @@ from bench.operator_scale import (
     create_namespace,
     delete_namespace,
     kube_apis,
-    measure,
+    measured_main,
     operator,
     raycluster,
     warm_up,
@@ -288,12 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", type=int, default=1000, help="RayClusters")
     parser.add_argument("--workers", type=int, default=9, help="workers per RayCluster")
     parser.add_argument("--timeout", type=float, default=1800, help="deadline, seconds")
-    add_output_options(parser, ROOT / BLOCK.source)
-    args = parser.parse_args(argv)
-    return finish(
-        args,
-        lambda: measure(lambda cluster: run(cluster, args), args.note),
-        lambda results: BLOCK.write(DOCS, render(results)),
+    return measured_main(
+        parser, argv, ROOT / BLOCK.source, run, lambda results: BLOCK.write(DOCS, render(results))
     )
 
 

@@ -542,19 +542,31 @@ def measure(
     }
 
 
+Bench = Callable[[testcluster.ClusterHandle, argparse.Namespace], Coroutine[Any, Any, dict[str, Any]]]
+
+
+def measured_main(
+    parser: argparse.ArgumentParser,
+    argv: list[str] | None,
+    stored: Path,
+    bench: Bench,
+    write: Callable[[dict[str, Any]], None],
+    shown: Callable[[dict[str, Any]], Any] = lambda results: results,
+) -> int:
+    """A benchmark's main once `parser` has its own flags: the output options (results stored in
+    `stored`), then `bench` measured on the local control plane, or the stored results `write`n."""
+    add_output_options(parser, stored)
+    args = parser.parse_args(argv)
+    return finish(args, lambda: measure(lambda cluster: bench(cluster, args), args.note), write, shown)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--replicas", type=int, default=100, help="case 1: workers to scale to")
     parser.add_argument("--clusters", type=int, default=50, help="case 2: RayClusters")
     parser.add_argument("--workers", type=int, default=10, help="case 2: workers per RayCluster")
     parser.add_argument("--timeout", type=float, default=900, help="deadline per case, seconds")
-    add_output_options(parser, ROOT / BLOCK.source)
-    args = parser.parse_args(argv)
-    return finish(
-        args,
-        lambda: measure(lambda cluster: run(cluster, args), args.note),
-        lambda results: write_section(DOCS, results),
-    )
+    return measured_main(parser, argv, ROOT / BLOCK.source, run, lambda results: write_section(DOCS, results))
 
 
 if __name__ == "__main__":
