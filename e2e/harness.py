@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 import shlex
 import time
@@ -27,7 +26,7 @@ from hack.localk8s import launcher
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 from tests.support.kube import Kube
-from tests.support.polling import eventually
+from tests.support.polling import eventually, holds
 from tests.support.watching import end_watch
 
 from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
@@ -543,14 +542,7 @@ class Scenario:
 
     async def holds(self, check: Callable[[], Awaitable[bool] | bool], seconds: float, message: str) -> None:
         """`check` stays true for `seconds` (polled twice a second): what must not happen, doesn't."""
-        until = time.monotonic() + seconds
-        while True:
-            value = check()
-            if not (await value if inspect.isawaitable(value) else value):
-                raise AssertionError(message)
-            if time.monotonic() >= until:
-                return
-            await asyncio.sleep(0.5)
+        await holds(check, seconds=seconds, interval=0.5, message=message)
 
     async def ray_call(self, op: str, **kwargs: Any) -> Any:
         return await self.ray.call(op, **kwargs)

@@ -51,12 +51,12 @@ from hack.localk8s import testcluster
 from kubernetes_asyncio import client, config, watch
 from tests.support.builders import example
 from tests.support.operators import AUTOSCALING_EXTRA, KubeRayOperator, Operator
+from tests.support.polling import Timeout, eventually
 from tests.support.watching import end_watch
 
 from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
 
 SUITE = "control-plane"
-
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"
 # No Ray here: nothing listens at the GCS address, so it is unreachable at once.
@@ -129,17 +129,10 @@ def component_pid(cluster: testcluster.ClusterHandle, name: str) -> int:
 
 
 async def until(check: Callable[[], Awaitable[bool] | bool], timeout: float, what: str) -> float:  # noqa: ASYNC109
-    """Poll `check` until true; the seconds it took. TimeoutError naming `what`."""
+    """Poll `check` until true; the seconds it took. Timeout naming `what`."""
     start = time.monotonic()
-    while True:
-        value = check()
-        if not isinstance(value, bool):
-            value = await value
-        if value:
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            raise TimeoutError(what)
-        await asyncio.sleep(0.2)
+    await eventually(check, timeout=timeout, interval=0.2, message=what)
+    return time.monotonic() - start
 
 
 # ---- faults: each injects, and returns once the fault has ended ----
@@ -435,7 +428,7 @@ async def one_run(
             try:
                 await until(run.ledger.converged, CONVERGE_SECONDS, "converge")
                 converged = time.monotonic() - fault_end
-            except TimeoutError:
+            except Timeout:
                 violations.append(
                     f"not converged {CONVERGE_SECONDS:.0f} s after the fault: {run.ledger.describe()}"
                 )

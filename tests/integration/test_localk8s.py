@@ -7,24 +7,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from hack.localk8s import launcher
 from hack.localk8s.testcluster import ClusterHandle
 
+from tests.support.polling import eventually_sync
+
 LAUNCHER = Path(launcher.__file__).resolve()
 SMALL = ["--scale", "cpu=1", "--scale", "gpu=1", "--scale", "tpu=0"]
-
-
-def wait_until(check: object, timeout: float, what: str) -> None:
-    assert callable(check)
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for: {what}")
-        time.sleep(0.1)
 
 
 def listening_sockets(pid: int) -> list[str]:
@@ -115,7 +107,12 @@ def test_up_reuses_a_running_cluster_and_down_stops_exactly_its_processes(
         check=False,
     )
     assert down.returncode == 0, down.stderr
-    wait_until(lambda: not any(launcher.pid_alive(p) for p in pids), 30, "all processes gone")
+    eventually_sync(
+        lambda: not any(launcher.pid_alive(p) for p in pids),
+        timeout=30,
+        interval=0.1,
+        message="all processes gone",
+    )
     assert not state_dir.exists()
 
 
@@ -142,14 +139,23 @@ def test_killing_the_test_process_stops_the_whole_control_plane(
         ],
     )
     try:
-        wait_until(lambda: (state_dir / "ready").exists(), 300, "control plane ready")
+        eventually_sync(
+            lambda: (state_dir / "ready").exists(), timeout=300, interval=0.1, message="control plane ready"
+        )
         state = json.loads((state_dir / "state.json").read_text())
         pids = [int(state["supervisor"]), *component_pids(state)]
         assert all(launcher.pid_alive(p) for p in pids)
         parent.send_signal(signal.SIGKILL)
         parent.wait()
-        wait_until(lambda: not any(launcher.pid_alive(p) for p in pids), 60, "all processes gone")
-        wait_until(lambda: not state_dir.exists(), 30, "state directory removed")
+        eventually_sync(
+            lambda: not any(launcher.pid_alive(p) for p in pids),
+            timeout=60,
+            interval=0.1,
+            message="all processes gone",
+        )
+        eventually_sync(
+            lambda: not state_dir.exists(), timeout=30, interval=0.1, message="state directory removed"
+        )
     finally:
         if parent.poll() is None:
             parent.kill()

@@ -23,6 +23,7 @@ from rayscale.kube.client import make_api_client
 from rayscale.kube.informer import Informer, Kind
 from rayscale.kube.raycluster_index import RayClusterIndex
 from tests.support.builders import example
+from tests.support.polling import eventually
 
 DEADLINE = 30.0
 
@@ -36,12 +37,7 @@ def pod(name: str, cluster: str | None, *, group: str = "workers") -> dict[str, 
 
 
 async def until(check: Callable[[], bool], what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f"not within {DEADLINE}s: {what}")
-        await asyncio.sleep(0.05)
+    await eventually(check, timeout=DEADLINE, interval=0.05, message=what)
 
 
 @contextlib.asynccontextmanager

@@ -121,7 +121,7 @@ async def other_namespace(api: client.ApiClient, request: pytest.FixtureRequest)
 
 @pytest.fixture(scope="session")
 def raycluster_crd(cluster: testcluster.ClusterHandle) -> None:
-    """The RayCluster CRD from crds/, established."""
+    """rayscale's CRDs from crds/ (RayCluster, RayResourceRequest, RayVirtualCluster), established."""
     cluster.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
     crds = (f"crd/{defn.name}" for defn in CRDS)
     cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", *crds)

@@ -7,11 +7,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from hack.localk8s import launcher
 from tests.support.builders import ROOT
+from tests.support.polling import eventually_sync
 
 INTERMEDIATE = """
 import subprocess, sys
@@ -60,16 +60,12 @@ def test_the_child_dies_with_its_parent() -> None:
         assert _alive(child)
         # setpriv asks for the death signal, then execs sleep: kill the parent only once the
         # child runs sleep, or the parent may die before there is anything to signal the child
-        deadline = time.monotonic() + 10
-        while _command(child) != "sleep" and time.monotonic() < deadline:
-            time.sleep(0.05)  # polling /proc with a deadline: nothing to await here
-        assert _command(child) == "sleep", _command(child)
+        eventually_sync(lambda: _command(child) == "sleep", timeout=10, interval=0.05, message="sleep runs")
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
-        deadline = time.monotonic() + 10
-        while _alive(child) and time.monotonic() < deadline:
-            time.sleep(0.05)  # polling /proc with a deadline: nothing to await here
-        assert not _alive(child), "the child outlived its parent"
+        eventually_sync(
+            lambda: not _alive(child), timeout=10, interval=0.05, message="the child dies with its parent"
+        )
     finally:
         if _alive(child):
             os.kill(child, signal.SIGKILL)

@@ -3,7 +3,6 @@ the GCS is unreachable): a request no group can hold does not stop another from 
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from tests.support.builders import BASIC as NAME
 from tests.support.builders import cpu_and_gpu_cluster
 from tests.support.kube import Kube
 from tests.support.operators import Operator
-from tests.support.polling import eventually
+from tests.support.polling import eventually, holds
 
 pytestmark = pytest.mark.integration
 
@@ -71,6 +70,10 @@ async def test_an_unsatisfiable_request_does_not_hold_back_another(
     assert await _replicas(kube) == {"cpu": 0, "gpu": 2}
     assert len(await kube.workers(NAME, group="gpu", live=True)) == 2
     assert await kube.workers(NAME, group="cpu", live=True) == []
-    await asyncio.sleep(3)  # several rounds (interval 1 s): nothing more launches for too-big
-    assert await _replicas(kube) == {"cpu": 0, "gpu": 2}
+
+    async def nothing_more() -> bool:
+        return await _replicas(kube) == {"cpu": 0, "gpu": 2}
+
+    # several rounds (interval 1 s): nothing more launches for too-big
+    await holds(nothing_more, seconds=3, message="nothing more launched for too-big")
     assert (await _status(kube, "two-gpus"))["phase"] == "Satisfied"

@@ -3,7 +3,6 @@ RayResourceRequests as the demand."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from tests.support.builders import BASIC as NAME
 from tests.support.builders import cpu_and_gpu_cluster, gpu_request
 from tests.support.kube import Kube
 from tests.support.operators import Operator
-from tests.support.polling import eventually
+from tests.support.polling import eventually, holds
 
 pytestmark = pytest.mark.integration
 
@@ -68,8 +67,11 @@ async def test_request_scales_only_the_gpu_group_and_is_all_or_nothing(
     assert status["reason"] == "MAX_REPLICAS"
     assert "GPU" in status["message"]
     assert status["observedGeneration"] == status["generation"] == 2
-    await asyncio.sleep(3)  # several autoscaler rounds (interval 1 s)
-    assert await _replicas(kube) == {"cpu": 0, "gpu": 3}
+
+    async def unchanged() -> bool:
+        return await _replicas(kube) == {"cpu": 0, "gpu": 3}
+
+    await holds(unchanged, seconds=3, message="the replicas stay at 3 GPUs")  # several rounds (interval 1 s)
 
 
 async def _count(kube: Kube, group: str, count: int) -> bool:
