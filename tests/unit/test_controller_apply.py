@@ -13,10 +13,10 @@ from tests.support.builders import cluster, pod
 from tests.support.fakes import EventLog, FakeKubeOps, ManualClock
 
 from rayscale.cluster.naming import AUTH_TOKEN_KEY
-from rayscale.common.fairslots import FairSlots
 from rayscale.common.types import Manifest
 from rayscale.controller.apply import BATCH, MESSAGE_LIMIT, PlanApplier, pods_message
 from rayscale.controller.expectations import ScaleExpectations
+from rayscale.controller.fairslots import FairSlots
 from rayscale.controller.plan import CreatePod, DeletePod, DeleteWhy, NodeKind, Step
 from rayscale.controller.status import ReconcileError
 from rayscale.kube import ops

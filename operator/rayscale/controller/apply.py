@@ -12,10 +12,10 @@ from kubernetes_asyncio import client
 
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.naming import AUTH_TOKEN_KEY
-from rayscale.common.fairslots import FairSlots
 from rayscale.common.types import Manifest
 from rayscale.controller import tokenauth
 from rayscale.controller.expectations import ScaleExpectations
+from rayscale.controller.fairslots import FairSlots
 from rayscale.controller.plan import CreatePod, DeletePod, DeleteWhy, Step
 from rayscale.controller.status import ReconcileError
 from rayscale.kube import ops
