@@ -1,8 +1,10 @@
-"""The controller's plan and the virtual clusters' states are enums, and say what they said as strings."""
+"""The controller's plan and the virtual clusters' states are enums (saying what they said as strings), and
+a virtual cluster is read through its typed models."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from tests.support.builders import cluster, group, pod
 
@@ -11,6 +13,7 @@ from rayscale.api.rayvirtualcluster import JobClusterPhase, Phase, RayVirtualClu
 from rayscale.api.schema import structural_schema
 from rayscale.autoscaler.scheduling.model import Node, NodeState
 from rayscale.autoscaler.virtual.model import Member, VcGroup, VirtualCluster
+from rayscale.autoscaler.virtual.read import read, vc_meta, vc_status
 from rayscale.autoscaler.virtual.report import node_state, status_of
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.controller.plan import DeleteWhy, NodeKind
@@ -49,3 +52,28 @@ def test_a_virtual_clusters_status_is_made_of_its_states() -> None:
     assert status["phase"] is Phase.READY
     assert status["groups"][0]["nodes"] == [{"pod": "w", "state": VcNodeState.IDLE}]
     assert status["groups"][0]["ready"] == 1
+
+
+def _vc(generation: int, status: dict[str, Any] | None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "metadata": {"name": "team", "namespace": "ns", "generation": generation, "finalizers": ["x"]},
+        "spec": {"rayClusterName": "rc", "groups": [{"groupName": "small", "nodes": 1, "maxNodes": 4}]},
+    }
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+def test_a_virtual_cluster_is_read_through_its_typed_models() -> None:
+    """Its metadata and status are typed; the target hosts come from a status of the same revision."""
+    rc = cluster(group(), autoscaling=True)
+    groups = [{"groupName": "small", "desired": 3}]
+    same = read(rc, [_vc(2, {"revision": 2, "groups": groups, "phase": "Scaling"})], [])
+    assert [(v.name, v.groups[0].desired) for v in same.vcs] == [("team", 3)]
+    newer = read(rc, [_vc(3, {"revision": 2, "groups": groups})], [])
+    assert newer.vcs[0].groups[0].desired == 1  # a spec revision not applied yet: the spec's nodes
+    by_hand = read(rc, [_vc(2, {"revision": 2, "groups": groups, "phase": "Whatever"})], [])
+    assert by_hand.vcs[0].groups[0].desired == 1  # a status that cannot be read counts for nothing
+    meta = vc_meta(_vc(2, None))
+    assert (meta.name, meta.generation, meta.finalizers, meta.deletion_timestamp) == ("team", 2, ["x"], None)
+    assert vc_status(_vc(2, None)) is None

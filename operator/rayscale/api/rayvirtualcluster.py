@@ -168,6 +168,16 @@ class RayVirtualClusterStatus(KubeModel):
     conditions: list[Condition] | None = Field(default=None, json_schema_extra=_list_map("type"))
 
 
+class VcMetadata(KubeModel):
+    """A RayVirtualCluster's metadata as the autoscaler reads it (not part of the CRD's schema)."""
+
+    name: str = ""
+    namespace: str = ""
+    generation: int | None = None
+    deletion_timestamp: str | None = None
+    finalizers: list[str] | None = None
+
+
 # On the whole object: a spec change that carries spec.revision must be based on the latest
 # status.revision. Metadata and status updates leave the spec as it was, and pass. The message is
 # built with format(): the API server's cost estimate refuses concatenating string(int).
@@ -200,6 +210,7 @@ __all__ = [
     "RayVirtualClusterSpec",
     "RayVirtualClusterStatus",
     "UnmetStatus",
+    "VcMetadata",
     "VcNodeState",
     "VirtualClusterGroup",
 ]

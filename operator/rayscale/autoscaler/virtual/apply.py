@@ -17,7 +17,7 @@ from rayscale.api.virtualcluster_names import FINALIZER, JOB_LABEL, VC_LABEL
 from rayscale.autoscaler.scheduling.model import Snapshot
 from rayscale.autoscaler.virtual.model import Member, VcPlan
 from rayscale.autoscaler.virtual.raylets import busy_of, leave, resize_members
-from rayscale.autoscaler.virtual.read import Reading, members_of, read
+from rayscale.autoscaler.virtual.read import Reading, members_of, read, vc_meta
 from rayscale.autoscaler.virtual.report import status_of, status_patch
 from rayscale.common.types import ClusterKey, Obj
 from rayscale.kube import ops
@@ -129,14 +129,14 @@ class VirtualClusters:
         patch = status_patch(obj, status)
         if patch is None:
             return
-        name = str((obj.get("metadata") or {}).get("name"))
+        name = vc_meta(obj).name
         try:
             await ops.patch_rayvirtualcluster(self.api, namespace, name, patch, status=True)
         except ops.KubeError as exc:
             log.warning("status of rayvirtualclusters %s/%s not written: %s", namespace, name, exc)
 
     def _warn(self, namespace: str, obj: Obj, errors: Sequence[str]) -> None:
-        name = str((obj.get("metadata") or {}).get("name"))
+        name = vc_meta(obj).name
         message = "; ".join(errors)
         if not message:
             self._warned.pop((namespace, name), None)
@@ -146,9 +146,9 @@ class VirtualClusters:
             self.events.post({**RVC_API, **obj}, "Warning", "InvalidSpec", message[:1000])
 
     async def _finalizer(self, namespace: str, obj: Obj, *, release: bool) -> None:
-        meta = obj.get("metadata") or {}
-        finalizers = list(meta.get("finalizers") or [])
-        deleting = bool(meta.get("deletionTimestamp"))
+        meta = vc_meta(obj)
+        finalizers = list(meta.finalizers or [])
+        deleting = bool(meta.deletion_timestamp)
         if deleting and release and FINALIZER in finalizers:
             finalizers.remove(FINALIZER)
         elif not deleting and FINALIZER not in finalizers:
@@ -157,8 +157,6 @@ class VirtualClusters:
             return
         patch = {"metadata": {"finalizers": finalizers}}
         try:
-            await ops.patch_rayvirtualcluster(self.api, namespace, str(meta.get("name")), patch)
+            await ops.patch_rayvirtualcluster(self.api, namespace, meta.name, patch)
         except ops.KubeError as exc:
-            log.info(
-                "finalizer of rayvirtualclusters %s/%s not written: %s", namespace, meta.get("name"), exc
-            )
+            log.info("finalizer of rayvirtualclusters %s/%s not written: %s", namespace, meta.name, exc)

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from rayscale.api.rayvirtualcluster import RayVirtualClusterSpec
+from rayscale.api.rayvirtualcluster import RayVirtualClusterSpec, RayVirtualClusterStatus, VcMetadata
 from rayscale.api.virtualcluster_names import JOB_LABEL, VC_LABEL, spec_errors
 from rayscale.autoscaler.virtual.model import Member, VcGroup, VirtualCluster
 from rayscale.common.pods import is_worker, pod_labels, pod_name
 from rayscale.common.types import Obj
 
-__all__ = ["Reading", "members_of", "read"]
+__all__ = ["Reading", "members_of", "read", "vc_meta", "vc_status"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +49,32 @@ def members_of(pods: Sequence[Obj], overlay: Mapping[str, Member | None] = {}) -
     return out
 
 
-def _desired(obj: Obj, spec: RayVirtualClusterSpec) -> dict[str, int]:
-    meta = obj.get("metadata") or {}
-    status = obj.get("status") or {}
-    applied = status.get("revision") == meta.get("generation")
-    known = {g.get("groupName"): g.get("desired") for g in status.get("groups") or []} if applied else {}
+def vc_meta(obj: Obj) -> VcMetadata:
+    """The metadata of the RayVirtualCluster `obj`, typed."""
+    return VcMetadata.model_validate(obj.get("metadata") or {})
+
+
+def vc_status(obj: Obj) -> RayVirtualClusterStatus | None:
+    """The status of the RayVirtualCluster `obj`, typed; None when it has none, or one that cannot
+    be read (written by hand: the next status replaces it)."""
+    raw = obj.get("status")
+    if not raw:
+        return None
+    try:
+        return RayVirtualClusterStatus.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def _desired(
+    meta: VcMetadata, status: RayVirtualClusterStatus | None, spec: RayVirtualClusterSpec
+) -> dict[str, int]:
+    applied = status is not None and status.revision == meta.generation
+    known = (
+        {g.group_name: g.desired for g in (status.groups if status is not None else None) or []}
+        if applied
+        else {}
+    )
     out = {}
     for g in spec.groups:
         value = known.get(g.group_name)
@@ -69,9 +90,8 @@ def read(
     vcs: list[VirtualCluster] = []
     errors: dict[str, tuple[str, ...]] = {}
     by_name: dict[str, Obj] = {}
-    for obj in sorted(objects, key=lambda o: str((o.get("metadata") or {}).get("name"))):
-        meta = obj.get("metadata") or {}
-        name = str(meta.get("name"))
+    for meta, obj in sorted(((vc_meta(o), o) for o in objects), key=lambda pair: pair[0].name):
+        name = meta.name
         by_name[name] = obj
         try:
             spec = RayVirtualClusterSpec.model_validate(obj.get("spec") or {})
@@ -82,9 +102,9 @@ def read(
         if found:
             errors[name] = tuple(found)
             continue
-        desired = _desired(obj, spec)
+        desired = _desired(meta, vc_status(obj), spec)
         groups = tuple(
             VcGroup(g.group_name, g.nodes, g.lowest, g.highest, desired[g.group_name]) for g in spec.groups
         )
-        vcs.append(VirtualCluster(name, groups, spec.divisible, removing=bool(meta.get("deletionTimestamp"))))
+        vcs.append(VirtualCluster(name, groups, spec.divisible, removing=bool(meta.deletion_timestamp)))
     return Reading(tuple(vcs), members_of(pods, overlay), errors, by_name)

@@ -17,6 +17,7 @@ from rayscale.api.virtualcluster_names import job_resource, vc_resource
 from rayscale.autoscaler.scheduling.model import DemandKind, Node, NodeState, Unmet
 from rayscale.autoscaler.status import WHY
 from rayscale.autoscaler.virtual.model import Member, VcPlan, VirtualCluster
+from rayscale.autoscaler.virtual.read import vc_meta
 from rayscale.common.timefmt import rfc3339
 from rayscale.common.types import Obj
 
@@ -107,15 +108,15 @@ def status_of(
     now: datetime,
 ) -> dict[str, Any]:
     """The whole status of the VC `obj` (`vc` its reading, None when invalid)."""
-    meta = obj.get("metadata") or {}
-    old = obj.get("status") or {}
-    name = str(meta.get("name"))
-    generation = int(meta.get("generation") or 0)
+    meta = vc_meta(obj)
+    old = obj.get("status") or {}  # what rayscale wrote last: its conditions keep their times
+    name = meta.name
+    generation = meta.generation or 0
     if errors or vc is None:
         message = "; ".join(errors) or "the virtual cluster cannot be read"
         return {
             **{k: old.get(k) for k in ("revision", "groups", "jobClusters")},
-            "phase": Phase.REMOVING if meta.get("deletionTimestamp") else Phase.INVALID,
+            "phase": Phase.REMOVING if meta.deletion_timestamp else Phase.INVALID,
             "observedGeneration": generation,
             "rayResource": vc_resource(name),
             "busy": None,
