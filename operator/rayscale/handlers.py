@@ -1,15 +1,14 @@
 """The kopf operator: kopf watches rayscale's custom resources (RayClusters, RayResourceRequests,
 RayVirtualClusters) and runs the process (startup, login, cleanup, the liveness probe).
 
-Each custom resource has an index handler (`@kopf.index`), which keeps the object (a slim copy) in
-rayscale's index of its kind (`rayscale.kube.index_source.Indexes`) as it is listed and as it
-changes, and an event handler (`@kopf.on.event`), which drops a deleted object from it. kopf calls
-every index handler of the initial listing before any other handler, so the first event handler
-call says that the indexes are whole (`Runtime.indexed`): the controller and the autoscaler wait for
-it. The Ray pods and Services are watched by informers of rayscale's own (`rayscale.kube.informer`)
-into the same indexes: they are most of a fleet's events, and kopf's per-event machinery would cost
-a large share of the CPU (docs/architecture.md, "The watches"). No resource handler of kopf's
-writes to the objects: no finalizer, progress or diffbase annotation (`NoDiffBase`).
+Each custom resource has an event handler (`@kopf.on.event`), which keeps the object (a slim copy)
+in rayscale's index of its kind (`rayscale.kube.index_source.Indexes`) as it is listed, as it
+changes, and drops it when it is deleted. The controller and the autoscaler wait until the indexes
+hold every custom resource a LIST shows (`rayscale.kube.listing`, `Runtime.indexed`). The Ray pods
+and Services are watched by informers of rayscale's own (`rayscale.kube.informer`) into the same
+indexes: they are most of a fleet's events, and kopf's per-event machinery would cost a large share
+of the CPU (docs/architecture.md, "The watches"). kopf writes nothing to the objects: no finalizer,
+progress or diffbase annotation (no resource-changing handler; `NoDiffBase`).
 
 No decisions are made here: an event only marks its RayCluster dirty
 (`rayscale.controller.event_filter`); the controller's work queue runs one level-based reconcile
@@ -25,7 +24,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any
 
 import kopf
@@ -37,7 +36,7 @@ from rayscale.common.scope import Scope
 from rayscale.controller.event_filter import EventFilter
 from rayscale.controller.runner import ControllerConfig, RayClusterController
 from rayscale.fence import WRITE_FENCE, Fenced
-from rayscale.kube import kopf_views
+from rayscale.kube import kopf_views, listing
 from rayscale.kube.by_cluster import ByCluster, by_spec, slim_custom, slim_service
 from rayscale.kube.client import make_api_client
 from rayscale.kube.events import EventRecorder
@@ -78,8 +77,9 @@ class Runtime:
     marks: EventFilter | None = None
     informers: list[Informer] = dataclasses.field(default_factory=list)
     watch_api: Any = None
-    # Set by the first event handler call: kopf has indexed every custom resource it listed.
+    # Set once the indexes hold every custom resource a LIST showed (`listing` waits for it).
     indexed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    listing: asyncio.Task[None] | None = None
     tasks: list[asyncio.Task[None]] = dataclasses.field(default_factory=list)
     recorder: EventRecorder | None = None
     api: Any = None
@@ -122,51 +122,45 @@ def _indexes(memo: Any) -> Indexes:
     return runtime.indexes
 
 
-# ---- The custom resources: kopf's index handlers fill the indexes, its event handlers see
-# deletions. --cluster-selector is applied here, not by the API server: a RayCluster whose labels
-# move it to another shard must be seen leaving (and one that is deleted told apart from one that
-# is another shard's, for its requests and virtual clusters), so every RayCluster of the watched
-# namespaces is indexed, another shard's as its resourceVersion only (docs/scaling.md).
-
-
-@kopf.index(*RAYCLUSTERS.selector, registry=registry)
-async def rayclusters(body: kopf.Body, memo: Any, **_: Any) -> None:
-    """A RayCluster listed or changed: into the RayCluster index (kopf's own keeps nothing). Read
-    through a plain mapping of the body's top level: each read of kopf's view resolves its path."""
-    _indexes(memo).clusters.upsert(dict(body))
-
-
-@kopf.index(*RAYRESOURCEREQUESTS.selector, registry=registry)
-async def rayresourcerequests(body: kopf.Body, memo: Any, **_: Any) -> None:
-    _indexes(memo).requests.upsert(dict(body))
-
-
-@kopf.index(*RAYVIRTUALCLUSTERS.selector, registry=registry)
-async def rayvirtualclusters(body: kopf.Body, memo: Any, **_: Any) -> None:
-    _indexes(memo).virtual_clusters.upsert(dict(body))
+# ---- The custom resources: kopf's event handlers keep the indexes. --cluster-selector is applied
+# by the index, not by the API server: a RayCluster whose labels move it to another shard must be
+# seen leaving (and one that is deleted told apart from one that is another shard's, for its
+# requests and virtual clusters), so every RayCluster of the watched namespaces is indexed, another
+# shard's as its resourceVersion only (docs/scaling.md).
 
 
 @kopf.on.event(*RAYCLUSTERS.selector, registry=registry)
 async def raycluster_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
-    _seen(event, memo, _indexes(memo).clusters)
+    """A RayCluster listed, changed or deleted: the RayCluster index follows it."""
+    _follow(event, _indexes(memo).clusters)
 
 
 @kopf.on.event(*RAYRESOURCEREQUESTS.selector, registry=registry)
 async def rayresourcerequest_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
-    _seen(event, memo, _indexes(memo).requests)
+    _follow(event, _indexes(memo).requests)
 
 
 @kopf.on.event(*RAYVIRTUALCLUSTERS.selector, registry=registry)
 async def rayvirtualcluster_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
-    _seen(event, memo, _indexes(memo).virtual_clusters)
+    _follow(event, _indexes(memo).virtual_clusters)
 
 
-def _seen(event: kopf.RawEvent, memo: Any, index: RayClusterIndex | ByCluster) -> None:
-    """kopf calls event handlers only once every index handler of its initial listing ran: the
-    indexes are whole. A deleted object leaves its index."""
-    memo.runtime.indexed.set()
+def _follow(event: kopf.RawEvent, index: RayClusterIndex | ByCluster) -> None:
+    """The event's object (as decoded: kopf's views would resolve each read) into its index, or
+    out of it when deleted."""
     if event["type"] == "DELETED":
         index.delete(event["object"])
+    else:
+        index.upsert(event["object"])
+
+
+def _held(index: Indexes) -> list[tuple[tuple[str, str, str], Callable[[], Collection[tuple[str, str]]]]]:
+    """What `listing.wait_indexed` compares with its LISTs: each custom resource and its index."""
+    return [
+        (RAYCLUSTERS.selector, index.clusters.keys),
+        (RAYRESOURCEREQUESTS.selector, index.requests.keys),
+        (RAYVIRTUALCLUSTERS.selector, index.virtual_clusters.keys),
+    ]
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -237,6 +231,7 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
         runtime.tasks.append(
             asyncio.create_task(informer.run(), name=f"rayscale-{informer.kind.plural}-watch")
         )
+    runtime.listing = asyncio.create_task(_listed(runtime, api, index), name="rayscale-listing")
     marks = runtime.marks
     assert marks is not None
     if runtime.run_controller:
@@ -258,11 +253,15 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     runtime.tasks.append(asyncio.create_task(gc_tuning.collect_on_a_clock(), name="rayscale-gc"))
 
 
+async def _listed(runtime: Runtime, api: Any, index: Indexes) -> None:
+    await listing.wait_indexed(api, runtime.namespaces, _held(index))
+    runtime.indexed.set()
+
+
 async def _once_indexed(runtime: Runtime, work: Callable[[], Awaitable[None]]) -> None:
-    """Run `work` once every index is whole: kopf has indexed the custom resources it listed (an
-    event handler was called), every informer has listed. Until then an index may lack objects
-    that exist, and a reconcile would create pods that are already there. While no custom
-    resource exists there is nothing to run for."""
+    """Run `work` once every index is whole: kopf's event handlers have indexed every custom
+    resource a LIST showed, every informer has listed. Until then an index may lack objects that
+    exist, and a reconcile would create pods that are already there."""
     await runtime.indexed.wait()
     for informer in runtime.informers:
         await informer.synced.wait()
@@ -280,9 +279,10 @@ async def shutdown(memo: Any, **_: Any) -> None:
     runtime: Runtime = memo.runtime
     if runtime.hand_over is not None:
         await runtime.hand_over()
-    for task in runtime.tasks:
+    tasks = [*runtime.tasks, *([runtime.listing] if runtime.listing is not None else [])]
+    for task in tasks:
         task.cancel()
-    for task in runtime.tasks:
+    for task in tasks:
         with contextlib.suppress(asyncio.CancelledError):
             await task
     try:

@@ -274,18 +274,17 @@ class Operator:
             "resourceVersion": "7",
             "generation": generation,
         }
-        raw: Any = copy.deepcopy({"metadata": meta, "status": status or {}})
-        if event is not None:  # kopf calls the index handler, then the event handler
-            await self.kopf("rayclusters", raw)
-        await self.kopf("raycluster_event", raw, event={"type": event or "DELETED", "object": raw})
+        raw = copy.deepcopy({"metadata": meta, "status": status or {}})
+        await self.kopf("raycluster_event", event or "DELETED", raw)
 
     async def request(self, cluster: str) -> None:
         raw = {"metadata": {"namespace": "ns", "name": f"for-{cluster}"}, "spec": {"clusterName": cluster}}
-        await self.kopf("rayresourcerequests", raw)
+        await self.kopf("rayresourcerequest_event", "ADDED", raw)
 
-    async def kopf(self, handler: str, raw: Any, **kwargs: Any) -> None:
-        """Call the kopf handler `handler` of `rayscale.handlers` as kopf calls it for `raw`."""
-        await getattr(handlers, handler)(body=kopf.Body(raw), memo=self.memo, **kwargs)
+    async def kopf(self, handler: str, event: str, raw: Any) -> None:
+        """Call the kopf event handler `handler` of `rayscale.handlers` as kopf calls it."""
+        kwargs = {"event": {"type": event, "object": raw}, "body": kopf.Body(raw), "memo": self.memo}
+        await getattr(handlers, handler)(**kwargs)
 
     def pod(self, cluster: str) -> None:
         """The pod informer delivers a pod of RayCluster ns/`cluster`."""

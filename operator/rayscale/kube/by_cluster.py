@@ -5,7 +5,7 @@ RayCluster of every object that came, changed or went."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from rayscale.common import labels as L
@@ -70,6 +70,10 @@ class ByCluster:
 
     def __len__(self) -> int:
         return len(self._cluster_of)
+
+    def keys(self) -> Collection[ObjKey]:
+        """The (namespace, name) of every object held."""
+        return self._cluster_of.keys()
 
     def _keys(self, obj: Obj) -> tuple[ObjKey, ClusterKey | None]:
         meta = obj.get("metadata") or {}

@@ -40,6 +40,10 @@ class RayClusterIndex:
             self.owned.pop(key, None)
         self.changed(key, obj)
 
+    def keys(self) -> set[ClusterKey]:
+        """Every RayCluster held, this shard's or not."""
+        return {*self.owned, *self.foreign}
+
     def delete(self, obj: Mapping[str, Any]) -> None:
         self.forget(key_of(obj))
 

@@ -49,7 +49,7 @@ class WatchHealth:
 
     async def check_once(self) -> None:
         listed: dict[Key, str] = {}
-        for ns in await self._watched():
+        for ns in await watched_namespaces(self.api, self.namespaces):
             for obj in await ops.list_rayclusters(self.api, ns):
                 meta = obj["metadata"]
                 listed[(meta["namespace"], meta["name"])] = meta["resourceVersion"]
@@ -70,15 +70,6 @@ class WatchHealth:
         self.unlisted = unlisted
         self.last_check = time.monotonic()
 
-    async def _watched(self) -> list[str | None]:
-        """The namespaces to LIST: every one (None), the names given, or those matching the patterns."""
-        if not self.namespaces:
-            return [None]
-        if not any(is_pattern(n) for n in self.namespaces):
-            return list(self.namespaces)
-        existing = await ops.list_namespaces(self.api)
-        return [ns for ns in existing if any(namespace_matches(ns, p) for p in self.namespaces)]
-
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
@@ -92,3 +83,13 @@ class WatchHealth:
         if time.monotonic() - self.last_check > 3 * self.interval:
             return "watch health checks stopped running"
         return self.problem
+
+
+async def watched_namespaces(api: client.ApiClient, namespaces: list[str] | None) -> list[str | None]:
+    """The namespaces to LIST: every one (None), the names given, or those matching the patterns."""
+    if not namespaces:
+        return [None]
+    if not any(is_pattern(n) for n in namespaces):
+        return list(namespaces)
+    existing = await ops.list_namespaces(api)
+    return [ns for ns in existing if any(namespace_matches(ns, p) for p in namespaces)]
