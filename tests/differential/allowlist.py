@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from rayscale.autoscaler.scheduling.model import NodeState, Strategy, Target, Unmet, UnmetReason
+from rayscale.autoscaler.scheduling.model import Strategy, Target, Unmet, UnmetReason
 from tests.differential.checks import counted, host_counts, more_hosts, resources_key
 from tests.differential.compare import (
     RAY_CAP_CAUSES,
@@ -327,10 +327,10 @@ def cap_below_minimum_groups(outcome: Outcome) -> frozenset[str]:
     for t in ray.get("terminate", []):
         if t["cause"] in RAY_CAP_CAUSES and t["instance"]:
             gone[t["type"]] = gone.get(t["type"], 0) + 1
-    live_states = (NodeState.RUNNING, NodeState.PENDING)
+    nodes = counted(snap)  # neither side counts hosts past their launch limit
     out = set()
     for g in snap.groups:
-        live = sum(1 for n in snap.nodes if n.group == g.name and n.state in live_states)
+        live = sum(1 for n in nodes if n.group == g.name)
         left = live + ray.get("launch", {}).get(g.name, 0) - gone.get(g.name, 0)
         if gone.get(g.name) and left < g.min_replicas * g.num_of_hosts:
             out.add(g.name)
@@ -440,7 +440,7 @@ def _placed_beyond_ray(outcome: Outcome) -> dict[str, int]:
 def _places_more(outcome: Outcome, difference: Difference, others: list[Entry]) -> bool:
     """Each group with more hosts than Ray has no more extra hosts than it launches for units of
     work Ray leaves infeasible, plus the request_resources bundles it holds where Ray cannot
-    satisfy the request."""
+    satisfy the request (counted above the minimum of a group Ray's cap cut below it)."""
     decision = outcome.decision
     if decision is None or not difference.kind.startswith(COUNT_KINDS) or not difference.subject:
         return False
@@ -448,10 +448,15 @@ def _places_more(outcome: Outcome, difference: Difference, others: list[Entry]) 
     counts = host_counts(outcome.snapshot, decision, outcome.ray)
     hosts = {g.name: g.num_of_hosts for g in outcome.snapshot.groups}
     bundles = _constraint_beyond_ray(outcome)
+    below = cap_below_minimum_groups(outcome)  # there the minimum rayscale keeps is cap-keeps-minimum's
+    floor = {g.name: g.min_replicas * g.num_of_hosts for g in outcome.snapshot.groups}
     for g in difference.subject.split(","):
-        extra = counts[g][0] - counts[g][1]
+        baseline = max(counts[g][1], floor[g] if g in below else 0)
+        # above a minimum Ray's cut below it, only new hosts for work count (not bundles on the kept)
+        bundled = bundles.get(g, 0) if baseline == counts[g][1] else 0
+        extra = counts[g][0] - baseline
         launched = decision.groups[g].launch * hosts[g]
-        if extra > min(held.get(g, 0) * hosts[g] + bundles.get(g, 0), launched + bundles.get(g, 0)):
+        if extra > min(held.get(g, 0) * hosts[g] + bundled, launched + bundled):
             return False
     return True
 

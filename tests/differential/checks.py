@@ -103,21 +103,26 @@ def counted(snapshot: Snapshot) -> list[Node]:
 
 def host_counts(snapshot: Snapshot, decision: Decision, ray: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
     """Per group: (rayscale's, Ray's) hosts kept plus hosts launched. Ray plans single hosts of
-    multi-host replicas; a replica of which Ray keeps a host, and Ray's launches, count as whole
-    replicas (the least that could run what Ray put there)."""
+    multi-host replicas; a replica of which either side keeps a host, and Ray's launches, count as
+    whole replicas (the least that could run what Ray put there; KubeRay's controller replaces the
+    missing hosts of a replica it keeps). A replica with a host drained while it works is going:
+    neither side counts it; nor does Ray's side count a broken replica (`broken_replica_hosts`)."""
     mine_gone = {r.name for r in decision.terminate}
     ray_gone = {t["instance"] for t in ray["terminate"] if t["instance"]}
     out: dict[str, tuple[int, int]] = {}
-    nodes = counted(snapshot)
+    held = {(n.group, n.replica or n.name) for n in snapshot.nodes if drained_while_working(n)}
+    nodes = [n for n in counted(snapshot) if (n.group, n.replica or n.name) not in held]  # going
+    broken = {n.name for n in broken_replica_hosts(snapshot)}  # KubeRay deletes these replicas whole
     for g in snapshot.groups:
-        members = [n for n in nodes if n.group == g.name]
         decided = decision.groups.get(g.name)
         launched = decided.launch if decided else 0
-        mine = sum(1 for n in members if n.name not in mine_gone) + launched * g.num_of_hosts
         replicas: dict[str, list[str]] = {}
-        for n in members:
-            replicas.setdefault(n.replica or n.name, []).append(n.name)
-        theirs = sum(len(hosts) for hosts in replicas.values() if set(hosts) - ray_gone)
+        for n in nodes:
+            if n.group == g.name:
+                replicas.setdefault(n.replica or n.name, []).append(n.name)
+        mine = sum(g.num_of_hosts for hosts in replicas.values() if set(hosts) - mine_gone)
+        mine += launched * g.num_of_hosts
+        theirs = sum(g.num_of_hosts for hosts in replicas.values() if set(hosts) - ray_gone - broken)
         theirs += math.ceil(int(ray["launch"].get(g.name, 0)) / g.num_of_hosts) * g.num_of_hosts
         out[g.name] = (mine, theirs)
     return out
@@ -148,11 +153,23 @@ def more_hosts(
 
 
 def below_minimum(snapshot: Snapshot, decision: Decision, ray: Mapping[str, Any]) -> list[Difference]:
+    """A group ends below its minimum where Ray's does not: within the room under maxReplicas that
+    replicas held by a host drained while it works leave (KubeRay never runs more pods)."""
     counts = host_counts(snapshot, decision, ray)
+    held: dict[str, set[str]] = {}
+    for n in snapshot.nodes:
+        if drained_while_working(n):
+            held.setdefault(n.group, set()).add(n.replica or n.name)
+    held_hosts = sum(1 for n in snapshot.nodes if (n.replica or n.name) in set().union(*held.values()))
+    cap = snapshot.options.max_workers
     out = []
     for g in snapshot.groups:
         mine, theirs = counts[g.name]
-        floor = g.min_replicas * g.num_of_hosts
+        room = max(g.max_replicas - len(held.get(g.name, ())), 0)
+        floor = min(g.min_replicas, room) * g.num_of_hosts
+        if cap is not None and held:  # the room the held pods and the other groups' hosts leave
+            room_hosts = cap - held_hosts - sum(1 for n in counted(snapshot) if n.group != g.name)
+            floor = min(floor, max(room_hosts, 0) // g.num_of_hosts * g.num_of_hosts)
         if mine < min(floor, theirs):
             out.append(
                 Difference("below-minimum", g.name, f"{g.name}: rayscale keeps {mine} hosts, minimum {floor}")
@@ -236,3 +253,19 @@ def judge(snapshot: Snapshot, decision: Decision, ray: Mapping[str, Any]) -> lis
         + below_minimum(snapshot, decision, ray)
         + busy_draining_removed(snapshot, decision)
     )
+
+
+def broken_replica_hosts(snapshot: Snapshot) -> list[Node]:
+    """The hosts Ray still counts of multi-host replicas that have a dead, idle draining or failed
+    host (past its launch limit): rayscale removes such a replica whole, as KubeRay deletes it."""
+    broken = {
+        (n.group, n.replica)
+        for n in snapshot.nodes
+        if n.replica is not None
+        and (
+            n.state is NodeState.DEAD
+            or (n.state is NodeState.DRAINING and not drained_while_working(n))
+            or stuck(n, snapshot.options)
+        )
+    }
+    return [n for n in counted(snapshot) if (n.group, n.replica) in broken]

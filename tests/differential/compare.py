@@ -73,11 +73,18 @@ class Outcome:
         return self.variants[name]
 
     def variant_outcome(self, name: str) -> Outcome | None:
-        """The case compared with Ray's answer to its ``name`` variant (no further variants)."""
+        """The case compared with Ray's answer to its ``name`` variant; a variant it asks for in
+        turn is the two together (``name+other``), so that entries combine."""
         answer = self.ray_variant(name)
         if answer is None or answer.get("error"):
             return None
         other = Outcome(self.case_id, self.snapshot, self.decision, answer, self.error)
+
+        def ask(more: str) -> dict[str, Any]:
+            key = name if more in name.split("+") else f"{name}+{more}"
+            return self.ray_variant(key) or {"error": f"no answer to the variant {key}"}
+
+        other.ask_variant = ask
         other.differences = compare(other)
         return other
 
@@ -246,6 +253,9 @@ def _removals(outcome: Outcome) -> list[Difference]:
         if t["cause"] in RAY_CAP_CAUSES and t["type"] in by_group and t["instance"]:
             ray_caps.add(replica_key(snap, t["instance"]))
     mine_caps = {r.replica or r.name for r in decision.terminate if r.reason in RAYSCALE_CAP_CAUSES}
+    # An idle replica one side removes for the cap and the other for its idle time goes all the same.
+    same = ray_gone & mine_gone & (ray_idle | mine_idle)
+    ray_caps, mine_caps = ray_caps - same, mine_caps - same
     # Among replicas that rank the same for removal (Ray's order: no Ray node first, longest
     # idle, least used) either may go: compare what is removed by rank, not by name.
     ranks = termination_ranks(snap)

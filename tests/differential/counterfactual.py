@@ -3,9 +3,10 @@ told apart by a counterfactual run: the difference must be gone (or explained by
 when one side runs under the other's model, so that an unrelated regression in the same case
 still fails.
 
-- ``drained-host-keeps-its-pod`` and ``failed-launch-backs-off``: Ray answers a variant of the
-  case in which its caps are what KubeRay's controller and rayscale's backoff make of them
-  (``ray_case.variant``: ``held-pods``, ``backed-off``).
+- ``drained-host-keeps-its-pod``, ``failed-launch-backs-off`` and ``broken-replica-goes-whole``:
+  Ray answers a variant of the case in which its caps, and the replicas it keeps, are what
+  KubeRay's controller and rayscale's backoff make of them (``ray_case.variant``: ``held-pods``,
+  ``backed-off``, ``broken-replicas``).
 - ``tpu-head-on-host-0``: rayscale decides the case read as Ray reads it, every host of a slice
   with the ``TPU-<type>-head`` resource (renamed so that rayscale no longer knows it for a slice
   head), and its decision is compared with Ray's answer.
@@ -22,7 +23,7 @@ from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import Node, NodeState, Snapshot, drained_while_working
 from rayscale.cluster.accelerators import is_tpu_slice_head_resource
 from tests.differential.allowlist import Entry, allowlisted, gone_in_variant, predicate, same_difference
-from tests.differential.checks import stuck
+from tests.differential.checks import broken_replica_hosts, stuck
 from tests.differential.compare import Difference, Outcome, compare
 
 EVERY_HOST = "~every-host"  # a head resource renamed: an ordinary per-host resource to rayscale
@@ -35,6 +36,15 @@ def _drained_host_keeps_its_pod(outcome: Outcome, difference: Difference, others
     if not any(drained_while_working(n) for n in outcome.snapshot.nodes):
         return False
     return gone_in_variant(outcome, difference, others, "held-pods")
+
+
+@predicate("broken-replica-goes-whole")
+def _broken_replica_goes_whole(outcome: Outcome, difference: Difference, others: list[Entry]) -> bool:
+    """A multi-host replica has a dead, idle draining or failed host beside live ones, and the
+    difference is gone when Ray's case has the whole replica going."""
+    if not broken_replica_hosts(outcome.snapshot):
+        return False
+    return gone_in_variant(outcome, difference, others, "broken-replicas")
 
 
 @predicate("failed-launch-backs-off")

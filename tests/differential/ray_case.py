@@ -38,7 +38,7 @@ from rayscale.autoscaler.scheduling.model import (
     Snapshot,
     drained_while_working,
 )
-from tests.differential.checks import stuck
+from tests.differential.checks import broken_replica_hosts, stuck
 from tests.differential.replay import host_capacity
 
 HEAD_TYPE = "headgroup"
@@ -206,11 +206,24 @@ def variant(case: dict[str, Any], name: str, snapshot: Snapshot) -> dict[str, An
     more pods than maxReplicas), as in rayscale.
     ``backed-off``: a group with a host past its launch limit launches nothing beyond its minimum
     this pass (Ray relaunches the same type at once), as rayscale backs it off.
+    ``broken-replicas``: the hosts of a multi-host replica with a dead, idle draining or failed
+    (past its launch limit) host are going (TERMINATING): KubeRay deletes a replica whole.
+    Names joined with ``+`` apply one after the other.
     """
+    if "+" in name:
+        for part in name.split("+"):
+            case = variant(case, part, snapshot)
+        return dict(case, variant=name)
     if name == "no-cut-absorb":
         return dict(case, variant=name)
     if name in ("held-pods", "backed-off"):
         return _capped(case, snapshot, name)
+    if name == "broken-replicas":
+        gone = {n.name for n in broken_replica_hosts(snapshot)}
+        instances = [
+            dict(i, status="TERMINATING", ray=None) if i["name"] in gone else i for i in case["instances"]
+        ]
+        return dict(case, instances=instances, variant=name)
     if name != "merged-packs":
         raise ValueError(f"unknown variant {name!r}")
     gangs = []
@@ -247,11 +260,19 @@ def _capped(case: dict[str, Any], snapshot: Snapshot, name: str) -> dict[str, An
     for t in case["node_types"]:
         have = counted.get(t["name"], 0)
         if name == "held-pods" and held.get(t["name"]) and t["max"] < UNLIMITED:
-            t = dict(t, max=max(t["max"] - held[t["name"]], have))
+            high = max(t["max"] - held[t["name"]], have)
+            t = dict(t, max=high, min=min(t["min"], high))
         elif name == "backed-off" and stuck_hosts.get(t["name"]):
             t = dict(t, max=min(t["max"], max(t["min"], have)))
         types.append(t)
     out = dict(case, node_types=types, variant=name)
+    if name == "held-pods":  # a held replica's hosts take no work (RAY_STOPPING, as draining ones)
+        holding = {(n.group, n.replica or n.name) for n in snapshot.nodes if drained_while_working(n)}
+        names = {n.name for n in snapshot.nodes if (n.group, n.replica or n.name) in holding}
+        stopping = {"status": "DRAINING", "total": {}, "available": {}, "labels": {}, "idle_ms": 0}
+        names -= {i["name"] for i in case["instances"] if i["status"] == "TERMINATING"}
+        draining = {"status": "RAY_STOPPING", "ray": stopping}
+        out["instances"] = [dict(i, **draining) if i["name"] in names else i for i in case["instances"]]
     if name == "held-pods" and case["max_num_nodes"] is not None:
         live = 1 + sum(counted.values())
         out["max_num_nodes"] = max(case["max_num_nodes"] - sum(held.values()), live)

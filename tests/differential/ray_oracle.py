@@ -219,7 +219,7 @@ def answer(case: dict[str, Any]) -> dict[str, Any]:
     request, demand_keys = build(case)
     names = {f"im-{spec['name']}": spec["name"] for spec in case["instances"]}
     _CONTEXTS.clear()
-    _FIX_CUT_NODES[0] = case.get("variant") == "no-cut-absorb"
+    _FIX_CUT_NODES[0] = "no-cut-absorb" in str(case.get("variant") or "").split("+")
     reply = ResourceDemandScheduler().schedule(request)
     launch: dict[str, int] = {}
     for item in reply.to_launch:

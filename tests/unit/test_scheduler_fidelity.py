@@ -235,6 +235,23 @@ def test_booting_pods_get_the_boot_limit_unscheduled_ones_the_provisioning_limit
     assert removed(decision) == {"unscheduled": "LAUNCH_FAILED", "stuck": "LAUNCH_FAILED"}
 
 
+def test_the_worker_cap_removes_no_replica_it_does_not_have_to() -> None:
+    """Over maxWorkers 3 with 5 hosts: the 4-host replica must go (KubeRay removes it whole); the
+    busy single host first in Ray's order is not needed gone once it has (it once went too)."""
+    wide = group("wide", num_of_hosts=4)
+    idle = {"beta-r0-h2": 45.0, "beta-r0-h3": 61.0}
+    nodes = (
+        Node("alpha-2", "alpha"),
+        *(
+            Node(f"beta-r0-h{i}", "wide", replica="beta-r0", idle_seconds=idle.get(f"beta-r0-h{i}", 0.0))
+            for i in range(4)
+        ),
+    )
+    decision = schedule(Snapshot((group("alpha"), wide), nodes, options=Options(max_workers=3)))
+    assert set(removed(decision)) == {f"beta-r0-h{i}" for i in range(4)}
+    assert decision.groups["alpha"].replicas == 1
+
+
 def test_a_failed_launch_backs_its_group_off_but_not_its_minimum() -> None:
     """The stuck replica goes and a task waits (BACKOFF), but the group's minimum is relaunched:
     KubeRay's controller keeps minReplicas whatever the autoscaler writes."""

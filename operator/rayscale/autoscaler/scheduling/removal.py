@@ -24,6 +24,23 @@ def _order(fleet: Fleet, rid: int) -> tuple[bool, float, float, int, str]:
     return (has_ray, -idle, used, min(h.position for h in hosts), replica.name or "")
 
 
+def _cap_order(fleet: Fleet, rid: int) -> tuple[bool, float, float, int, str]:
+    """A replica's place in Ray's termination order at a cap: that of its first host in it (no Ray
+    node first, longest idle, least used). Ray cuts single hosts; KubeRay removes the replica of
+    a host cut, so a wide replica with one long-idle host goes before a busy single host."""
+    replica = fleet.replicas[rid]
+    return min(
+        (
+            h.rank == HostKind.RUNNING,
+            -h.idle_seconds if h.rank == HostKind.RUNNING else 0.0,
+            h.used_share,
+            h.position,
+            replica.name or "",
+        )
+        for h in (fleet.hosts[i] for i in replica.hosts)
+    )
+
+
 def _existing(fleet: Fleet, group: int | None = None) -> Iterator[int]:
     for rid, r in enumerate(fleet.replicas):
         if not r.removed and r.name is not None and (group is None or r.group == group):
@@ -75,11 +92,12 @@ def over_max_replicas(fleet: Fleet, removed: Removed) -> set[int]:
 
 def over_max_workers(fleet: Fleet, removed: Removed) -> bool:
     """The cluster above maxWorkers loses replicas (MAX_WORKERS), never below a group's
-    minReplicas; returns whether it was above."""
+    minReplicas: those of the hosts Ray's termination order cuts first (`_cap_order`); returns
+    whether it was above."""
     cap = fleet.options.max_workers
     if cap is None or fleet.host_count() <= cap:
         return False
-    for rid in sorted(_existing(fleet), key=lambda r: _order(fleet, r)):
+    for rid in sorted(_existing(fleet), key=lambda r: _cap_order(fleet, r)):
         if fleet.host_count() <= cap:
             break
         group = fleet.replicas[rid].group
