@@ -39,6 +39,7 @@ from bench.operator_scale import (
     PodWatch,
     create_namespace,
     delete_namespace,
+    fleet_figures,
     kube_apis,
     measured_main,
     operator,
@@ -209,13 +210,7 @@ async def fleet(
     finally:
         with contextlib.suppress(Exception):
             await core.delete_namespace(ns)
-    return {
-        "clusters": clusters,
-        "workers": workers,
-        "pods": pods,
-        "crs_seconds": crs,
-        "created_seconds": watch.reached["created"] - start,
-        "running_seconds": watch.reached["running"] - start,
+    return fleet_figures(clusters, workers, pods, crs, watch.reached, start) | {
         "cluster_created": spread([t - start for t in watch.all_created.values()]),
         "cluster_running": spread([t - start for t in watch.all_running.values()]),
         "operator_cpu_seconds": cpu,

@@ -439,12 +439,7 @@ async def run(demo: Demo) -> Outcome:
             print("--- the Ray bridge ---\n" + "\n".join(map(str, bridge.history()[-20:])), flush=True)
         raise
     finally:
-        operator.terminate()
-        try:
-            operator.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            operator.kill()
-            operator.wait()
+        launcher.end(operator, 30)
         if bridge is not None:
             bridge.close()
     outcome.seconds["total"] = time.monotonic() - t0

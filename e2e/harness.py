@@ -25,6 +25,7 @@ from e2e.raybridge.driver import RayDriver
 from hack.localk8s import launcher
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
+from tests.support.builders import resource_request
 from tests.support.kube import Kube
 from tests.support.polling import eventually, holds
 from tests.support.watching import end_watch
@@ -371,14 +372,7 @@ class Scenario:
 
     async def request(self, name: str, bundles: Sequence[tuple[Mapping[str, Any], int]]) -> None:
         """Create a RayResourceRequest for the cluster: (resources, count) per bundle shape."""
-        body = {
-            **RAYRESOURCEREQUEST.type_meta(),
-            "metadata": {"name": name},
-            "spec": {
-                "clusterName": NAME,
-                "bundles": [{"resources": dict(r), "count": c} for r, c in bundles],
-            },
-        }
+        body = resource_request(name, NAME, *bundles)
         await self.kube.objects.create_namespaced_custom_object(*RAYRESOURCEREQUEST.at(self.kube.ns), body)
 
     async def request_status(self, name: str) -> dict[str, Any]:

@@ -41,10 +41,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from hack.localk8s import launcher
 
@@ -54,6 +54,7 @@ __all__ = [
     "RayProcessError",
     "driver_env",
     "ray_cli",
+    "running_head",
     "start_head",
     "start_worker",
     "stop",
@@ -232,6 +233,18 @@ def start_head(
     ]
     process = _spawn(args, driver_env(env), log_path, die_with_parent=die_with_parent)
     return RayNode("head", process, log_path, f"{NODE_IP}:{port}", temp_dir=temp_dir)
+
+
+@contextlib.contextmanager
+def running_head(*, timeout: float, **options: Any) -> Iterator[RayNode]:
+    """A head started with `options` (as `start_head`), its GCS accepting connections within
+    `timeout` seconds; stopped on the way out."""
+    head = start_head(**options)
+    try:
+        wait_for_port(NODE_IP, head.port, timeout=timeout, node=head)
+        yield head
+    finally:
+        stop(head)
 
 
 def start_worker(

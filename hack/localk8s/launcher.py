@@ -123,6 +123,21 @@ def free_port(host: str = "127.0.0.1", *, preferred: int | None = None) -> int:
     )
 
 
+def end(proc: subprocess.Popen[bytes], grace: float) -> bool:
+    """SIGTERM, then SIGKILL if `proc` has not exited within `grace` seconds; reaped either way.
+    True when SIGTERM was enough (or it had exited already)."""
+    if proc.poll() is not None:
+        return True
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return False
+    return True
+
+
 def poll(
     what: str,
     check: Callable[[], bool],
@@ -415,13 +430,7 @@ class Cluster:
         for i, (n, proc) in enumerate(self.procs):
             if n != name:
                 continue
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            end(proc, 10)
             del self.procs[i]
             new = self.start(name, self.args[name])
             if name == "kube-apiserver":
@@ -607,14 +616,8 @@ class Cluster:
     def stop(self) -> None:
         """SIGTERM in reverse start order, SIGKILL after a grace period."""
         for name, proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    log(f"{name} did not stop on SIGTERM; killing it")
-                    proc.kill()
-                    proc.wait()
+            if not end(proc, 10):
+                log(f"{name} did not stop on SIGTERM; killed it")
 
 
 # --------------------------------------------------------------------------- commands

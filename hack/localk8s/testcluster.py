@@ -73,13 +73,7 @@ class ClusterHandle:
             self.named.discard()
         if self.supervisor is None:
             return
-        if self.supervisor.poll() is None:
-            self.supervisor.terminate()
-            try:
-                self.supervisor.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.supervisor.kill()
-                self.supervisor.wait()
+        launcher.end(self.supervisor, 60)
         if self.state_dir is not None:
             shutil.rmtree(self.state_dir.parent, ignore_errors=True)
         self.supervisor = None

@@ -26,7 +26,7 @@ from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
 from rayscale.api.names import RAYRESOURCEREQUEST
-from tests.support.builders import example
+from tests.support.builders import example, resource_request
 from tests.support.kube import Kube
 from tests.support.operators import AUTOSCALING_EXTRA, KubeRayOperator, Operator, beside
 from tests.support.polling import eventually
@@ -44,12 +44,7 @@ def _cluster(name: str, *, in_tree: bool) -> dict[str, Any]:
 
 
 def _request(cluster: str, cpus: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "rayscale.io/v1alpha1",
-        "kind": "RayResourceRequest",
-        "metadata": {"name": f"{cluster}-cpus"},
-        "spec": {"clusterName": cluster, "bundles": [{"resources": {"CPU": 1}, "count": cpus}]},
-    }
+    return resource_request(f"{cluster}-cpus", cluster, ({"CPU": 1}, cpus))
 
 
 async def _replicas(kube: Kube, name: str) -> int:

@@ -145,13 +145,10 @@ async def driver(
 
 @pytest.fixture(scope="module")
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[rayproc.RayNode]:
-    logs = tmp_path_factory.mktemp("ray-logs")
-    head = rayproc.start_head(num_cpus=1, log_dir=logs)
-    try:
-        rayproc.wait_for_port(rayproc.NODE_IP, head.port, timeout=RAY_WAIT, node=head)
+    with rayproc.running_head(
+        num_cpus=1, log_dir=tmp_path_factory.mktemp("ray-logs"), timeout=RAY_WAIT
+    ) as head:
         yield head
-    finally:
-        rayproc.stop(head)
 
 
 @pytest.fixture(scope="module")

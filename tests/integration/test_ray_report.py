@@ -122,12 +122,9 @@ class Reporter:
 
 @pytest.fixture(scope="module")
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[rayproc.RayNode]:
-    head = rayproc.start_head(num_cpus=1, env=HEAD_ENV, log_dir=tmp_path_factory.mktemp("ray-logs"))
-    try:
-        rayproc.wait_for_port(rayproc.NODE_IP, head.port, timeout=RAY_WAIT, node=head)
+    logs = tmp_path_factory.mktemp("ray-logs")
+    with rayproc.running_head(num_cpus=1, env=HEAD_ENV, log_dir=logs, timeout=RAY_WAIT) as head:
         yield head
-    finally:
-        rayproc.stop(head)
 
 
 @pytest.fixture(scope="module")

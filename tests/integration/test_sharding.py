@@ -31,7 +31,7 @@ from hack.localk8s.testcluster import ClusterHandle
 from kubernetes_asyncio import client
 
 from rayscale.api.names import RAYRESOURCEREQUEST
-from tests.support.builders import ROOT, cpu_and_gpu_cluster, example
+from tests.support.builders import ROOT, cpu_and_gpu_cluster, example, resource_request
 from tests.support.kube import Kube, fresh_namespace
 from tests.support.operators import Observed, free_port
 from tests.support.polling import eventually
@@ -213,12 +213,7 @@ def labelled(name: str, shard: str | None) -> dict[str, Any]:
 
 
 def gpus(cluster: str, count: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "rayscale.io/v1alpha1",
-        "kind": "RayResourceRequest",
-        "metadata": {"name": f"gpus-{cluster}"},
-        "spec": {"clusterName": cluster, "bundles": [{"resources": {"GPU": 1}, "count": count}]},
-    }
+    return resource_request(f"gpus-{cluster}", cluster, ({"GPU": 1}, count))
 
 
 def request_version(event: dict[str, Any]) -> tuple[str, str] | None:

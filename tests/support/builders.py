@@ -42,13 +42,21 @@ def cpu_and_gpu_cluster() -> dict[str, Any]:
     return body
 
 
-def gpu_request(gpus: int) -> dict[str, Any]:
-    """The RayResourceRequest ``reserve-gpus``: `gpus` bundles of 1 GPU for `cpu_and_gpu_cluster`."""
+def resource_request(name: str, cluster: str, *bundles: tuple[Mapping[str, Any], int]) -> dict[str, Any]:
+    """The RayResourceRequest `name` for RayCluster `cluster`: one bundle shape per (resources, count)."""
     return {
         **RAYRESOURCEREQUEST.type_meta(),
-        "metadata": {"name": "reserve-gpus"},
-        "spec": {"clusterName": BASIC, "bundles": [{"resources": {"GPU": 1}, "count": gpus}]},
+        "metadata": {"name": name},
+        "spec": {
+            "clusterName": cluster,
+            "bundles": [{"resources": dict(resources), "count": count} for resources, count in bundles],
+        },
     }
+
+
+def gpu_request(gpus: int) -> dict[str, Any]:
+    """The RayResourceRequest ``reserve-gpus``: `gpus` bundles of 1 GPU for `cpu_and_gpu_cluster`."""
+    return resource_request("reserve-gpus", BASIC, ({"GPU": 1}, gpus))
 
 
 def container(name: str = "ray", cpu: str = "1", memory: str = "2Gi", **limits: str) -> dict[str, Any]:

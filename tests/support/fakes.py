@@ -26,6 +26,7 @@ from google.protobuf.message_factory import GetMessageClass
 from rayscale.autoscaler import gcs_link
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
+from rayscale.common.types import ClusterKey
 from rayscale.kube import ops
 from rayscale.ray import model as ray
 from rayscale.ray import wire
@@ -509,8 +510,6 @@ class FakeGcsServer:
 
 # ---- the autoscaler as the status API and page ask it
 
-Key = tuple[str, str]
-
 
 class FakeAutoscaler:
     """What `rayscale.autoscaler.loop.Autoscaler` answers the status server (view, fleet,
@@ -518,16 +517,16 @@ class FakeAutoscaler:
 
     def __init__(
         self,
-        views: Mapping[Key, dict[str, Any]] | None = None,
+        views: Mapping[ClusterKey, dict[str, Any]] | None = None,
         fleet: Sequence[dict[str, Any]] = (),
-        scenarios: Mapping[tuple[Key, int], dict[str, Any]] | None = None,
+        scenarios: Mapping[tuple[ClusterKey, int], dict[str, Any]] | None = None,
     ) -> None:
         self.views = dict(views or {})
         self.entries = list(fleet)
         self.scenarios = dict(scenarios or {})
         self.asked: list[tuple[Any, ...]] = []
 
-    def view(self, key: Key) -> dict[str, Any] | None:
+    def view(self, key: ClusterKey) -> dict[str, Any] | None:
         self.asked.append(("view", key))
         return self.views.get(key)
 
@@ -535,6 +534,6 @@ class FakeAutoscaler:
         self.asked.append(("fleet",))
         return self.entries
 
-    def history_scenario(self, key: Key, index: int = 0) -> dict[str, Any] | None:
+    def history_scenario(self, key: ClusterKey, index: int = 0) -> dict[str, Any] | None:
         self.asked.append(("scenario", key, index))
         return self.scenarios.get((key, index))

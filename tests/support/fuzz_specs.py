@@ -28,6 +28,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from rayscale.api.names import RAYRESOURCEREQUEST
 from rayscale.autoscaler.requests import bundle_problem
 from rayscale.cluster.validation import Invalid
 from rayscale.controller.expectations import ScaleExpectations
@@ -396,8 +397,7 @@ def bundles(draw: Draw) -> Body:
 def resource_requests(draw: Draw) -> FuzzObject:
     items = draw(st.lists(bundles(), min_size=1, max_size=3))
     body: Body = {
-        "apiVersion": "rayscale.io/v1alpha1",
-        "kind": REQUEST,
+        **RAYRESOURCEREQUEST.type_meta(),
         "metadata": {},
         "spec": {"clusterName": draw(st.sampled_from(REQUEST_CLUSTERS)), "bundles": items},
     }

@@ -69,3 +69,32 @@ def test_the_child_dies_with_its_parent() -> None:
     finally:
         if _alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+IGNORES_SIGTERM = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_end_stops_a_process_with_sigterm_and_reaps_it() -> None:
+    proc = subprocess.Popen(["sleep", "600"])
+    assert launcher.end(proc, 10)
+    assert proc.returncode == -signal.SIGTERM
+
+
+def test_end_kills_a_process_that_ignores_sigterm_after_the_grace() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", IGNORES_SIGTERM], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n"
+    assert not launcher.end(proc, 0.2)
+    assert proc.returncode == -signal.SIGKILL
+    proc.stdout.close()
+
+
+def test_end_of_an_exited_process_is_true() -> None:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    assert launcher.end(proc, 10)

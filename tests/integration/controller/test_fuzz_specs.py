@@ -44,6 +44,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from rayscale.api import names as crd
+from tests.support.builders import resource_request
 from tests.support.fuzz_specs import (
     BASES,
     RAYCLUSTER,
@@ -505,12 +506,7 @@ def counts(name: str, **fields: Any) -> dict[str, Any]:
 
 
 def big_request(name: str, bundles: int, count: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "rayscale.io/v1alpha1",
-        "kind": REQUEST,
-        "metadata": {"name": name},
-        "spec": {"clusterName": TARGET, "bundles": [{"resources": {"CPU": 1}, "count": count}] * bundles},
-    }
+    return resource_request(name, TARGET, *[({"CPU": 1}, count)] * bundles)
 
 
 def over(field: str, replicas: int, hosts: int) -> str:
