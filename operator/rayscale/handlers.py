@@ -164,7 +164,7 @@ def _held(index: Indexes) -> list[tuple[tuple[str, str, str], Callable[[], Colle
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
-    """No last-handled state: rayscale's handlers are index and event handlers, which need no diff
+    """No last-handled state: rayscale's resource handlers are event handlers, which need no diff
     (kopf's default deep-copies every object on every event to build one, and reads an annotation)."""
 
     def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:

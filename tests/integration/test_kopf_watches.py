@@ -1,7 +1,7 @@
 """kopf watches the custom resources: rayscale's kopf operator (`rayscale.handlers.registry`), run
 by kopf in this process against the local control plane without the controller or the autoscaler,
-keeps the RayClusters and RayResourceRequests in the indexes both halves read, says when kopf's
-initial listing is indexed, and sees them go."""
+keeps the RayClusters and RayResourceRequests in the indexes both halves read, says when they hold
+every one that exists, and sees them go."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ DEADLINE = 60.0
 
 @contextlib.asynccontextmanager
 async def kopf_running(runtime: handlers.Runtime, namespace: str) -> AsyncIterator[Indexes]:
-    """kopf running rayscale's handlers on `namespace` until the block ends; its indexes once kopf
-    has indexed what it listed."""
+    """kopf running rayscale's handlers on `namespace` until the block ends; its indexes once they
+    hold every custom resource that exists (`Runtime.indexed`)."""
     stop = asyncio.Event()
     operator = asyncio.create_task(
         kopf.operator(
@@ -66,7 +66,7 @@ async def test_kopf_indexes_the_custom_resources_and_sees_them_go(
     metrics = Metrics(CollectorRegistry())
     runtime = handlers.Runtime(ControllerConfig(), [namespace], run_controller=False, metrics=metrics)
     async with kopf_running(runtime, namespace) as indexes:
-        # Listed before kopf called an event handler: the halves would start on a whole index.
+        # Created before kopf started, in the index before the halves would start.
         kept = indexes.clusters.owned[key]
         assert "managedFields" not in kept["metadata"]
         assert (
