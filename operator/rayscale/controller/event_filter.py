@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from rayscale.common.scope import Scope
+from rayscale.common.types import ClusterKey
 from rayscale.kube.index_source import IndexSource
-from rayscale.kube.raycluster_index import ClusterKey
 from rayscale.metrics import Metrics
 
 log = logging.getLogger(__name__)

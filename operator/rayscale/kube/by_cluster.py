@@ -5,15 +5,14 @@ RayCluster of every object that came, changed or went."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from rayscale.common import labels as L
 from rayscale.common import pods
-from rayscale.kube.raycluster_index import ClusterKey
+from rayscale.common.types import ClusterKey, Obj
 
 ObjKey = tuple[str, str]  # (namespace, object name)
-Obj = Mapping[str, Any]
 
 
 def slim_service(obj: Obj) -> dict[str, Any]:

@@ -11,8 +11,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rayscale.common.types import ClusterKey
 from rayscale.kube.by_cluster import ByCluster
-from rayscale.kube.raycluster_index import ClusterKey, RayClusterIndex
+from rayscale.kube.raycluster_index import RayClusterIndex
 
 
 @dataclasses.dataclass

@@ -18,21 +18,21 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from rayscale.kube import ops
+from rayscale.kube.by_cluster import ObjKey
 from rayscale.kube.watchhealth import watched_namespaces
 
 log = logging.getLogger(__name__)
-Key = tuple[str, str]  # (namespace, name)
 Resource = tuple[str, str, str]  # group, version, plural
 PAGE = 500
 POLL_SECONDS = 0.5
 
 
-async def listed_keys(api: client.ApiClient, resource: Resource, namespace: str | None) -> set[Key]:
+async def listed_keys(api: client.ApiClient, resource: Resource, namespace: str | None) -> set[ObjKey]:
     """The (namespace, name) of every object of `resource` in `namespace` (None: in all), listed a
     page at a time; none when the resource is not served (its CRD is not installed)."""
     objects: Any = client.CustomObjectsApi(api)
     group, version, plural = resource
-    keys: set[Key] = set()
+    keys: set[ObjKey] = set()
     params: dict[str, Any] = {"limit": PAGE, "_preload_content": False}
     while True:
         call = (
@@ -57,7 +57,7 @@ async def listed_keys(api: client.ApiClient, resource: Resource, namespace: str 
 async def wait_indexed(
     api: client.ApiClient,
     namespaces: list[str] | None,
-    held: Sequence[tuple[Resource, Callable[[], Collection[Key]]]],
+    held: Sequence[tuple[Resource, Callable[[], Collection[ObjKey]]]],
     *,
     poll: float = POLL_SECONDS,
 ) -> None:

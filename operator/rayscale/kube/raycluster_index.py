@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-ClusterKey = tuple[str, str]  # (namespace, RayCluster name)
-Obj = dict[str, Any]
+from rayscale.common.types import ClusterKey
+
 # changed(key, body): body is the RayCluster as it is now, None when it was deleted
 Changed = Callable[[ClusterKey, Mapping[str, Any] | None], None]
 
@@ -23,7 +23,7 @@ class RayClusterIndex:
     def __init__(self, owns: Callable[[Mapping[str, Any]], bool], changed: Changed) -> None:
         self.owns = owns
         self.changed = changed
-        self.owned: dict[ClusterKey, Obj] = {}
+        self.owned: dict[ClusterKey, dict[str, Any]] = {}
         self.foreign: dict[ClusterKey, str] = {}  # another shard's RayClusters: resourceVersion
 
     def upsert(self, obj: Mapping[str, Any]) -> None:

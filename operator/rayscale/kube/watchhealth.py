@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from kubernetes_asyncio import client
 
 from rayscale.common.scope import is_pattern, namespace_matches
+from rayscale.common.types import ClusterKey
 from rayscale.kube import ops
 
 log = logging.getLogger(__name__)
-Key = tuple[str, str]
 
 
 class WatchHealth:
@@ -32,9 +32,9 @@ class WatchHealth:
         self,
         api: client.ApiClient,
         namespaces: list[str] | None,
-        seen: Callable[[], Mapping[Key, str]],
+        seen: Callable[[], Mapping[ClusterKey, str]],
         *,
-        gone: Callable[[Key], None] = lambda key: None,
+        gone: Callable[[ClusterKey], None] = lambda key: None,
         interval: float = 60.0,
     ) -> None:
         self.api = api
@@ -42,13 +42,13 @@ class WatchHealth:
         self.seen = seen
         self.gone = gone
         self.interval = interval
-        self.stalled: dict[Key, str] = {}
-        self.unlisted: dict[Key, str] = {}  # in the indexes, not in the last LIST
+        self.stalled: dict[ClusterKey, str] = {}
+        self.unlisted: dict[ClusterKey, str] = {}  # in the indexes, not in the last LIST
         self.last_check = time.monotonic()
         self.problem: str | None = None
 
     async def check_once(self) -> None:
-        listed: dict[Key, str] = {}
+        listed: dict[ClusterKey, str] = {}
         for ns in await watched_namespaces(self.api, self.namespaces):
             for obj in await ops.list_rayclusters(self.api, ns):
                 meta = obj["metadata"]
