@@ -29,6 +29,7 @@ from typing import Any
 
 import kopf
 
+from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.common import gc_tuning
 from rayscale.common import labels as L
@@ -41,7 +42,7 @@ from rayscale.kube.by_cluster import ByCluster, by_spec, slim_custom, slim_servi
 from rayscale.kube.client import make_api_client
 from rayscale.kube.events import EventRecorder
 from rayscale.kube.index_source import Indexes, IndexSource
-from rayscale.kube.informer import PODS, SERVICES, Informer, Kind
+from rayscale.kube.informer import PODS, SERVICES, Informer
 from rayscale.kube.raycluster_index import RayClusterIndex
 from rayscale.kube.watchhealth import WatchHealth
 from rayscale.metrics import Metrics, process_registry
@@ -50,9 +51,6 @@ log = logging.getLogger(__name__)
 registry = kopf.OperatorRegistry()
 LIST_CHUNK = 500  # objects per page of kopf's LISTs
 IDLE_WORKER_SECONDS = 0.5  # kopf's per-object task outlives its last event by this
-RAYCLUSTERS = Kind("rayclusters", "ray.io", "v1")
-RAYRESOURCEREQUESTS = Kind("rayresourcerequests", "rayscale.io", "v1alpha1")
-RAYVIRTUALCLUSTERS = Kind("rayvirtualclusters", "rayscale.io", "v1alpha1")
 # kopf retries a failed API request (its namespace watch too) after each of these waits, then gives
 # up on it and starts over. kopf's default (1, 1, 2, 3, 5, 8, 13, 21 s) waits up to 21 s after an
 # API server outage ended; these wait at most 2 s, for about the same minute in all.
@@ -129,18 +127,18 @@ def _indexes(memo: Any) -> Indexes:
 # shard's as its resourceVersion only (docs/scaling.md).
 
 
-@kopf.on.event(*RAYCLUSTERS.selector, registry=registry)
+@kopf.on.event(*RAYCLUSTER.path, registry=registry)
 async def raycluster_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
     """A RayCluster listed, changed or deleted: the RayCluster index follows it."""
     _follow(event, _indexes(memo).clusters)
 
 
-@kopf.on.event(*RAYRESOURCEREQUESTS.selector, registry=registry)
+@kopf.on.event(*RAYRESOURCEREQUEST.path, registry=registry)
 async def rayresourcerequest_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
     _follow(event, _indexes(memo).requests)
 
 
-@kopf.on.event(*RAYVIRTUALCLUSTERS.selector, registry=registry)
+@kopf.on.event(*RAYVIRTUALCLUSTER.path, registry=registry)
 async def rayvirtualcluster_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
     _follow(event, _indexes(memo).virtual_clusters)
 
@@ -157,9 +155,9 @@ def _follow(event: kopf.RawEvent, index: RayClusterIndex | ByCluster) -> None:
 def _held(index: Indexes) -> list[tuple[tuple[str, str, str], Callable[[], Collection[tuple[str, str]]]]]:
     """What `listing.wait_indexed` compares with its LISTs: each custom resource and its index."""
     return [
-        (RAYCLUSTERS.selector, index.clusters.keys),
-        (RAYRESOURCEREQUESTS.selector, index.requests.keys),
-        (RAYVIRTUALCLUSTERS.selector, index.virtual_clusters.keys),
+        (RAYCLUSTER.path, index.clusters.keys),
+        (RAYRESOURCEREQUEST.path, index.requests.keys),
+        (RAYVIRTUALCLUSTER.path, index.virtual_clusters.keys),
     ]
 
 

@@ -18,6 +18,7 @@ from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry
 
 from rayscale import handlers
+from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
 from rayscale.controller.runner import ControllerConfig
 from rayscale.kube.index_source import Indexes
 from rayscale.metrics import Metrics
@@ -61,7 +62,7 @@ async def test_kopf_indexes_the_custom_resources_and_sees_them_go(
     monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))  # kopf's login and rayscale's clients
     objects: Any = client.CustomObjectsApi(api)
     body = example("raycluster-basic.yaml")
-    await objects.create_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", body)
+    await objects.create_namespaced_custom_object(*RAYCLUSTER.at(namespace), body)
     key = (namespace, body["metadata"]["name"])
     metrics = Metrics(CollectorRegistry())
     runtime = handlers.Runtime(ControllerConfig(), [namespace], run_controller=False, metrics=metrics)
@@ -73,20 +74,15 @@ async def test_kopf_indexes_the_custom_resources_and_sees_them_go(
             kept["spec"]["headGroupSpec"]["rayStartParams"] == body["spec"]["headGroupSpec"]["rayStartParams"]
         )
         request = {
-            "apiVersion": "rayscale.io/v1alpha1",
-            "kind": "RayResourceRequest",
+            **RAYRESOURCEREQUEST.type_meta(),
             "metadata": {"name": "want"},
             "spec": {"clusterName": key[1], "bundles": [{"resources": {"CPU": "1"}}]},
         }
-        await objects.create_namespaced_custom_object(
-            "rayscale.io", "v1alpha1", namespace, "rayresourcerequests", request
-        )
+        await objects.create_namespaced_custom_object(*RAYRESOURCEREQUEST.at(namespace), request)
         await eventually(lambda: len(indexes.requests.of(key)) == 1, timeout=DEADLINE, message="the request")
-        await objects.delete_namespaced_custom_object(
-            "rayscale.io", "v1alpha1", namespace, "rayresourcerequests", "want"
-        )
+        await objects.delete_namespaced_custom_object(*RAYRESOURCEREQUEST.at(namespace), "want")
         await eventually(lambda: not indexes.requests.of(key), timeout=DEADLINE, message="the request gone")
-        await objects.delete_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", key[1])
+        await objects.delete_namespaced_custom_object(*RAYCLUSTER.at(namespace), key[1])
         await eventually(
             lambda: key not in indexes.clusters.owned, timeout=DEADLINE, message="the cluster gone"
         )

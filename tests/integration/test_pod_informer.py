@@ -16,7 +16,6 @@ from kubernetes_asyncio import client
 
 from rayscale.api.names import RAYCLUSTER
 from rayscale.common import labels as L
-from rayscale.handlers import RAYCLUSTERS
 from rayscale.kube import informer as informer_module
 from rayscale.kube.by_cluster import ByCluster, by_spec
 from rayscale.kube.client import make_api_client
@@ -26,6 +25,7 @@ from tests.support.builders import example
 from tests.support.polling import eventually
 
 DEADLINE = 30.0
+RAYCLUSTERS = Kind(RAYCLUSTER.plural, RAYCLUSTER.group, RAYCLUSTER.version)
 
 
 def pod(name: str, cluster: str | None, *, group: str = "workers") -> dict[str, Any]:

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
 from rayscale.kube import listing, ops
 
-CLUSTERS = ("ray.io", "v1", "rayclusters")
-REQUESTS = ("rayscale.io", "v1alpha1", "rayresourcerequests")
+CLUSTERS = RAYCLUSTER.path
+REQUESTS = RAYRESOURCEREQUEST.path
 
 
 class Lists:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from rayscale.handlers import RAYRESOURCEREQUESTS
+from rayscale.api.names import RAYRESOURCEREQUEST
 from rayscale.kube import ops
 from rayscale.kube.by_cluster import ByCluster
-from rayscale.kube.informer import Expired, Informer, _decode, _lines
+from rayscale.kube.informer import Expired, Informer, Kind, _decode, _lines
 
 NO_API: Any = None  # the calls never reach a client: `send_raw` is replaced
 
@@ -181,7 +181,12 @@ async def test_a_custom_resource_whose_crd_is_not_installed_is_none_and_listed_a
     changed: list[Any] = []
     index = ByCluster(changed.append)
     index.upsert(pod("w", "a"))  # as if listed before its CRD was deleted
-    inf = Informer(NO_API, index, kind=RAYRESOURCEREQUESTS, namespaces=None)
+    inf = Informer(
+        NO_API,
+        index,
+        kind=Kind(RAYRESOURCEREQUEST.plural, RAYRESOURCEREQUEST.group, RAYRESOURCEREQUEST.version),
+        namespaces=None,
+    )
     monkeypatch.setattr(inf, "_call", lambda namespace, **params: None)
     assert await inf._list(None) == ""
     inf._synced(None)

@@ -54,11 +54,6 @@ class Kind:
     singular: str = ""  # a core kind's, for the client's method names
 
     @property
-    def selector(self) -> tuple[str, str, str]:
-        """A custom resource as kopf's handler decorators name it: group, version, plural."""
-        return self.group, self.version, self.plural
-
-    @property
     def ordered(self) -> bool:
         """The API server writes its fields in their declared order (a core kind's Go struct); a
         custom resource's come sorted by name (`_decode`)."""
