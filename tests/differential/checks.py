@@ -162,7 +162,9 @@ def below_minimum(snapshot: Snapshot, decision: Decision, ray: Mapping[str, Any]
             held.setdefault(n.group, set()).add(n.replica or n.name)
     held_hosts = sum(1 for n in snapshot.nodes if (n.replica or n.name) in set().union(*held.values()))
     cap = snapshot.options.max_workers
-    out = []
+    out: list[Difference] = []
+    if cap is not None and held and _minimums_share_the_room(snapshot, counts, cap - held_hosts):
+        return out
     for g in snapshot.groups:
         mine, theirs = counts[g.name]
         room = max(g.max_replicas - len(held.get(g.name, ())), 0)
@@ -175,6 +177,17 @@ def below_minimum(snapshot: Snapshot, decision: Decision, ray: Mapping[str, Any]
                 Difference("below-minimum", g.name, f"{g.name}: rayscale keeps {mine} hosts, minimum {floor}")
             )
     return out
+
+
+def _minimums_share_the_room(snapshot: Snapshot, counts: Mapping[str, tuple[int, int]], room: int) -> bool:
+    """The minimums the groups are short of need more hosts than the worker cap leaves beside the
+    held pods, and rayscale fills that room (up to one replica): which group stays short is the
+    cap's choice (rayscale gives the room to the later groups first, as Ray's cut does)."""
+    existing = Counter(n.group for n in counted(snapshot))
+    short = sum(max(g.min_replicas * g.num_of_hosts - existing[g.name], 0) for g in snapshot.groups)
+    widest = max((g.num_of_hosts for g in snapshot.groups), default=1)
+    free = room - sum(existing.values())
+    return short > free and sum(c[0] for c in counts.values()) > room - widest
 
 
 def accounting(snapshot: Snapshot, decision: Decision, ray: Mapping[str, Any]) -> list[Difference]:

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rayscale.autoscaler.scheduling.model import RemovalCause
-from tests.differential.allowlist import COUNT_KINDS, count_without, group_of, read_entries
+from tests.differential.allowlist import COUNT_KINDS, read_entries
 from tests.differential.compare import Difference, Outcome
+from tests.differential.ray_quirks import count_without, group_of
 
 KNOWN = Path(__file__).resolve().parent / "known.yaml"
 CAPS = (RemovalCause.MAX_WORKERS, RemovalCause.MAX_REPLICAS)

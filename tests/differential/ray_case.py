@@ -238,13 +238,17 @@ def variant(case: dict[str, Any], name: str, snapshot: Snapshot) -> dict[str, An
 
 
 def _type_counts(snapshot: Snapshot) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-    """Per group: the hosts Ray counts (running or pending, not past a limit), the hosts of
-    replicas held by a host drained while it works, and the hosts past their launch limit."""
+    """Per group: the hosts Ray counts (running or pending, not past a limit, not of a broken
+    replica), the hosts of replicas held by a host drained while it works, and the hosts past
+    their launch limit."""
     counted: dict[str, int] = {}
     held: dict[str, int] = {}
     stuck_hosts: dict[str, int] = {}
     holding = {(n.group, n.replica or n.name) for n in snapshot.nodes if drained_while_working(n)}
+    broken = {n.name for n in broken_replica_hosts(snapshot)}  # removed whole by rayscale
     for n in snapshot.nodes:
+        if n.name in broken:
+            continue
         if stuck(n, snapshot.options):
             stuck_hosts[n.group] = stuck_hosts.get(n.group, 0) + 1
         elif (n.group, n.replica or n.name) in holding and n.state is not NodeState.TERMINATING:
@@ -260,7 +264,7 @@ def _capped(case: dict[str, Any], snapshot: Snapshot, name: str) -> dict[str, An
     for t in case["node_types"]:
         have = counted.get(t["name"], 0)
         if name == "held-pods" and held.get(t["name"]) and t["max"] < UNLIMITED:
-            high = max(t["max"] - held[t["name"]], have)
+            high = min(t["max"], max(t["max"] - held[t["name"]], have))
             t = dict(t, max=high, min=min(t["min"], high))
         elif name == "backed-off" and stuck_hosts.get(t["name"]):
             t = dict(t, max=min(t["max"], max(t["min"], have)))
@@ -275,5 +279,6 @@ def _capped(case: dict[str, Any], snapshot: Snapshot, name: str) -> dict[str, An
         out["instances"] = [dict(i, **draining) if i["name"] in names else i for i in case["instances"]]
     if name == "held-pods" and case["max_num_nodes"] is not None:
         live = 1 + sum(counted.values())
-        out["max_num_nodes"] = max(case["max_num_nodes"] - sum(held.values()), live)
+        cap = case["max_num_nodes"]
+        out["max_num_nodes"] = min(cap, max(cap - sum(held.values()), live))
     return out
