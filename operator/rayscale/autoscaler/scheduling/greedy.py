@@ -156,9 +156,8 @@ class Placer:
         self.before: dict[int, Bin] = {}  # by host: the existing hosts before the latest batch
         self._tried: list[tuple[Bin, Fill]] = []  # the latest ``best``: each state tried, its fill
         self._fresh = [self.fresh(g.index) for g in catalog.groups]  # each group's new host
-        space = catalog.space
-        self._gpu = space.index.get(GPU)
-        self._scored = tuple(i for i in range(len(space.names)) if i not in space.implicit)
+        self._gpu, names = catalog.space.index.get(GPU), catalog.space.names
+        self._scored = tuple(i for i in range(len(names)) if i not in catalog.space.implicit)
 
     # -- one host --------------------------------------------------------------------
     def score(self, b: Bin, source: int) -> Score:
