@@ -283,9 +283,14 @@ async def test_multi_host_workers_to_delete_removes_whole_replica(kube: Kube, op
 async def test_suspend_and_resume(kube: Kube, operator: Operator) -> None:
     await kube.create(basic(2))
     await eventually(lambda: kube.running_workers("raycluster-basic", 2), timeout=60)
-    # As KubeRay: both suspend conditions are there from the start, False (kubectl wait works).
+    # As KubeRay: both suspend conditions are there from the first status write, False (kubectl
+    # wait works); the pods may be Running before that write lands.
     for kind in ("RayClusterSuspended", "RayClusterSuspending"):
-        assert (await kube.condition("raycluster-basic", kind) or {}).get("status") == "False", kind
+
+        async def false(kind: str = kind) -> bool:
+            return (await kube.condition("raycluster-basic", kind) or {}).get("status") == "False"
+
+        await eventually(false, timeout=60, message=f"{kind} False")
     await kube.patch_json("raycluster-basic", [{"op": "add", "path": "/spec/suspend", "value": True}])
 
     async def suspended() -> bool:
