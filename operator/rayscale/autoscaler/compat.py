@@ -26,6 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from rayscale.common.timefmt import rfc3339
+from rayscale.common.types import Obj
 
 __all__ = [
     "CLUSTER_STATE",
@@ -41,7 +42,6 @@ __all__ = [
     "problems",
 ]
 
-Obj = Mapping[str, Any]
 
 CONDITION = "RayCompatible"
 V2_ENV = "RAY_enable_autoscaler_v2"

@@ -18,8 +18,7 @@ Translated from the GCS state (``rayscale.ray.model``) and the custom resources.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from rayscale.autoscaler.request_reader import MAX_REQUEST_BUNDLES, read_request
 from rayscale.autoscaler.scheduling.model import (
@@ -33,6 +32,7 @@ from rayscale.autoscaler.scheduling.model import (
     Selector,
     Strategy,
 )
+from rayscale.common.types import Obj
 from rayscale.ray import model as ray
 
 __all__ = [
@@ -45,7 +45,6 @@ __all__ = [
     "request_constraints",
 ]
 
-Obj = Mapping[str, Any]
 
 HEAD_RESOURCE = "node:__internal_head__"  # Ray gives it to the head node only
 

@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from rayscale.common.timefmt import rfc3339
+from rayscale.common.types import Obj
 from rayscale.ray.address import GCS_ADDRESS_ANNOTATION, OVERRIDE_FLAG, GcsTarget
 
 __all__ = [
@@ -36,7 +37,6 @@ __all__ = [
     "override_event",
 ]
 
-Obj = Mapping[str, Any]
 
 CONDITION = "GcsAddressOverride"
 CHART_VALUE = "autoscaler.allowGcsAddressOverride"  # the Helm value that passes OVERRIDE_FLAG

@@ -59,6 +59,7 @@ from rayscale.autoscaler.scheduling.model import RemovalCause, Snapshot
 from rayscale.autoscaler.snapshot import is_unborn
 from rayscale.common.pods import creation_time, pod_name
 from rayscale.common.timefmt import parse_time, rfc3339
+from rayscale.common.types import Obj
 from rayscale.ray import model as ray
 
 __all__ = [
@@ -77,7 +78,6 @@ __all__ = [
     "unit",
 ]
 
-Obj = Mapping[str, Any]
 SLOW_START_SECONDS = 600.0  # starting longer than this: one ReplicaSlowToStart Event
 GONE_MAX = 20  # failed or removed replicas kept after they are gone, per cluster
 GONE_SECONDS = 600.0  # ... for this long

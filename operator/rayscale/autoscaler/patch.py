@@ -25,17 +25,17 @@ no others, so a node never accepts a drain for a removal that is then not writte
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 from rayscale.autoscaler.drain import without
 from rayscale.autoscaler.scheduling.model import Decision, GroupDecision
 from rayscale.autoscaler.snapshot import is_unborn
+from rayscale.common.types import Obj
 
 __all__ = ["ClusterPatch", "GroupPatch", "JsonPatch", "build_patch", "writable"]
 
-Obj = Mapping[str, Any]
 JsonPatch = list[dict[str, Any]]
 
 

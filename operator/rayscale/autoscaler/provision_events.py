@@ -14,8 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from kubernetes_asyncio import client
 
@@ -26,12 +25,12 @@ from rayscale.autoscaler.provisioning import (
     pod_provisioning,
 )
 from rayscale.common.pods import is_terminating, is_worker
+from rayscale.common.types import Obj
 from rayscale.kube import ops
 
 __all__ = ["ProvisionEvents"]
 
 log = logging.getLogger(__name__)
-Obj = Mapping[str, Any]
 
 
 class ProvisionEvents:

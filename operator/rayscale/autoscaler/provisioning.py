@@ -32,10 +32,10 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from rayscale.common.pods import condition, creation_time, pod_name
 from rayscale.common.timefmt import parse_time
+from rayscale.common.types import Obj
 
 __all__ = [
     "PROVISIONER_REASONS",
@@ -45,8 +45,6 @@ __all__ = [
     "pod_provisioning",
     "unscheduled_clock",
 ]
-
-Obj = Mapping[str, Any]
 
 
 class Provisioning(enum.StrEnum):

@@ -8,18 +8,15 @@ going; with a removal cause unless it was drained by someone else while it works
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from rayscale.autoscaler.scheduling.model import Node, NodeState, RemovalCause, drained_while_working
 from rayscale.autoscaler.snapshot import is_unborn
 from rayscale.common.pods import is_unhealthy, phase, pod_name
+from rayscale.common.types import Obj
 
 __all__ = ["ORDER", "RANK", "STARTING", "FailureCause", "HostState", "ReplicaState", "host_state"]
-
-Obj = Mapping[str, Any]
 
 
 class ReplicaState(StrEnum):

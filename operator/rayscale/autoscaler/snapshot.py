@@ -37,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.autoscaler.demand import (
@@ -70,6 +69,7 @@ from rayscale.common.pods import (
     pod_name,
 )
 from rayscale.common.timefmt import parse_time
+from rayscale.common.types import Obj
 from rayscale.ray import model as ray
 
 __all__ = [
@@ -83,7 +83,6 @@ __all__ = [
     "short_groups",
 ]
 
-Obj = Mapping[str, Any]
 
 MAX_NODE_PROVISION_ANNOTATION = "rayscale.io/max-node-provision-seconds"
 MAX_NODE_BOOT_ANNOTATION = "rayscale.io/max-node-boot-seconds"

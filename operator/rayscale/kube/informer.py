@@ -32,11 +32,11 @@ import pydantic_core
 from kubernetes_asyncio import client
 
 from rayscale.common.scope import is_pattern, namespace_matches
+from rayscale.common.types import Obj
 from rayscale.kube import ops
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 WATCH_SECONDS = 300  # the API server ends each watch after this; it is then resumed
 READ_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=WATCH_SECONDS + 30)
 BACKOFFS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)  # then 4 s until a call succeeds
