@@ -29,11 +29,10 @@ from typing import Any
 
 import kopf
 
+from rayscale import gc_tuning
 from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
-from rayscale.common import gc_tuning
 from rayscale.common import labels as L
-from rayscale.common.scope import Scope
 from rayscale.controller.event_filter import EventFilter
 from rayscale.controller.runner import ControllerConfig, RayClusterController
 from rayscale.fence import WRITE_FENCE, Fenced
@@ -44,6 +43,7 @@ from rayscale.kube.events import EventRecorder
 from rayscale.kube.index_source import Indexes, IndexSource
 from rayscale.kube.informer import PODS, SERVICES, Informer
 from rayscale.kube.raycluster_index import RayClusterIndex
+from rayscale.kube.scope import Scope
 from rayscale.kube.watchhealth import WatchHealth
 from rayscale.metrics import Metrics, process_registry
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import uvloop
 
-from rayscale.common.scope import Scope, check_namespace_pattern, check_shard_name, parse_selector
+from rayscale.kube.scope import Scope, check_namespace_pattern, check_shard_name, parse_selector
 
 if TYPE_CHECKING:
     from prometheus_client import Gauge

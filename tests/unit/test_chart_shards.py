@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rayscale import cli
-from rayscale.common.scope import check_namespace_pattern, parse_selector
+from rayscale.kube.scope import check_namespace_pattern, parse_selector
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "rayscale"

@@ -1,4 +1,4 @@
-"""The garbage collector as the operator runs it once started (rayscale.common.gc_tuning)."""
+"""The garbage collector as the operator runs it once started (rayscale.gc_tuning)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from rayscale.common import gc_tuning
+from rayscale import gc_tuning
 
 
 @pytest.fixture

@@ -22,7 +22,10 @@ from tests.support.fakes import LoopClock as Clock
 
 from rayscale import cli, handlers
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
-from rayscale.common.scope import (
+from rayscale.controller.runner import ControllerConfig
+from rayscale.kube import ops
+from rayscale.kube.index_source import IndexSource
+from rayscale.kube.scope import (
     DEFAULT_LEASE,
     Scope,
     check_namespace_pattern,
@@ -30,9 +33,6 @@ from rayscale.common.scope import (
     namespace_matches,
     parse_selector,
 )
-from rayscale.controller.runner import ControllerConfig
-from rayscale.kube import ops
-from rayscale.kube.index_source import IndexSource
 from rayscale.kube.watchhealth import WatchHealth
 from rayscale.metrics import Metrics
 

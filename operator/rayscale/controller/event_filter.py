@@ -14,9 +14,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from rayscale.common.scope import Scope
 from rayscale.common.types import ClusterKey
 from rayscale.kube.index_source import IndexSource
+from rayscale.kube.scope import Scope
 from rayscale.metrics import Metrics
 
 log = logging.getLogger(__name__)

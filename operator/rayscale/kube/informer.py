@@ -31,9 +31,9 @@ import aiohttp
 import pydantic_core
 from kubernetes_asyncio import client
 
-from rayscale.common.scope import is_pattern, namespace_matches
 from rayscale.common.types import Obj
 from rayscale.kube import ops
+from rayscale.kube.scope import is_pattern, namespace_matches
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ handlers. kopf builds each with its sub-views cached on it (`body.meta`, `.spec`
 `meta.labels`, `patch.meta`, ...), and each sub-view refers back to its parent: a reference cycle,
 so reference counting never frees the event, and the whole decoded object (a pod is a few hundred
 dicts and lists) waits for the cyclic garbage collector. With the collector on a clock
-(`rayscale.common.gc_tuning`) a 1,000-pod scale-up left 80,000-165,000 such objects per 5 s
+(`rayscale.gc_tuning`) a 1,000-pod scale-up left 80,000-165,000 such objects per 5 s
 collection, 0.1-1.0 s each: a quarter of the operator's CPU, and memory held for seconds.
 
 `install()` makes the sub-views properties that build a view on each access. A view reads and

@@ -1,7 +1,7 @@
 """Detect a stalled watch: objects the API server has changed that the watch never delivered.
 
 Every `interval` seconds, LIST the RayClusters of the watched namespaces (those that match, when
-they are given as patterns: `rayscale.common.scope`) and compare each resourceVersion with the
+they are given as patterns: `rayscale.kube.scope`) and compare each resourceVersion with the
 one the watch-fed indexes hold. A mismatch that is still there at the next check (the watch had a
 whole interval to deliver it) means the watch is stuck; the liveness probe then fails and
 Kubernetes restarts the operator.
@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 
 from kubernetes_asyncio import client
 
-from rayscale.common.scope import is_pattern, namespace_matches
 from rayscale.common.types import ClusterKey
 from rayscale.kube import ops
+from rayscale.kube.scope import is_pattern, namespace_matches
 
 log = logging.getLogger(__name__)
 
