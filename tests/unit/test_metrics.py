@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from prometheus_client import generate_latest
+from tests.support.operators import free_port
 
 from rayscale.common.workqueue import WorkQueue
 from rayscale.metrics import Metrics, serve
@@ -118,9 +118,7 @@ def test_gcs_errors_count_failed_rounds() -> None:
 def test_serve_answers_on_metrics() -> None:
     metrics = Metrics()
     metrics.queue("raycluster")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = serve(metrics, "127.0.0.1", port)
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,6 +17,7 @@ import grpc
 import pytest
 from tests.support.fakes import FakeGcsServer
 from tests.support.grpcserve import serving
+from tests.support.operators import free_port
 
 from rayscale.fence import Fenced, WriteFence
 from rayscale.ray import client as client_module
@@ -189,9 +189,7 @@ async def test_client_timeout_is_unavailable(gcs: FakeGcsServer) -> None:
 
 
 async def test_nothing_listening_is_unavailable() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed again when the block ends: nothing listens there
+    port = free_port()  # nothing listens there
     async with GcsClient(f"127.0.0.1:{port}", retries=1, backoff=0.01, timeout=5) as client:
         with pytest.raises(GcsUnavailable) as raised:
             await client.get_cluster_resource_state()
