@@ -61,6 +61,7 @@ from typing import Any
 
 from e2e.raybridge import podspec, rayproc
 from kubernetes_asyncio import client, config, watch
+from tests.support.polling import Timeout, eventually_sync
 
 from rayscale.resources import parse_resources_param
 
@@ -470,13 +471,19 @@ class RayBridge:
                 self._stopper.submit(self._stop, orphan)
 
     def _wait_started(self, node: rayproc.RayNode, pod: str) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while node.running() and self._still_wanted(pod) and time.monotonic() < deadline:
+        def started() -> bool:
             with contextlib.suppress(OSError):
                 if STARTED_LINE in node.log_path.read_bytes():
-                    return
-            time.sleep(0.1)
-        if node.running() and self._still_wanted(pod):
+                    return True
+            return False
+
+        with contextlib.suppress(Timeout):  # recorded below, unless the node stopped or went
+            eventually_sync(
+                lambda: started() or not node.running() or not self._still_wanted(pod),
+                timeout=START_TIMEOUT,
+                interval=0.1,
+            )
+        if node.running() and self._still_wanted(pod) and not started():
             self._record(
                 "error", pod, f"no {STARTED_LINE.decode()!r} in {node.log_path} after {START_TIMEOUT:g}s"
             )

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hack.localk8s import launcher
+from tests.support.polling import Timeout, eventually_sync
 
 __all__ = [
     "NODE_IP",
@@ -341,24 +342,26 @@ def wait_until(
     what: str = "",
     node: RayNode | None = None,
 ) -> T:
-    """Call `check` until it returns something truthy; RayProcessError after `timeout` seconds.
+    """Call `check` until it returns something truthy (`tests.support.polling.eventually_sync`);
+    RayProcessError after `timeout` seconds.
 
     With `node`, fail at once (with its log tail) if that node's process exits meanwhile.
     """
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def alive_check() -> T:
         value = check()
-        if value:
-            return value
-        if node is not None and not node.running():
+        if not value and node is not None and not node.running():
             raise RayProcessError(
                 f"ray {node.role} exited ({node.process.returncode}) while waiting for {what or check!r}:\n"
                 f"{node.log_tail()}"
             )
-        if time.monotonic() >= deadline:
-            tail = f":\n{node.log_tail()}" if node is not None else ""
-            raise RayProcessError(f"not true after {timeout:.0f}s: {what or check!r}{tail}")
-        time.sleep(interval)
+        return value
+
+    try:
+        return eventually_sync(alive_check, timeout=timeout, interval=interval, message=what or repr(check))
+    except Timeout as exc:
+        tail = f":\n{node.log_tail()}" if node is not None else ""
+        raise RayProcessError(f"{exc}{tail}") from None
 
 
 def wait_for_port(host: str, port: int, *, timeout: float, node: RayNode | None = None) -> None:
