@@ -14,6 +14,16 @@ def pod(name: str, phase: str = "Running", *, cluster: str = "c0", deleting: boo
     return {"metadata": meta, "status": {"phase": phase}}
 
 
+def two_workers_then_one_asked() -> PodLedger:
+    """c0 created with two workers (a, b), then asked for one."""
+    ledger = PodLedger()
+    ledger.created_cluster("c0", 2)
+    ledger.event("ADDED", pod("a"))
+    ledger.event("ADDED", pod("b"))
+    ledger.asked("c0", 1)
+    return ledger
+
+
 def test_a_second_pod_for_the_same_ask_is_a_duplicate() -> None:
     ledger = PodLedger()
     ledger.created_cluster("c0", 1)
@@ -26,11 +36,7 @@ def test_a_second_pod_for_the_same_ask_is_a_duplicate() -> None:
 
 
 def test_scaling_up_and_down_is_no_violation_but_an_unasked_delete_is() -> None:
-    ledger = PodLedger()
-    ledger.created_cluster("c0", 2)
-    ledger.event("ADDED", pod("a"))
-    ledger.event("ADDED", pod("b"))
-    ledger.asked("c0", 1)
+    ledger = two_workers_then_one_asked()
     ledger.event("MODIFIED", pod("b", deleting=True))
     ledger.event("DELETED", pod("b"))
     ledger.asked("c0", 2)
@@ -44,11 +50,7 @@ def test_scaling_up_and_down_is_no_violation_but_an_unasked_delete_is() -> None:
 
 
 def test_a_resync_sees_the_pods_deleted_while_the_watch_was_down() -> None:
-    ledger = PodLedger()
-    ledger.created_cluster("c0", 2)
-    ledger.event("ADDED", pod("a"))
-    ledger.event("ADDED", pod("b"))
-    ledger.asked("c0", 1)
+    ledger = two_workers_then_one_asked()
     ledger.resync([pod("a")])  # b went while nobody watched
     assert ledger.converged()
     assert ledger.violations == []

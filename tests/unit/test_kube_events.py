@@ -4,7 +4,8 @@ object round-robin: a noisy object never delays another's Events. Virtual clock,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -155,6 +156,18 @@ class Writer:
         return name not in self.gone
 
 
+@contextlib.asynccontextmanager
+async def recording(writer: Writer, workers: int = 1) -> AsyncIterator[EventRecorder]:
+    """A started recorder writing to `writer`; stopped on the way out."""
+    correlator = EventCorrelator(clock=ManualClock(START))
+    recorder = EventRecorder(writer=writer, correlator=correlator, workers=workers)
+    recorder.start()
+    try:
+        yield recorder
+    finally:
+        await recorder.stop()
+
+
 def body(name: str) -> dict[str, Any]:
     meta = {"name": name, "namespace": "ns", "uid": name}
     return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta}
@@ -162,9 +175,7 @@ def body(name: str) -> dict[str, Any]:
 
 async def test_a_noisy_objects_backlog_never_delays_another_objects_events() -> None:
     writer = Writer()
-    recorder = EventRecorder(writer=writer, correlator=EventCorrelator(clock=ManualClock(START)), workers=2)
-    recorder.start()
-    try:
+    async with recording(writer, workers=2) as recorder:
         for i in range(40):  # distinct messages: 9 Events, then the combined one, then dropped
             recorder.post(body("noisy"), "Warning", "FailedToCreateWorkerPod", f"refused {i}")
         recorder.post(body("quiet"), "Normal", "CreatedWorkerPod", "created")
@@ -176,15 +187,11 @@ async def test_a_noisy_objects_backlog_never_delays_another_objects_events() -> 
         assert len({name for _, name, _ in noisy}) == 10
         assert noisy[-1][0] == "create"  # the combined Event: created once, its count merged while queued
         assert noisy[-1][2] == 25 - 9
-    finally:
-        await recorder.stop()
 
 
 async def test_an_event_that_expired_is_created_again_with_its_count() -> None:
     writer = Writer()
-    recorder = EventRecorder(writer=writer, correlator=EventCorrelator(clock=ManualClock(START)), workers=1)
-    recorder.start()
-    try:
+    async with recording(writer) as recorder:
         recorder.post(body("quiet"), "Warning", "FailedToCreateWorkerPod", "quota")
         await until(lambda: len(writer.calls) == 1)
         name = writer.calls[0][1]
@@ -192,8 +199,6 @@ async def test_an_event_that_expired_is_created_again_with_its_count() -> None:
         recorder.post(body("quiet"), "Warning", "FailedToCreateWorkerPod", "quota")
         await until(lambda: len(writer.calls) == 3)
         assert writer.calls[1:] == [("patch", name, 2), ("create", name, 2)]
-    finally:
-        await recorder.stop()
 
 
 def test_a_recorder_needs_somewhere_to_write() -> None:
@@ -218,16 +223,12 @@ class Breaking(Writer):
 
 async def test_a_worker_that_saw_an_unforeseen_error_goes_on_and_stops_cleanly() -> None:
     writer = Breaking()
-    recorder = EventRecorder(writer=writer, correlator=EventCorrelator(clock=ManualClock(START)), workers=1)
-    recorder.start()
-    try:
+    async with recording(writer) as recorder:  # stops without re-raising
         recorder.post(body("a"), "Normal", "CreatedWorkerPod", "lost")
         await until(lambda: writer.failed == 1)
         writer.fixed = True
         recorder.post(body("b"), "Normal", "CreatedWorkerPod", "sent")
         await until(lambda: len(writer.calls) == 1)  # the one worker is still there
-    finally:
-        await recorder.stop()  # and stops without re-raising
 
 
 async def test_a_broken_connection_is_a_failed_call() -> None:

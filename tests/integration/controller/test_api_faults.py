@@ -113,6 +113,19 @@ async def exactly_workers(kube: Kube) -> list[Any]:
 
 
 EVENT_POSTS = r"/api/v1/namespaces/[^/]+/events$"
+CUT = "event posts cut"
+
+
+async def create_with_event_posts_cut(
+    kube: Kube, proxy: FaultProxy, *, cuts: int, workers: int
+) -> dict[str, Any]:
+    """The next `cuts` Event posts are disconnected (counted as CUT); the example RayCluster is
+    created with `workers` workers."""
+    proxy.set_rules([Rule(disconnect=True, method="POST", path=EVENT_POSTS, times=cuts, name=CUT)])
+    body = example("raycluster-basic.yaml")
+    body["spec"]["workerGroupSpecs"][0]["replicas"] = workers
+    await kube.create(body)
+    return body
 
 
 # A broken connection used to kill the Event worker that saw it (aiohttp's ServerDisconnectedError
@@ -123,11 +136,8 @@ EVENT_POSTS = r"/api/v1/namespaces/[^/]+/events$"
 async def test_sigterm_stops_the_operator_after_an_event_post_saw_the_server_disconnect(
     kube: Kube, proxy: FaultProxy, operator: Operator
 ) -> None:
-    proxy.set_rules([Rule(disconnect=True, method="POST", path=EVENT_POSTS, times=1, name="event")])
-    body = example("raycluster-basic.yaml")
-    body["spec"]["workerGroupSpecs"][0]["replicas"] = 1
-    await kube.create(body)
-    await eventually(lambda: proxy.counts().get("event") == 1, timeout=60, message="an event post cut")
+    await create_with_event_posts_cut(kube, proxy, cuts=1, workers=1)
+    await eventually(lambda: proxy.counts().get(CUT) == 1, timeout=60, message="an event post cut")
     proc = operator.proc
     assert proc is not None
     os.killpg(proc.pid, signal.SIGTERM)
@@ -138,14 +148,11 @@ async def test_events_are_still_posted_after_event_posts_saw_the_server_disconne
     kube: Kube, proxy: FaultProxy, operator: Operator
 ) -> None:
     # one disconnect per recorder worker (4); each cluster posts 3 Events (Service, head, workers)
-    proxy.set_rules([Rule(disconnect=True, method="POST", path=EVENT_POSTS, times=4, name="events")])
-    body = example("raycluster-basic.yaml")
-    body["spec"]["workerGroupSpecs"][0]["replicas"] = 4
-    await kube.create(body)
+    body = await create_with_event_posts_cut(kube, proxy, cuts=4, workers=4)
     second = copy.deepcopy(body)
     second["metadata"]["name"] = f"{NAME}-second"
     await kube.create(second)
-    await eventually(lambda: proxy.counts().get("events") == 4, timeout=60, message="four event posts cut")
+    await eventually(lambda: proxy.counts().get(CUT) == 4, timeout=60, message="four event posts cut")
     before = {p.metadata.name for p in await kube.workers(NAME)}
     await kube.set_group(NAME, 0, "replicas", 6)
     pods = await eventually(lambda: kube.running_workers(NAME, 6), timeout=60, message="6 workers")

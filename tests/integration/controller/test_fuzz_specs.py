@@ -34,7 +34,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -295,13 +295,7 @@ def outcome(v: View, a: Applied) -> str | None:
         if a.expect.invalid is None:
             assert status.get("reason") != "InvalidBundles", f"a valid request refused: {status}"
             return None if status.get("phase") else "a phase"
-        reason, message = a.expect.invalid
-        got = (status.get("phase"), status.get("reason"), status.get("message"))
-        if got != ("Unsatisfiable", reason, message):
-            return f"status Unsatisfiable {reason}: {message!r} (is {got})"
-        if not any((e.reason, e.message) == (reason, message) for e in v.warnings(REQUEST, a.name)):
-            return f"a Warning Event {reason}: {message!r}"
-        return None
+        return _refused(v, a, status, ("phase", "Unsatisfiable"), "status Unsatisfiable")
     cond = v.condition(a.name, "SpecValid")
     if a.expect.invalid is None:
         assert cond.get("status") != "False", f"a valid cluster refused: {cond}"
@@ -314,11 +308,20 @@ def outcome(v: View, a: Applied) -> str | None:
         )
         failed = any(FAILED_REASONS.match(e.reason or "") for e in v.warnings(RAYCLUSTER, a.name))
         return None if replica_failure or suspended or failed else "a head pod (or a ReplicaFailure)"
+    return _refused(v, a, cond, ("status", "False"), "SpecValid=False")
+
+
+def _refused(v: View, a: Applied, said: Mapping[str, Any], first: tuple[str, str], what: str) -> str | None:
+    """What is still missing of `a`'s refusal (its expected reason and message): `said` (its status
+    or condition) has `first` (a field and the refusal's value of it), the reason and the message;
+    a Warning Event has the reason and the message."""
+    assert a.expect.invalid is not None
     reason, message = a.expect.invalid
-    got = (cond.get("status"), cond.get("reason"), cond.get("message"))
-    if got != ("False", reason, message):
-        return f"SpecValid=False {reason}: {message!r} (is {got})"
-    if not any((e.reason, e.message) == (reason, message) for e in v.warnings(RAYCLUSTER, a.name)):
+    field, value = first
+    got = (said.get(field), said.get("reason"), said.get("message"))
+    if got != (value, reason, message):
+        return f"{what} {reason}: {message!r} (is {got})"
+    if not any((e.reason, e.message) == (reason, message) for e in v.warnings(a.kind, a.name)):
         return f"a Warning Event {reason}: {message!r}"
     return None
 
