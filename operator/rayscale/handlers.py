@@ -100,12 +100,12 @@ def indexes(runtime: Runtime) -> Indexes:
         pods=ByCluster(marks.pod_changed),
         services=ByCluster(marks.service_changed, slim=slim_service),
         requests=ByCluster(
-            functools.partial(changed, "RayResourceRequest"),
+            functools.partial(changed, RAYRESOURCEREQUEST.kind),
             cluster_of=by_spec("clusterName"),
             slim=functools.partial(slim_custom, ()),
         ),
         virtual_clusters=ByCluster(
-            functools.partial(changed, "RayVirtualCluster"),
+            functools.partial(changed, RAYVIRTUALCLUSTER.kind),
             cluster_of=by_spec("rayClusterName"),
             slim=functools.partial(slim_custom, ("finalizers",)),
         ),

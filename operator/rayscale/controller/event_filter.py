@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from rayscale.api.names import RAYCLUSTER
 from rayscale.common.types import ClusterKey
 from rayscale.kube.index_source import IndexSource
 from rayscale.kube.scope import Scope
@@ -98,7 +99,7 @@ class EventFilter:
                 log.info(
                     "RayCluster %s/%s left this operator's scope (%s): let go", *key, self.scope.describe()
                 )
-        self._hand(key, "RayCluster", controller=controller)
+        self._hand(key, RAYCLUSTER.kind, controller=controller)
 
     def pod_changed(self, key: ClusterKey) -> None:
         """A pod of `key` came, changed or went."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from rayscale.api.names import RAYCLUSTER
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster import naming
 from rayscale.cluster.meta import ClusterMeta
@@ -95,7 +96,7 @@ def serve_service(meta: ClusterMeta, spec: RayClusterSpec) -> Manifest | str:
             "namespace": meta.namespace,
             "labels": {
                 L.ORIGINATED_FROM_CR_NAME: meta.name,
-                L.ORIGINATED_FROM_CRD: "RayCluster",
+                L.ORIGINATED_FROM_CRD: RAYCLUSTER.kind,
                 L.SERVE: f"{meta.name}-serve",
                 L.RAY_CLUSTER: meta.name,  # rayscale's own: how the controller's watch finds it
             },

@@ -19,8 +19,6 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
 
-# `rayscale status` (rayscale.status.fetch) still takes these: to go once it reads rayscale.api.names
-GROUP, VERSION, PLURAL = RAYCLUSTER.path
 MERGE_PATCH = "application/merge-patch+json"
 
 

@@ -31,9 +31,10 @@ from typing import Any
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config.config_exception import ConfigException
 
+from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
 from rayscale.common import labels as L
 from rayscale.common.timefmt import rfc3339
-from rayscale.kube.ops import GROUP, PLURAL, VERSION, KubeError, send
+from rayscale.kube.ops import KubeError, send
 from rayscale.status import summary
 from rayscale.status.reach import (
     NotServed,
@@ -55,7 +56,6 @@ __all__ = [
 ]
 
 TIMEOUT = 15.0
-RRR = ("rayscale.io", "v1alpha1", "rayresourcerequests")
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -109,7 +109,7 @@ class Reader:
 
     async def raycluster(self, namespace: str, name: str) -> dict[str, Any] | None:
         call = self.objects.get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, _preload_content=False, _request_timeout=TIMEOUT
+            *RAYCLUSTER.at(namespace), name, _preload_content=False, _request_timeout=TIMEOUT
         )
         try:
             found: dict[str, Any] = await send(call, f"get RayCluster {namespace}/{name}", body=True)
@@ -122,9 +122,9 @@ class Reader:
     async def rayclusters(self, namespace: str | None) -> list[dict[str, Any]]:
         options = {"_preload_content": False, "_request_timeout": TIMEOUT}
         if namespace is None:
-            call = self.objects.list_cluster_custom_object(GROUP, VERSION, PLURAL, **options)
+            call = self.objects.list_cluster_custom_object(*RAYCLUSTER.path, **options)
         else:
-            call = self.objects.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, **options)
+            call = self.objects.list_namespaced_custom_object(*RAYCLUSTER.at(namespace), **options)
         listed = await self._read(call, f"list RayClusters in {namespace or 'every namespace'}")
         return list(listed.get("items") or [])
 
@@ -140,7 +140,7 @@ class Reader:
     async def requests(self, namespace: str, name: str) -> list[dict[str, Any]]:
         """The cluster's RayResourceRequests; none when their CRD is not installed."""
         call = self.objects.list_namespaced_custom_object(
-            *RRR[:2], namespace, RRR[2], _preload_content=False, _request_timeout=TIMEOUT
+            *RAYRESOURCEREQUEST.at(namespace), _preload_content=False, _request_timeout=TIMEOUT
         )
         try:
             listed = await send(call, f"list RayResourceRequests in {namespace}", body=True)
