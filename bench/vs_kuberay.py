@@ -2,6 +2,7 @@
 
     python -m bench.vs_kuberay [--cases a100,a1000,b50,b1000,c,d]
                                [--operators rayscale,kuberay,kuberay-matched] [--reps 3] [--reps-large 1]
+                               [--baseline DIR]
                                [--write-docs] [--docs FILE] [--note TEXT] [--out FILE] [--docs-from FILE]
 
 Three operators, one at a time, each case and repetition in a fresh namespace with a fresh operator
@@ -13,7 +14,11 @@ its head Running):
 - `kuberay`: KubeRay's operator (the version of tools/kuberay-oracle/versions.env, built by
   `make kuberay-operator`) with `--watch-namespace NS` and its defaults (reconcile concurrency 1,
   QPS 100, burst 200), leader election off, metrics and probes on free ports of 127.0.0.1;
-- `kuberay-matched`: the same with `--reconcile-concurrency 16 --qps 100 --burst 200`.
+- `kuberay-matched`: the same with `--reconcile-concurrency 16 --qps 100 --burst 200`;
+- `rayscale-baseline` (only with `--baseline DIR`): `rayscale` run from another checkout, DIR (a
+  `git worktree add DIR <commit>` with its protos generated: `make install` there, or
+  `python operator/rayscale/ray/protos/generate.py` in it), to compare two commits of rayscale side by
+  side in one run.
 
 One RayCluster CRD for every run: rayscale's (crds/), which KubeRay's operator reads as its own;
 KubeRay's RayJob and RayService CRDs are added because its operator watches them. Every RayCluster
@@ -102,8 +107,14 @@ BLOCK = Block("bench.vs_kuberay", "bench/results/vs_kuberay.json")
 BUILD = ROOT / "tools" / "kuberay-oracle" / "build-operator.sh"
 VERSIONS = ROOT / "tools" / "kuberay-oracle" / "versions.env"
 
-OPERATORS = ("rayscale", "kuberay", "kuberay-matched")
-LABELS = {"rayscale": "rayscale", "kuberay": "KubeRay default", "kuberay-matched": "KubeRay matched"}
+OPERATORS = ("rayscale", "kuberay", "kuberay-matched", "rayscale-baseline")
+DEFAULT_OPERATORS = OPERATORS[:3]  # rayscale-baseline only with --baseline
+LABELS = {
+    "rayscale": "rayscale",
+    "kuberay": "KubeRay default",
+    "kuberay-matched": "KubeRay matched",
+    "rayscale-baseline": "rayscale baseline",
+}
 CASES = ("a100", "a1000", "b50", "b1000", "c", "d")
 LARGE = "b1000"  # the case --reps-large counts repetitions of
 HOL_BIG, HOL_SMALL, HOL_SMALL_WORKERS = 500, 50, 2
@@ -207,15 +218,32 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--operators",
         type=choices(OPERATORS),
-        default=list(OPERATORS),
-        help=f"comma-separated, of {','.join(OPERATORS)}",
+        default=None,
+        help=f"comma-separated, of {','.join(OPERATORS)} (default: {','.join(DEFAULT_OPERATORS)},"
+        " and rayscale-baseline with --baseline)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a checkout of another rayscale commit, run as the operator rayscale-baseline",
     )
     parser.add_argument("--reps", type=positive, default=3, help="repetitions of every case but b1000")
     parser.add_argument("--reps-large", type=positive, default=1, help="repetitions of b1000")
     parser.add_argument("--timeout", type=float, default=900, help="deadline of a wait, seconds (b1000: 2x)")
     parser.add_argument("--docs", type=Path, default=DOCS, help="the benchmarks page --write-docs rewrites")
     add_output_options(parser, OUT)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.operators is None:
+        args.operators = [*DEFAULT_OPERATORS, *(["rayscale-baseline"] if args.baseline else [])]
+    if "rayscale-baseline" in args.operators:
+        if args.baseline is None:
+            parser.error("rayscale-baseline needs --baseline DIR")
+        generated = args.baseline / "operator" / "rayscale" / "ray" / "protos" / "gcs_pb2.py"
+        if not generated.exists():
+            parser.error(f"{args.baseline}: no generated protos ({generated}); run `make install` there")
+        args.baseline = args.baseline.resolve()
+    return args
 
 
 def repetitions(case: str, args: argparse.Namespace) -> int:
@@ -363,11 +391,18 @@ class Bench:
     """What every case needs: the cluster, the API clients, KubeRay's binary, the deadline, the log."""
 
     def __init__(
-        self, cluster: testcluster.ClusterHandle, core: Any, objects: Any, kuberay: Path, timeout: float
+        self,
+        cluster: testcluster.ClusterHandle,
+        core: Any,
+        objects: Any,
+        kuberay: Path,
+        timeout: float,
+        baseline: Path | None = None,
     ) -> None:
         self.cluster, self.core, self.objects = cluster, core, objects
         self.kuberay = kuberay
         self.timeout = timeout
+        self.baseline = baseline
         self.began = time.monotonic()
 
     def say(self, text: str) -> None:
@@ -375,8 +410,9 @@ class Bench:
         print(f"[{minutes:3d}:{seconds:02d}] {text}", file=sys.stderr, flush=True)
 
     def command(self, name: str, namespace: str) -> tuple[list[str], dict[str, str]]:
-        if name == "rayscale":
-            return rayscale_command(namespace), {**self.cluster.env, "PYTHONPATH": str(ROOT / "operator")}
+        if name in ("rayscale", "rayscale-baseline"):
+            root = self.baseline if name == "rayscale-baseline" and self.baseline else ROOT
+            return rayscale_command(namespace), {**self.cluster.env, "PYTHONPATH": str(root / "operator")}
         ports = (free_port(), free_port())
         return kuberay_command(name, self.kuberay / "kuberay-operator", namespace, ports), self.cluster.env
 
@@ -864,7 +900,7 @@ async def run(cluster: testcluster.ClusterHandle, args: argparse.Namespace) -> d
     runs: list[dict[str, Any]] = []
     async with kube_apis(cluster) as (core, objects):
         install_kuberay_crds(cluster, bindir)
-        bench = Bench(cluster, core, objects, bindir, args.timeout)
+        bench = Bench(cluster, core, objects, bindir, args.timeout, args.baseline)
         for index, group in enumerate(case_groups(args.cases)):
             reps = repetitions(group[0], args)
             nodes = extra_node_count(group)
@@ -881,12 +917,21 @@ async def run(cluster: testcluster.ClusterHandle, args: argparse.Namespace) -> d
         "runs": runs,
         "cases": args.cases,
         "operators": args.operators,
+        **({"baseline": baseline_facts(args.baseline)} if "rayscale-baseline" in args.operators else {}),
         "reps": args.reps,
         "reps_large": args.reps_large,
         "cores": os.cpu_count() or 1,
         "kuberay_version": kuberay_version(),
         "run_seconds": time.monotonic() - began,
     }
+
+
+def baseline_facts(baseline: Path) -> dict[str, str]:
+    """Which commit rayscale-baseline ran: its checkout and `git describe` there."""
+    described = subprocess.run(
+        ["git", "-C", str(baseline), "log", "-1", "--format=%h %s"], capture_output=True, text=True
+    )
+    return {"dir": str(baseline), "commit": described.stdout.strip()[:100]}
 
 
 def bare_pod(name: str) -> dict[str, Any]:
@@ -1207,6 +1252,11 @@ def render(results: Mapping[str, Any]) -> str:
         " rayscale's (`crds/`), which KubeRay's operator reads as its own, as the migration tests run it;"
         " KubeRay's RayJob and RayService CRDs are added because its operator watches them."
     )
+    if results.get("baseline"):
+        about += (
+            f" *rayscale baseline* is the same `rayscale run` from another commit"
+            f" ({results['baseline']['commit']}), in the same run."
+        )
     setup = (
         "The RayClusters are the same for all three: a head and one worker group, every Ray container"
         " 100m CPU / 128Mi (200m CPU to the kube-scheduler with the wait-gcs-ready init container both"
