@@ -27,7 +27,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from rayscale.autoscaler.scenario_write import amounts, to_scenario
+from rayscale.autoscaler.scenario_write import to_scenario
 from rayscale.autoscaler.scheduling.model import (
     Decision,
     DemandKind,
@@ -38,7 +38,7 @@ from rayscale.autoscaler.scheduling.model import (
     Unmet,
     UnmetReason,
 )
-from rayscale.autoscaler.status import WHAT, WHY, shape_text
+from rayscale.autoscaler.status import WHAT, WHY, shape_text, work_shape
 from rayscale.common.timefmt import rfc3339
 
 __all__ = [
@@ -307,12 +307,7 @@ class DecisionHistory:
 
 
 def demand_dict(entry: DemandEntry) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": str(entry.kind)}
-    if entry.resources is not None:
-        out["resources"] = amounts(entry.resources)
-    if entry.bundles is not None:
-        out["bundles"] = [amounts(b) for b in entry.bundles]
-        out["strategy"] = entry.strategy
+    out = work_shape(entry.kind, entry.resources, entry.bundles, entry.strategy)
     if entry.kind == WorkKind.REQUEST:
         out["unit"] = entry.unit or ""
     out["count"] = entry.count

@@ -94,14 +94,26 @@ def describe_unmet(unmet: Unmet) -> str:
     return f"{unmet.count} x {what} ({WHAT[unmet.kind]}): {why}"
 
 
+def work_shape(
+    kind: object,
+    resources: Mapping[str, float] | None,
+    bundles: Sequence[Mapping[str, float]] | None,
+    strategy: object | None,
+) -> dict[str, Any]:
+    """One shape of work as JSON (the status's unmet demand, the decision history's demand): its kind,
+    then its resources or its bundles (whole amounts as integers) and their strategy, where it has them."""
+    out: dict[str, Any] = {"kind": str(kind)}
+    if resources is not None:
+        out["resources"] = _amounts(resources)
+    if bundles is not None:
+        out["bundles"] = [_amounts(b) for b in bundles]
+    if strategy is not None:
+        out["strategy"] = str(strategy)
+    return out
+
+
 def _unmet_entry(unmet: Unmet) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": str(unmet.kind)}
-    if unmet.resources is not None:
-        out["resources"] = _amounts(unmet.resources)
-    if unmet.bundles is not None:
-        out["bundles"] = [_amounts(b) for b in unmet.bundles]
-    if unmet.strategy is not None:
-        out["strategy"] = str(unmet.strategy)
+    out = work_shape(unmet.kind, unmet.resources, unmet.bundles, unmet.strategy)
     out.update(count=unmet.count, reason=str(unmet.reason), message=describe_unmet(unmet))
     return out
 
