@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 from tests.support.polling import eventually, until
 
@@ -174,15 +174,23 @@ async def test_the_backoff_timer_runs_the_key_again_by_itself() -> None:
     assert all(gap >= nominal - 0.005 for gap, nominal in zip(gaps, (0.01, 0.02, 0.04), strict=True)), gaps
 
 
-async def test_with_spacing_a_key_runs_at_most_once_per_spacing_and_marks_between_coalesce() -> None:
+Starts = dict[str, list[float]]  # when each key started each of its runs
+
+
+def spaced(spacing: float | Callable[[str], float], *keys: str) -> tuple[WorkQueue[str], Starts]:
+    """A queue of two workers with `spacing`, and when each of `keys` started each of its runs."""
     loop = asyncio.get_running_loop()
-    starts: dict[str, list[float]] = {"a": [], "b": []}
+    starts: Starts = {key: [] for key in keys}
 
     async def work(key: str) -> float | None:
         starts[key].append(loop.time())
         return None
 
-    queue: WorkQueue[str] = WorkQueue(work, concurrency=2, spacing=0.3)
+    return WorkQueue(work, concurrency=2, spacing=spacing), starts
+
+
+async def test_with_spacing_a_key_runs_at_most_once_per_spacing_and_marks_between_coalesce() -> None:
+    queue, starts = spaced(0.3, "a", "b")
     task = asyncio.create_task(queue.run())
     queue.mark("a")
     await until(lambda: len(starts["a"]) == 1)
@@ -204,14 +212,7 @@ async def test_with_spacing_a_key_runs_at_most_once_per_spacing_and_marks_betwee
 
 
 async def test_spacing_may_differ_by_key() -> None:
-    loop = asyncio.get_running_loop()
-    starts: dict[str, list[float]] = {"slow": [], "fast": []}
-
-    async def work(key: str) -> float | None:
-        starts[key].append(loop.time())
-        return None
-
-    queue: WorkQueue[str] = WorkQueue(work, concurrency=2, spacing=lambda key: 0.3 if key == "slow" else 0.0)
+    queue, starts = spaced(lambda key: 0.3 if key == "slow" else 0.0, "slow", "fast")
     task = asyncio.create_task(queue.run())
     try:
         for key in ("slow", "fast"):
