@@ -37,6 +37,7 @@ from typing import Any
 from kubernetes_asyncio import client, watch
 
 from rayscale.api.names import RAYCLUSTER
+from rayscale.common.tasks import cancel_and_wait
 from rayscale.ray.client import GcsClient, GcsError
 from rayscale.ray.model import NodeStatus
 
@@ -251,11 +252,7 @@ async def feeding(ledger: RayLedger, api: client.ApiClient, namespace: str) -> A
     finally:
         for events in watches:
             events.stop()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(tasks)
 
 
 # ---------------------------------------------------------------------------- busy nodes
@@ -348,6 +345,4 @@ class BusyTracker:
         try:
             yield self
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait([task])

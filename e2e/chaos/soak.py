@@ -80,6 +80,7 @@ from tests.support.operators import Operator
 from tests.support.watching import end_watch
 
 from rayscale.api.names import RAYCLUSTER
+from rayscale.common.tasks import cancel_and_wait
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "e2e" / ".results" / "soak"
@@ -657,9 +658,7 @@ class Soak:
                     )
                 await self.check_objects()
             finally:
-                sampling.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sampling
+                await cancel_and_wait([sampling])
 
     async def check_objects(self) -> None:
         """The spec and labels as the user left them; the status as the operator must write it."""

@@ -33,6 +33,7 @@ from rayscale import gc_tuning
 from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.common import labels as L
+from rayscale.common.tasks import cancel_and_wait
 from rayscale.controller.event_filter import EventFilter
 from rayscale.controller.runner import ControllerConfig, RayClusterController
 from rayscale.fence import WRITE_FENCE, Fenced
@@ -277,12 +278,7 @@ async def shutdown(memo: Any, **_: Any) -> None:
     runtime: Runtime = memo.runtime
     if runtime.hand_over is not None:
         await runtime.hand_over()
-    tasks = [*runtime.tasks, *([runtime.listing] if runtime.listing is not None else [])]
-    for task in tasks:
-        task.cancel()
-    for task in tasks:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    await cancel_and_wait([*runtime.tasks, *([runtime.listing] if runtime.listing is not None else [])])
     try:
         if runtime.recorder is not None:
             with contextlib.suppress(Fenced):  # a replica that lost the Lease posts no more Events

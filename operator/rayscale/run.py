@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import uvloop
 
+from rayscale.common.tasks import cancel_and_wait
 from rayscale.kube.scope import Scope, check_namespace_pattern, check_shard_name, parse_selector
 
 if TYPE_CHECKING:
@@ -330,9 +331,7 @@ async def run_as_leader(
         async def hand_over() -> None:
             if keeper.done():  # lost: nothing to hand over
                 return
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+            await cancel_and_wait([keeper])
             await elector.release()
             leading.set(0)
 

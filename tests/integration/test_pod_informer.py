@@ -16,6 +16,7 @@ from kubernetes_asyncio import client
 
 from rayscale.api.names import RAYCLUSTER
 from rayscale.common import labels as L
+from rayscale.common.tasks import cancel_and_wait
 from rayscale.kube import informer as informer_module
 from rayscale.kube.by_cluster import ByCluster, by_spec
 from rayscale.kube.client import make_api_client
@@ -49,11 +50,7 @@ async def running(*informers: Informer) -> AsyncIterator[None]:
             await asyncio.wait_for(inf.synced.wait(), DEADLINE)
         yield
     finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(tasks)
         await informers[0].api.close()
 
 
@@ -168,9 +165,7 @@ async def test_a_failing_stream_is_retried_and_reported_once_stuck(
         assert namespace in (inf.problem() or "")
         assert not inf.synced.is_set()
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait([task])
         await api2.close()
 
 

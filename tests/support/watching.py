@@ -11,6 +11,7 @@ from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import ApiException
 
 from rayscale.api.names import RAYCLUSTER
+from rayscale.common.tasks import cancel_and_wait
 from tests.support.kube import Kube
 
 RETRY = (410, 429, 500, 503)  # gone (too old), too many requests, server errors
@@ -47,9 +48,7 @@ async def watched(
 async def end_watch(events: watch.Watch, task: asyncio.Task[None]) -> None:
     """Stop a watch and the task that follows it."""
     events.stop()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    await cancel_and_wait([task])
     await events.close()
 
 

@@ -21,13 +21,13 @@ at most instead of back to back.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
 from rayscale.common.retry import Failed, RetryBackoff
+from rayscale.common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
@@ -141,11 +141,7 @@ class WorkQueue(Generic[K]):
         try:
             await asyncio.gather(*workers)
         finally:
-            for w in workers:
-                w.cancel()
-            for w in workers:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await w
+            await cancel_and_wait(workers)
             for timer in self._timers.values():
                 timer.cancel()
 

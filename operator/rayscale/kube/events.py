@@ -13,7 +13,6 @@ each: a cluster posting many Events never delays another's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -23,6 +22,7 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client
 
 from rayscale.api.names import RAYCLUSTER
+from rayscale.common.tasks import cancel_and_wait
 from rayscale.kube import ops
 from rayscale.kube.correlator import Correlated, EventCorrelator, object_key
 from rayscale.kube.fairqueue import FairQueue
@@ -91,11 +91,7 @@ class EventRecorder:
         self._tasks = [asyncio.create_task(self._run()) for _ in range(self._workers)]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
 
     def post(
         self, obj: Mapping[str, Any], type_: str, reason: str, message: str, action: str = "Reconcile"
