@@ -17,6 +17,7 @@ from kubernetes_asyncio import client
 from rayscale.api.names import RAYCLUSTER
 from rayscale.common import labels as L
 from rayscale.common.tasks import cancel_and_wait
+from rayscale.common.types import ClusterKey
 from rayscale.kube import informer as informer_module
 from rayscale.kube.by_cluster import ByCluster, by_spec
 from rayscale.kube.client import make_api_client
@@ -66,7 +67,7 @@ async def informing(
         yield inf, index, changed
 
 
-def names(index: ByCluster, key: tuple[str, str]) -> set[str]:
+def names(index: ByCluster, key: ClusterKey) -> set[str]:
     return {p["metadata"]["name"] for p in index.of(key)}
 
 
@@ -175,7 +176,7 @@ async def test_a_custom_resource_informer_follows_rayclusters_and_a_kind_not_ser
     """The RayCluster informer's path: CustomObjectsApi LIST and WATCH, each event decoded whole
     (a custom resource's fields come sorted by name). A kind whose CRD is not installed is listed
     as none: the informer is synced, and its stream is not failing."""
-    seen: list[tuple[tuple[str, str], bool]] = []
+    seen: list[tuple[ClusterKey, bool]] = []
     clusters = RayClusterIndex(lambda body: True, lambda key, body: seen.append((key, body is not None)))
     absent = ByCluster(lambda key: None, cluster_of=by_spec("clusterName"))
     watch_api = await make_api_client(str(cluster.kubeconfig), connections=0)

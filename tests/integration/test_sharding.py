@@ -31,6 +31,7 @@ from hack.localk8s.testcluster import ClusterHandle
 from kubernetes_asyncio import client
 
 from rayscale.api.names import RAYRESOURCEREQUEST
+from rayscale.common.types import ClusterKey
 from tests.support.builders import ROOT, cpu_and_gpu_cluster, example, resource_request
 from tests.support.kube import Kube, fresh_namespace
 from tests.support.operators import Observed, free_port
@@ -68,14 +69,14 @@ class Shard(Observed):
                 preexec_fn=preexec,
             )  # fmt: skip
 
-    async def watched_clusters(self) -> set[tuple[str, str]]:
+    async def watched_clusters(self) -> set[ClusterKey]:
         """The RayClusters its /metrics show (KubeRay's kuberay_cluster_info: the controller's)."""
         samples = await self.scrape()
         return {
             (labels["namespace"], labels["name"]) for n, labels, _ in samples if n == "kuberay_cluster_info"
         }
 
-    async def autoscaled(self) -> set[tuple[str, str]] | None:
+    async def autoscaled(self) -> set[ClusterKey] | None:
         """The RayClusters its status API serves (the autoscaler's); None until it answers as leader."""
         try:
             async with (
@@ -291,11 +292,11 @@ async def test_shards_by_label_selector_and_a_cluster_moved_between_them(
     assert (a.lease(), b.lease()) == (f"{namespace}/rayscale-a", f"{namespace}/rayscale-b")
 
 
-async def _has(shard: Shard, key: tuple[str, str]) -> bool:
+async def _has(shard: Shard, key: ClusterKey) -> bool:
     return key in (await shard.autoscaled() or set()) and key in await shard.watched_clusters()
 
 
-async def _lacks(shard: Shard, key: tuple[str, str]) -> bool:
+async def _lacks(shard: Shard, key: ClusterKey) -> bool:
     served = await shard.autoscaled()
     return served is not None and key not in served and key not in await shard.watched_clusters()
 

@@ -26,6 +26,7 @@ from unittest import mock
 import jsonpatch
 
 from rayscale.common.retry import Failed
+from rayscale.common.types import ClusterKey
 from rayscale.controller import runner
 from rayscale.controller.runner import ControllerConfig, RayClusterController
 from rayscale.kube import ops
@@ -64,16 +65,16 @@ class Store:
             self.body["metadata"]["resourceVersion"] = str(self.version)
 
     # ---- ClusterSource
-    def cluster(self, key: tuple[str, str]) -> Obj | None:
+    def cluster(self, key: ClusterKey) -> Obj | None:
         return copy.deepcopy(self.body)
 
-    def pods(self, key: tuple[str, str]) -> Sequence[Obj]:
+    def pods(self, key: ClusterKey) -> Sequence[Obj]:
         return [copy.deepcopy(p) for p in self.objects["pods"].values()]
 
-    def services(self, key: tuple[str, str]) -> Sequence[Obj]:
+    def services(self, key: ClusterKey) -> Sequence[Obj]:
         return [copy.deepcopy(s) for s in self.objects["services"].values()]
 
-    def cluster_keys(self) -> Sequence[tuple[str, str]]:
+    def cluster_keys(self) -> Sequence[ClusterKey]:
         return []
 
     # ---- EventSink
@@ -209,9 +210,7 @@ class Store:
                 "events": events, "errors": errors, "rounds": rounds}  # fmt: skip
 
 
-async def _settle(
-    controller: RayClusterController, store: Store, key: tuple[str, str], errors: list[str]
-) -> int:
+async def _settle(controller: RayClusterController, store: Store, key: ClusterKey, errors: list[str]) -> int:
     rounds, last = 0, ""
     while rounds < MAX_ROUNDS:
         rounds += 1

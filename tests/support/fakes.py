@@ -140,16 +140,16 @@ class FakeSource:
     ) -> None:
         self.body, self._pods, self._requests = body, list(pods), list(requests)
 
-    def cluster(self, key: tuple[str, str]) -> Mapping[str, Any] | None:
+    def cluster(self, key: ClusterKey) -> Mapping[str, Any] | None:
         return self.body
 
-    def pods(self, key: tuple[str, str]) -> Sequence[Mapping[str, Any]]:
+    def pods(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
         return self._pods
 
-    def requests(self, key: tuple[str, str]) -> Sequence[Mapping[str, Any]]:
+    def requests(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
         return self._requests
 
-    def virtual_clusters(self, key: tuple[str, str]) -> Sequence[Mapping[str, Any]]:
+    def virtual_clusters(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
         return []
 
 
@@ -305,16 +305,16 @@ class FakeClusterSource:
         self.bodies = {(b["metadata"]["namespace"], b["metadata"]["name"]): b for b in bodies}
         self._pods, self._services = list(pods), list(services)
 
-    def cluster(self, key: tuple[str, str]) -> Mapping[str, Any] | None:
+    def cluster(self, key: ClusterKey) -> Mapping[str, Any] | None:
         return self.bodies.get(key)
 
-    def pods(self, key: tuple[str, str]) -> Sequence[Mapping[str, Any]]:
+    def pods(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
         return self._pods
 
-    def services(self, key: tuple[str, str]) -> Sequence[Mapping[str, Any]]:
+    def services(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]:
         return self._services
 
-    def cluster_keys(self) -> Sequence[tuple[str, str]]:
+    def cluster_keys(self) -> Sequence[ClusterKey]:
         return list(self.bodies)
 
 

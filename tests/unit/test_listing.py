@@ -9,6 +9,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
+from rayscale.common.types import ClusterKey
 from rayscale.kube import listing, ops
 
 CLUSTERS = RAYCLUSTER.path
@@ -35,7 +36,7 @@ def lists(monkeypatch: pytest.MonkeyPatch) -> Lists:
 
 
 async def test_waits_until_every_listed_object_is_indexed(lists: Lists) -> None:
-    clusters: set[tuple[str, str]] = {("ns", "a")}
+    clusters: set[ClusterKey] = {("ns", "a")}
     requests: set[tuple[str, str]] = set()
     held = [(CLUSTERS, lambda: clusters), (REQUESTS, lambda: requests)]
     waiting = asyncio.create_task(listing.wait_indexed(None, ["ns"], held, poll=0))  # type: ignore[arg-type]
@@ -48,7 +49,7 @@ async def test_waits_until_every_listed_object_is_indexed(lists: Lists) -> None:
 
 
 async def test_an_object_deleted_before_kopf_delivered_it_is_not_waited_for(lists: Lists) -> None:
-    clusters: set[tuple[str, str]] = {("ns", "a")}
+    clusters: set[ClusterKey] = {("ns", "a")}
     held = [(CLUSTERS, lambda: clusters)]
     waiting = asyncio.create_task(listing.wait_indexed(None, None, held, poll=0))  # type: ignore[arg-type]
     for _ in range(20):

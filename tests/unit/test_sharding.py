@@ -22,6 +22,7 @@ from tests.support.fakes import LoopClock as Clock
 
 from rayscale import cli, handlers
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
+from rayscale.common.types import ClusterKey
 from rayscale.controller.runner import ControllerConfig
 from rayscale.kube import ops
 from rayscale.kube.index_source import IndexSource
@@ -234,9 +235,9 @@ class Marks:
     """Stands in for the controller and the autoscaler: which keys were handed to it."""
 
     def __init__(self) -> None:
-        self.marked: list[tuple[str, str]] = []
+        self.marked: list[ClusterKey] = []
 
-    def mark(self, key: tuple[str, str], reason: str = "") -> None:
+    def mark(self, key: ClusterKey, reason: str = "") -> None:
         self.marked.append(key)
 
 
@@ -295,7 +296,7 @@ class Operator:
     def source(self) -> IndexSource:
         return IndexSource(self.indexes)
 
-    def drained(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    def drained(self) -> tuple[list[ClusterKey], list[ClusterKey]]:
         marked = self.controller.marked, self.autoscaler.marked
         self.controller.marked, self.autoscaler.marked = [], []
         return marked

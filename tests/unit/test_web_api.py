@@ -18,6 +18,7 @@ from rayscale.autoscaler.lifecycle import Lives, ReplicaLife, ReplicaState
 from rayscale.autoscaler.scheduling.model import Decision, Group, GroupDecision, Node, Snapshot
 from rayscale.autoscaler.status import GcsHealth
 from rayscale.autoscaler.view import Observed, cluster_view, fleet_entry
+from rayscale.common.types import ClusterKey
 from rayscale.ray import model as ray
 from rayscale.web.api import API, NO_AUTOSCALER, Served
 from rayscale.web.server import make_app
@@ -191,13 +192,13 @@ class Big:
     def __init__(self, replicas: int) -> None:
         self.seen, self.history = large_view(replicas)
 
-    def view(self, key: tuple[str, str]) -> dict[str, Any] | None:
+    def view(self, key: ClusterKey) -> dict[str, Any] | None:
         return cluster_view(self.seen, self.history.newest_first())
 
     def fleet(self) -> list[dict[str, Any]]:
         return [fleet_entry(self.seen)]
 
-    def history_scenario(self, key: tuple[str, str], index: int = 0) -> dict[str, Any] | None:
+    def history_scenario(self, key: ClusterKey, index: int = 0) -> dict[str, Any] | None:
         return self.history.scenario(index)
 
 

@@ -12,7 +12,7 @@ from kubernetes_asyncio import client
 
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.naming import AUTH_TOKEN_KEY
-from rayscale.common.types import Manifest
+from rayscale.common.types import ClusterKey, Manifest
 from rayscale.controller import tokenauth
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.fairslots import FairSlots
@@ -97,7 +97,7 @@ async def _bounded(calls: Sequence[Callable[[], Awaitable[None]]], limit: int) -
     await asyncio.gather(*(one(c) for c in calls))
 
 
-def _key(meta: ClusterMeta) -> tuple[str, str]:
+def _key(meta: ClusterMeta) -> ClusterKey:
     """Whose share of the applier's slots a call takes: its RayCluster's."""
     return (meta.namespace, meta.name)
 
