@@ -61,6 +61,7 @@ NEVER = {
     "silent-drop",
     "placement-replay",
     "removes-busy-draining",
+    "cap-churn",
     "below-minimum",
     "harness",
     "scenario-roundtrip",

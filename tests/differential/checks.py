@@ -8,7 +8,9 @@
   more than Ray's (Ray's launches rounded up to whole replicas); the subject names the groups of
   that kind where rayscale has more than Ray;
 - ``below-minimum``: a group ends below its minimum where Ray's does not;
-- ``removes-busy-draining``: a host drained by someone else that still runs work stays.
+- ``removes-busy-draining``: a host drained by someone else that still runs work stays;
+- ``cap-churn``: no replica of pending hosts with no labels of their own (what a new replica
+  is) goes for the worker cap while its group launches a replica in the same pass.
 
 Hosts that neither side counts: draining, dead and terminating ones, and pending hosts past
 their provisioning (or boot) limit (Ray's instance manager has failed them: ``ray_case``).
@@ -30,6 +32,7 @@ from rayscale.autoscaler.scheduling.model import (
     Node,
     NodeState,
     Options,
+    RemovalCause,
     Snapshot,
     drained_while_working,
 )
@@ -257,6 +260,26 @@ def busy_draining_removed(snapshot: Snapshot, decision: Decision) -> list[Differ
     ]
 
 
+def cap_churn(snapshot: Snapshot, decision: Decision) -> list[Difference]:
+    """Groups that remove a replica like a new one for the worker cap and launch one."""
+    hosts: dict[str, list[Node]] = {}
+    for n in snapshot.nodes:
+        hosts.setdefault(n.replica or n.name, []).append(n)
+    width = {g.name: g.num_of_hosts for g in snapshot.groups}
+    cut = {
+        r.group: r.replica or r.name
+        for r in decision.terminate
+        if r.reason is RemovalCause.MAX_WORKERS
+        and decision.groups[r.group].launch > 0
+        and len(hosts[r.replica or r.name]) == width[r.group]
+        and all(n.state is NodeState.PENDING and n.labels is None for n in hosts[r.replica or r.name])
+    }
+    return [
+        Difference("cap-churn", g, f"rayscale removes {key} for the worker cap and launches a replica of {g}")
+        for g, key in sorted(cut.items())
+    ]
+
+
 def judge(snapshot: Snapshot, decision: Decision, ray: Mapping[str, Any]) -> list[Difference]:
     """The checks of this module, in order."""
     return (
@@ -265,6 +288,7 @@ def judge(snapshot: Snapshot, decision: Decision, ray: Mapping[str, Any]) -> lis
         + more_hosts(snapshot, decision, ray)
         + below_minimum(snapshot, decision, ray)
         + busy_draining_removed(snapshot, decision)
+        + cap_churn(snapshot, decision)
     )
 
 

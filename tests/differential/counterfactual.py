@@ -10,6 +10,9 @@ still fails.
 - ``tpu-head-on-host-0``: rayscale decides the case read as Ray reads it, every host of a slice
   with the ``TPU-<type>-head`` resource (renamed so that rayscale no longer knows it for a slice
   head), and its decision is compared with Ray's answer.
+- ``cap-cut-replica-kept``: rayscale decides the case without keeping a replica the worker cap
+  cut in place of a new one (``schedule(keep_cut=False)``: the cut replica goes and a new one is
+  launched); the decision must be that one with only the churn taken out.
 
 Registered into ``allowlist.PREDICATES`` when ``allowlist`` is imported.
 """
@@ -17,14 +20,31 @@ Registered into ``allowlist.PREDICATES`` when ``allowlist`` is imported.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping
 
 from rayscale.autoscaler.scheduler import schedule
-from rayscale.autoscaler.scheduling.model import Node, NodeState, Snapshot, drained_while_working
+from rayscale.autoscaler.scheduling.model import (
+    Decision,
+    Node,
+    NodeState,
+    Placement,
+    RemovalCause,
+    Snapshot,
+    drained_while_working,
+)
 from rayscale.cluster.accelerators import is_tpu_slice_head_resource
-from tests.differential.allowlist import Entry, allowlisted, gone_in_variant, predicate, same_difference
+from tests.differential.allowlist import (
+    COUNT_KINDS,
+    Entry,
+    allowlisted,
+    gone_in_variant,
+    predicate,
+    same_difference,
+)
 from tests.differential.checks import broken_replica_hosts, stuck
 from tests.differential.compare import Difference, Outcome, compare
+from tests.differential.ray_quirks import group_of
 
 EVERY_HOST = "~every-host"  # a head resource renamed: an ordinary per-host resource to rayscale
 
@@ -105,8 +125,66 @@ def _tpu_head_on_host_0(outcome: Outcome, difference: Difference, others: list[E
     if not _has_slice_heads(outcome.snapshot):
         return False
     snapshot = every_host_head(outcome.snapshot)
-    other = Outcome(outcome.case_id, snapshot, schedule(snapshot), outcome.ray, outcome.error)
+    return _gone_in(outcome, snapshot, schedule(snapshot), difference, others)
+
+
+def _gone_in(
+    outcome: Outcome, snapshot: Snapshot, decision: Decision, difference: Difference, others: list[Entry]
+) -> bool:
+    """Gone (or explained by another entry) when rayscale decides ``decision`` on ``snapshot``
+    (Ray's answers stay those to the case)."""
+    other = Outcome(outcome.case_id, snapshot, decision, outcome.ray, outcome.error)
     other.ask_variant, other.variants = outcome.ask_variant, outcome.variants
     other.differences = compare(other)
     same = [d for d in other.differences if same_difference(difference, d)]
     return all(allowlisted(other, d, others) is not None for d in same)
+
+
+def _per_group(p: Placement) -> tuple[Placement, Counter[str]]:
+    """A placement without its targets, and the units it puts in each group."""
+    units: Counter[str] = Counter()
+    for t in p.targets:
+        units[t.group] += t.count
+    return dataclasses.replace(p, targets=()), units
+
+
+def churn_kept(kept: Decision, churned: Decision) -> frozenset[str]:
+    """The groups where ``kept`` is ``churned`` with the churn taken out: replicas ``churned``
+    removes for the worker cap stay, as many launches of their group fewer, the same work placed
+    in each group and nothing else different. Empty when it is not (or there is no churn)."""
+    mine = set(kept.terminate)
+    extra = [r for r in churned.terminate if r not in mine]
+    if not mine <= set(churned.terminate) or any(r.reason is not RemovalCause.MAX_WORKERS for r in extra):
+        return frozenset()
+    cut = Counter(r.group for r in {(r.group, r.replica or r.name): r for r in extra}.values())
+    if kept.unmet != churned.unmet or kept.groups.keys() != churned.groups.keys():
+        return frozenset()
+    for name, a in kept.groups.items():
+        b = churned.groups[name]
+        if (a.current, a.replicas) != (b.current, b.replicas):
+            return frozenset()
+        if not b.launch - a.launch == b.terminate - a.terminate == cut[name]:
+            return frozenset()
+    if [_per_group(p) for p in kept.placements] != [_per_group(p) for p in churned.placements]:
+        return frozenset()
+    return frozenset(cut)
+
+
+@predicate("cap-cut-replica-kept")
+def _cap_cut_replica_kept(outcome: Outcome, difference: Difference, others: list[Entry]) -> bool:
+    """rayscale keeps a replica its worker cap cut in place of a new one of its group (the
+    difference is about that group), and the difference is gone (or explained by another entry)
+    when the cut replica goes and the new one is launched, all else the same."""
+    snapshot, decision = outcome.snapshot, outcome.decision
+    if decision is None or snapshot.options.max_workers is None:
+        return False
+    churned = schedule(snapshot, keep_cut=False)
+    groups = churn_kept(decision, churned)
+    kind, keys = difference.kind, [k for k in difference.subject.split(",") if k]
+    if kind.startswith(COUNT_KINDS):
+        concerned = set(keys) & groups
+    elif kind == "cap-removals" or kind.startswith("idle-only-"):
+        concerned = {group_of(outcome, key) or "" for key in keys} & groups
+    else:
+        return False
+    return bool(concerned) and _gone_in(outcome, snapshot, churned, difference, others)

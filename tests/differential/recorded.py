@@ -3,13 +3,15 @@
 A recorded case is one JSON file: the snapshot as a scenario document, Ray 2.60's answer (and its
 answers to the variants the allowlist asks for), and rayscale's decision as ``Decision.to_dict``
 prints it. ``load`` gives the ``Outcome`` back (differences not yet compared), so that unit tests
-can feed the comparator a mutated decision against a real Ray answer.
+can feed the comparator a mutated decision against a real Ray answer. A case recorded for an
+allowlist entry that builds on others (a counterfactual whose other side they explain) names
+them (``with``: ``companions``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +38,19 @@ from tests.differential.compare import Outcome
 RECORDED = Path(__file__).resolve().parent / "recorded"
 
 
-def save(path: Path, outcome: Outcome, variants: Mapping[str, dict[str, Any]]) -> None:
+def save(
+    path: Path, outcome: Outcome, variants: Mapping[str, dict[str, Any]], companions: Sequence[str] = ()
+) -> None:
     assert outcome.decision is not None
-    doc = {
+    doc: dict[str, Any] = {
         "case_id": outcome.case_id,
         "scenario": to_scenario(outcome.snapshot),
         "ray": outcome.ray,
         "variants": dict(variants),
         "decision": outcome.decision.to_dict(),
     }
+    if companions:
+        doc["with"] = list(companions)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
@@ -60,6 +66,11 @@ def load(path: Path) -> Outcome:
     )
     outcome.variants = dict(variants)
     return outcome
+
+
+def companions(path: Path) -> list[str]:
+    """The allowlist entries the case's own entry builds on (none for most)."""
+    return list(json.loads(path.read_text(encoding="utf-8")).get("with", []))
 
 
 def _selector(items: list[dict[str, Any]] | None) -> Selector:

@@ -18,6 +18,7 @@ from tests.differential.compare import Outcome, compare
 from tests.differential.ray_case import to_ray
 from tests.differential.replay import replay
 
+from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import (
     Decision,
     DemandKind,
@@ -93,18 +94,19 @@ def test_fewer_hosts_by_dropping_work_is_not_an_improvement(case: Outcome) -> No
 
 @pytest.mark.parametrize("path", ALLOWLIST_CASES, ids=lambda p: p.stem)
 def test_allowlist_entries_are_narrow(path: Path) -> None:
-    """The recorded case passes only thanks to its entry; a broken copy of the decision (one more
-    host in any group, one placement less) fails."""
+    """The recorded case passes only thanks to its entry (with the entries it builds on, if the
+    case names any: they alone do not excuse it); a broken copy of the decision (one more host in
+    any group, one placement less) fails."""
     case = recorded.load(path)
     entry = path.stem.removeprefix("allowlist-")
+    companions = recorded.companions(path)
     assert case.decision is not None
     case.differences = compare(case)
-    failing, allowed = runner.split(case, allowlist.load(), issues=[])
-    assert not failing
-    assert entry in {e for e, _ in allowed}
-    only = [e for e in allowlist.load() if e.id == entry]
+    assert not runner.split(case, allowlist.load(), issues=[])[0]
+    only = [e for e in allowlist.load() if e.id == entry or e.id in companions]
     assert not runner.split(case, only, issues=[])[0], f"{entry} alone does not excuse {path.name}"
-    assert runner.split(case, [], issues=[])[0], f"{path.name} passes without the allowlist"
+    others = [e for e in allowlist.load() if e.id in companions]
+    assert runner.split(case, others, issues=[])[0], f"{path.name} passes without {entry}"
     counts = checks.host_counts(case.snapshot, case.decision, case.ray)
     for g in case.snapshot.groups:
         # Enough more replicas of ``g`` to have more hosts of its kind than Ray.
@@ -125,6 +127,16 @@ def test_allowlist_entries_are_narrow(path: Path) -> None:
     if case.decision.placements:
         dropped = dataclasses.replace(case.decision, placements=case.decision.placements[1:])
         assert _judged(case, dropped)[0], f"{entry} excuses a dropped placement"
+
+
+def test_the_churn_a_kept_cut_replica_saves_is_caught() -> None:
+    """The recorded case's decision with the churn put back (the replica the cap cut removed and
+    a new one of its group launched) fails, whatever the allowlist says."""
+    case = recorded.load(recorded.RECORDED / "allowlist-cap-cut-replica-kept.json")
+    churned = schedule(case.snapshot, keep_cut=False)
+    assert churned != case.decision
+    assert "cap-churn" in _judged(case, churned)[0]
+    assert "cap-churn" not in _judged(case)[0]
 
 
 # ----------------------------------------------------------------------------- the replay

@@ -13,7 +13,9 @@ Steps, in order (those of Ray 2.60's autoscaler, with KubeRay's whole replicas):
    time: Ray's ``request_resources`` first, then each RayResourceRequest by name;
 6. placement groups, one at a time, atomic, each bundle on a host its selector matches;
 7. tasks and actors;
-8. idle replicas go (IDLE), unless they got work in steps 5-7 or their group is at min.
+8. a replica the worker cap cut in step 4 stays in place of a new one of its group that
+   steps 5-7 launched, when it is the same as a new one (``scheduling/reuse.py``);
+9. idle replicas go (IDLE), unless they got work in steps 5-8 or their group is at min.
 
 Steps 5-7 place each batch with Ray's best-node greedy (``scheduling/greedy.py``): existing
 hosts first, then new replicas. In step 7 the new replicas are packed by shape instead
@@ -59,6 +61,7 @@ from rayscale.autoscaler.scheduling.removal import (
     over_max_replicas,
     over_max_workers,
 )
+from rayscale.autoscaler.scheduling.reuse import Reuse
 from rayscale.autoscaler.scheduling.space import Vec, add
 
 __all__ = ["schedule"]
@@ -76,6 +79,7 @@ class _Pass:
         self._short_hosts = 0  # hosts of minimums left unlaunched (Ray launches, then cuts them)
         self._trimmed: set[int] = set()  # groups that lost their surplus over maxReplicas
         self.placer = Placer(self.catalog, self.fleet, load(snapshot, self.catalog, self.fleet))
+        self.reuse = Reuse(self.catalog, self.fleet)  # replicas the worker cap cut, new ones' work
 
     # -- steps -----------------------------------------------------------------------
     def _gone(self, b: Bin) -> bool:
@@ -119,6 +123,8 @@ class _Pass:
         minimums it launched went over the cap, where rayscale launched fewer.)"""
         trimmed = self._trimmed
         cut = over_max_workers(self.fleet, self.removed)
+        if cut:
+            self.reuse.note_cut(self.removed, self.placer.order)
         cap = self.snapshot.options.max_workers
         cut = cut or (cap is not None and self.fleet.host_count() + self._short_hosts > cap)
         groups = by_group(b for b in self.placer.order if not self._gone(b))
@@ -157,6 +163,8 @@ class _Pass:
                 group = self.catalog.group_name(b.group)
                 self.explain.placed(runs[i].tag, group, b.rank, units * copies, [name] if name else [])
             fleet.mark_worked(b.host)
+            if b.rank is HostKind.NEW and b.group in self.reuse.cut:
+                self.reuse.record(b, copies, [(runs[i].tag, units) for i, units in fill])
         return result, reasons
 
     def constraints(self) -> None:
@@ -292,8 +300,11 @@ class _Pass:
         return Decision(groups, tuple(terminate), self.explain.unmet_list(), self.explain.placements())
 
 
-def schedule(snapshot: Snapshot) -> Decision:
-    """Decide launches, removals and where every unit of demand goes. Pure and deterministic."""
+def schedule(snapshot: Snapshot, *, keep_cut: bool = True) -> Decision:
+    """Decide launches, removals and where every unit of demand goes. Pure and deterministic.
+
+    ``keep_cut=False``: a replica the worker cap cut is not kept in place of a new one of its
+    group (``scheduling/reuse.py``): the churn the differential judge compares against."""
     state = _Pass(snapshot)
     launch_failures(state.fleet, state.removed)
     lost_nodes(state.fleet, state.removed)
@@ -303,5 +314,7 @@ def schedule(snapshot: Snapshot) -> Decision:
     state.constraints()
     state.gangs()
     state.demands()
+    if keep_cut:
+        state.reuse.apply(state.removed, state.explain)
     idle(state.fleet, state.removed)
     return state.decision()

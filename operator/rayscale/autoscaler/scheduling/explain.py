@@ -76,6 +76,14 @@ class Explainer:
         seen.extend(names)
         entry.targets[(group, rank)] = (count + units, seen)
 
+    def moved(self, key: tuple[object, ...], group: str, rank: HostKind, units: int, name: str) -> None:
+        """``units`` placed on a new host of ``group`` go to host ``name`` (of ``rank``) instead."""
+        targets = self._entries[key].targets
+        count, names = targets.pop((group, HostKind.NEW))
+        if count > units:
+            targets[(group, HostKind.NEW)] = (count - units, names)
+        self.placed(key, group, rank, units, [name])
+
     def finish(self, key: tuple[object, ...], placed: int) -> None:
         """Count ``placed`` units (for gangs: whole gangs) as placed."""
         self._entries[key].placed += placed

@@ -201,6 +201,16 @@ class Fleet:
         self.removed[replica.group] += 1
         self.live_hosts[self.hosts[replica.hosts[0]].rank] -= len(replica.hosts)
 
+    def reuse(self, cut: int, new: int) -> None:
+        """Keep replica ``cut`` (removed this pass) instead of ``new`` (launched this pass, of
+        the same width): one removal and one launch fewer, the same hosts counted."""
+        old, fresh = self.replicas[cut], self.replicas[new]
+        old.removed, old.worked, fresh.removed = False, True, True
+        self.removed[old.group] -= 1
+        self.launched[fresh.group] -= 1
+        self.live_hosts[self.hosts[old.hosts[0]].rank] += len(old.hosts)
+        self.live_hosts[HostKind.NEW] -= len(fresh.hosts)
+
     def checkpoint(self) -> None:
         self._saved = (len(self.hosts), len(self.replicas), list(self.launched), list(self.live_hosts))
 
