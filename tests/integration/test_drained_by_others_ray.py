@@ -24,9 +24,10 @@ from rayscale.autoscaler.snapshot import build_snapshot
 from rayscale.ray.client import GcsClient
 from rayscale.ray.model import ClusterState, DrainReason, NodeStatus
 from tests.integration.test_ray_gcs import BUSY as GCS_BUSY
-from tests.integration.test_ray_gcs import RAY_WAIT, _alive_node, driver, gcs, ray_head  # noqa: F401
+from tests.integration.test_ray_gcs import _alive_node, gcs, ray_head  # noqa: F401
 from tests.support.builders import cluster, group, pod
 from tests.support.polling import Timeout, eventually
+from tests.support.raydriver import RAY_WAIT, driver
 
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs Ray 2.60 (the dev extra)"),

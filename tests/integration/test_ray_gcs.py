@@ -13,13 +13,9 @@ checked with ``importlib.util.find_spec`` instead.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib.util
-import itertools
 import json
-import sys
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,6 +36,7 @@ from rayscale.ray.model import (
 )
 from rayscale.ray.raylet import RayletClient
 from tests.support.polling import eventually
+from tests.support.raydriver import HOLD, RAY_WAIT, driver
 
 pytestmark = [
     pytest.mark.skipif(
@@ -49,96 +46,10 @@ pytestmark = [
     pytest.mark.timeout(900),
 ]
 
-RAY_WAIT = 90.0  # generous: `ray start` and drivers are slow on a busy 2-core machine
 WORKER_A = "raycluster-a-worker-x1"
 WORKER_B = "raycluster-b-worker-y2"
 VC_RESOURCE = "rayscale.io/vc/t"  # a virtual cluster's resource, added to a node by its raylet
 SUBMISSION_ID = "raysubmit_rayscale_test"
-
-DRIVER = """
-import os, sys, time
-import ray
-ray.init(address=sys.argv[1], _node_ip_address=sys.argv[2], log_to_driver=False)
-{body}
-print("ready", flush=True)
-{tail}
-"""
-HOLD = "sys.stdin.read()  # keep the job (and its demand) alive until the test closes stdin"
-_driver_ids = itertools.count()
-
-
-class Driver:
-    """A ``python -c`` Ray driver; `line` reads what it prints after "ready", `preamble` is before."""
-
-    def __init__(self, process: asyncio.subprocess.Process, log: Path) -> None:
-        self.process = process
-        self.log = log
-        self.preamble: list[str] = []
-
-    async def line(self, timeout: float = RAY_WAIT) -> str:  # noqa: ASYNC109
-        assert self.process.stdout is not None
-        try:
-            raw = await asyncio.wait_for(self.process.stdout.readline(), timeout)
-        except TimeoutError:
-            raise AssertionError(f"driver printed nothing in {timeout:.0f}s; log:\n{self._tail()}") from None
-        if not raw:
-            await self.process.wait()
-            raise AssertionError(f"driver exited ({self.process.returncode}); log:\n{self._tail()}")
-        return raw.decode().strip()
-
-    async def finish(self) -> None:
-        """Close stdin (ends a holding driver), wait for the exit, kill after a deadline."""
-        if self.process.stdin is not None and not self.process.stdin.is_closing():
-            self.process.stdin.close()
-        try:
-            await asyncio.wait_for(self.process.wait(), 60)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
-            await self.process.wait()
-
-    def _tail(self) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
-        except OSError:
-            return ""
-
-
-@contextlib.asynccontextmanager
-async def driver(
-    head: rayproc.RayNode,
-    body: str,
-    *args: str,
-    tmp_path: Path,
-    tail: str = HOLD,
-    env: Mapping[str, str] | None = None,
-) -> AsyncIterator[Driver]:
-    """Run `body`, print "ready", run `tail` (default: hold until stdin closes). `env` is added
-    to the driver's environment."""
-    log = tmp_path / f"driver-{next(_driver_ids)}.log"
-    script = DRIVER.format(body=body, tail=tail)
-    with log.open("wb") as err:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            script,
-            head.address,
-            rayproc.NODE_IP,
-            *args,
-            env=rayproc.driver_env(env),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=err,
-            cwd=tmp_path,
-        )
-    d = Driver(process, log)
-    try:
-        while (line := await d.line()) != "ready":
-            d.preamble.append(line)
-        yield d
-    finally:
-        await d.finish()
-
 
 # ---- fixtures ----
 

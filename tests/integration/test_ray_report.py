@@ -13,10 +13,8 @@ wait polls with a deadline.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import re
-import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -26,6 +24,7 @@ from typing import Any
 import pytest
 from e2e.raybridge import rayproc
 
+from rayscale.api.names import RAYCLUSTER
 from rayscale.autoscaler.ray_report import LaunchFailure, autoscaling_state, next_version
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.snapshot import build_snapshot
@@ -33,6 +32,7 @@ from rayscale.common import labels as L
 from rayscale.ray.client import GcsClient
 from rayscale.ray.model import AutoscalingState, ClusterState, ResourceRequest
 from tests.support.polling import eventually
+from tests.support.raydriver import RAY_WAIT, driver
 
 pytestmark = [
     pytest.mark.skipif(
@@ -42,7 +42,6 @@ pytestmark = [
     pytest.mark.timeout(900),
 ]
 
-RAY_WAIT = 90.0  # generous: `ray start`, `ray status` and drivers are slow on a busy 2-core machine
 HEAD_ENV = {
     "RAY_enable_infeasible_task_early_exit": "true",
     "RAY_raylet_start_wait_time_s": "120",  # a busy machine can take longer than the default 30 s
@@ -68,8 +67,7 @@ def _group(name: str, replicas: int, **limits: str) -> Obj:
 def _cluster(*groups: Obj) -> Obj:
     head = {"name": "ray-head", "resources": {"limits": {"cpu": "1", "memory": "2Gi"}}}
     return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
+        **RAYCLUSTER.type_meta(),
         "metadata": {"name": "rc", "namespace": "ns"},
         "spec": {
             "enableInTreeAutoscaling": True,
@@ -237,36 +235,12 @@ async def test_ray_status_shows_pending_launches_pods_and_failures(
     assert section(status, "Recent failures:").strip() == "(no failures)"
 
 
-@dataclass
-class GpuDriver:
-    """A driver that submits one GPU task and prints how ``ray.get`` ended."""
-
-    process: asyncio.subprocess.Process
-    log: Path
-
-    async def outcome(self, timeout: float) -> str:  # noqa: ASYNC109
-        assert self.process.stdout is not None
-        try:
-            raw = await asyncio.wait_for(self.process.stdout.readline(), timeout)
-        except TimeoutError:
-            raise AssertionError(f"the GPU task did not end in {timeout:.0f}s:\n{self._tail()}") from None
-        return raw.decode().strip()
-
-    def _tail(self) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
-        return ""
-
-
-GPU_DRIVER = """
-import sys
-import ray
-ray.init(address=sys.argv[1], _node_ip_address=sys.argv[2], log_to_driver=False)
-
+GPU_TASK = """
 @ray.remote(num_gpus=1)
 def needs_gpu():
     return 1
-
+"""
+GPU_OUTCOME = """
 try:
     ray.get(needs_gpu.remote())
     print("ran", flush=True)
@@ -275,35 +249,12 @@ except Exception as exc:
 """
 
 
-@contextlib.asynccontextmanager
-async def gpu_driver(head: rayproc.RayNode, tmp_path: Path) -> AsyncIterator[GpuDriver]:
-    log = tmp_path / "gpu-driver.log"
-    with log.open("wb") as err:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            GPU_DRIVER,
-            head.address,
-            rayproc.NODE_IP,
-            env=rayproc.driver_env(),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=err,
-            cwd=tmp_path,
-        )
-    try:
-        yield GpuDriver(process, log)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        await process.wait()
-
-
 async def test_an_infeasible_task_fails_fast_once_reported(
     gcs: GcsClient, ray_head: rayproc.RayNode, tmp_path: Path
 ) -> None:
     cluster = _cluster(_group("cpu-group", replicas=0))  # no group has a GPU
     wanted = ResourceRequest({"CPU": 1.0, "GPU": 1.0})
-    async with gpu_driver(ray_head, tmp_path) as driver:
+    async with driver(ray_head, GPU_TASK, tmp_path=tmp_path, tail=GPU_OUTCOME) as gpu:
 
         async def queued() -> ClusterState | None:
             state = await gcs.get_cluster_resource_state()
@@ -311,8 +262,8 @@ async def test_an_infeasible_task_fails_fast_once_reported(
 
         found = await eventually(queued, timeout=RAY_WAIT, message="the GPU task pending in the GCS")
         assert found is not None
-        assert driver.process.returncode is None  # nothing failed it yet: it waits for rayscale
+        assert gpu.process.returncode is None  # nothing failed it yet: it waits for rayscale
         report = await Reporter(gcs).round(cluster)
         assert [r.resources for r in report.infeasible_resource_requests] == [wanted.resources]
-        outcome = await driver.outcome(RAY_WAIT)
+        outcome = await gpu.line(RAY_WAIT)
     assert outcome.startswith("failed: TaskUnschedulableError: "), outcome
