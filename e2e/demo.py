@@ -434,7 +434,7 @@ async def run(demo: Demo) -> Outcome:
         rayscale_status(demo, outcome)
         summary(demo)
     except BaseException:
-        print(f"--- the end of rayscale's log ({log}) ---\n" + _tail(log, 40), flush=True)
+        print(f"--- the end of rayscale's log ({log}) ---\n" + rayproc.file_tail(log, 40), flush=True)
         if bridge is not None:
             print("--- the Ray bridge ---\n" + "\n".join(map(str, bridge.history()[-20:])), flush=True)
         raise
@@ -573,13 +573,6 @@ def summary(demo: Demo) -> None:
 
 def _indent(text: str) -> str:
     return "\n".join(f"    {line}" for line in text.rstrip().splitlines())
-
-
-def _tail(path: Path, lines: int) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 # ---------------------------------------------------------------------------- where to look next

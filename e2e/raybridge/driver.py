@@ -126,18 +126,8 @@ class RayDriver:
 
     def tail(self, lines: int = 30) -> str:
         """The end of the driver's log: what Ray and the driver printed."""
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return rayproc.file_tail(self.log, lines)
 
     async def close(self) -> None:
-        if self.process.stdin is not None and not self.process.stdin.is_closing():
-            self.process.stdin.close()
-        try:
-            await asyncio.wait_for(self.process.wait(), 30)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
-            await self.process.wait()
+        await rayproc.end_process(self.process, 30)
         await self.replies.close()

@@ -31,6 +31,7 @@ Whether a worker has joined is a question for the GCS (rayscale.ray.client, or `
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -113,11 +114,29 @@ class RayNode:
         return self.process.poll() is None
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return file_tail(self.log_path, lines)
+
+
+def file_tail(path: Path, lines: int = 30) -> str:
+    """The last `lines` lines of a log file ("" when it cannot be read)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+async def end_process(process: asyncio.subprocess.Process, grace: float) -> None:
+    """Close `process`'s stdin (a Ray driver's cue to end), give it `grace` seconds to exit, then
+    kill it; returns once it has exited."""
+    if process.stdin is not None and not process.stdin.is_closing():
+        process.stdin.close()
+    try:
+        await asyncio.wait_for(process.wait(), grace)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
 
 
 def ray_cli() -> str:

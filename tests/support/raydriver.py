@@ -45,28 +45,19 @@ class Driver:
         try:
             raw = await asyncio.wait_for(self.process.stdout.readline(), timeout)
         except TimeoutError:
-            raise AssertionError(f"driver printed nothing in {timeout:.0f}s; log:\n{self._tail()}") from None
+            raise AssertionError(
+                f"driver printed nothing in {timeout:.0f}s; log:\n{rayproc.file_tail(self.log)}"
+            ) from None
         if not raw:
             await self.process.wait()
-            raise AssertionError(f"driver exited ({self.process.returncode}); log:\n{self._tail()}")
+            raise AssertionError(
+                f"driver exited ({self.process.returncode}); log:\n{rayproc.file_tail(self.log)}"
+            )
         return raw.decode().strip()
 
     async def finish(self) -> None:
         """Close stdin (ends a holding driver), wait for the exit, kill after a deadline."""
-        if self.process.stdin is not None and not self.process.stdin.is_closing():
-            self.process.stdin.close()
-        try:
-            await asyncio.wait_for(self.process.wait(), 60)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
-            await self.process.wait()
-
-    def _tail(self) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
-        except OSError:
-            return ""
+        await rayproc.end_process(self.process, 60)
 
 
 @contextlib.asynccontextmanager
