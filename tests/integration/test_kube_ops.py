@@ -47,7 +47,7 @@ async def test_rayclusters_are_listed_in_pages_and_none_is_missed(
     objects = client.CustomObjectsApi(api)
     names = {f"rc-{i:03d}" for i in range(23)}
     for name in sorted(names):
-        body = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name},
+        body = {**RAYCLUSTER.type_meta(), "metadata": {"name": name},
                 "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
                     {"name": "ray-head", "image": "rayproject/ray:2.9.0"}]}}}}}  # fmt: skip
         await objects.create_namespaced_custom_object(*RAYCLUSTER.at(namespace), body)

@@ -18,6 +18,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from rayscale.api import names
 from rayscale.api.crd import object_schema
 from rayscale.api.registry import RAYCLUSTER
 from tests.kuberay import documents
@@ -112,7 +113,7 @@ def _cluster(i: int, rng: random.Random, base: Mapping[str, Any]) -> dict[str, A
         annotations = {"ray.io/enable-serve-service": "true", "ray.io/ft-enabled": "true"}
         key = rng.choice(sorted(annotations))
         meta["annotations"] = {key: annotations[key]}
-    return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": spec}
+    return {**names.RAYCLUSTER.type_meta(), "metadata": meta, "spec": spec}
 
 
 def load() -> list[documents.Document]:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from tests.support.builders import cluster, group, pod
 
+from rayscale.api.names import RAYRESOURCEREQUEST
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import (
     Constraint,
@@ -411,8 +412,7 @@ def test_demand_gangs_and_gcs_constraints() -> None:
 def request(name: str, cluster_name: str = "rc", namespace: str = "ns", **extra: Any) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": namespace, **extra}
     return {
-        "apiVersion": "rayscale.io/v1alpha1",
-        "kind": "RayResourceRequest",
+        **RAYRESOURCEREQUEST.type_meta(),
         "metadata": meta,
         "spec": {
             "clusterName": cluster_name,

@@ -13,6 +13,7 @@ import pytest
 from tests.support.fakes import ManualClock
 from tests.support.polling import until
 
+from rayscale.api.names import RAYCLUSTER
 from rayscale.kube import ops
 from rayscale.kube.correlator import COMBINED, EventCorrelator
 from rayscale.kube.events import EventRecorder
@@ -27,8 +28,7 @@ def event(
     return {
         "metadata": {"namespace": "ns"},
         "involvedObject": {
-            "apiVersion": "ray.io/v1",
-            "kind": "RayCluster",
+            **RAYCLUSTER.type_meta(),
             "name": name,
             "namespace": "ns",
             "uid": f"uid-{name}",
@@ -170,7 +170,7 @@ async def recording(writer: Writer, workers: int = 1) -> AsyncIterator[EventReco
 
 def body(name: str) -> dict[str, Any]:
     meta = {"name": name, "namespace": "ns", "uid": name}
-    return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta}
+    return {**RAYCLUSTER.type_meta(), "metadata": meta}
 
 
 async def test_a_noisy_objects_backlog_never_delays_another_objects_events() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from prometheus_client import generate_latest
 from tests.support.operators import free_port
 
+from rayscale.api.names import RAYCLUSTER
 from rayscale.common.workqueue import WorkQueue
 from rayscale.metrics import Metrics, serve
 
@@ -142,8 +143,7 @@ def raycluster(
     managed_by: str | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
+        **RAYCLUSTER.type_meta(),
         "metadata": {
             "name": name,
             "namespace": "ns",

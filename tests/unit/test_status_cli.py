@@ -21,6 +21,7 @@ from tests.support.fake_kube_api import FakeKube, running
 from tests.support.fakes import FakeAutoscaler
 
 from rayscale import cli
+from rayscale.api.names import RAYCLUSTER
 from rayscale.status.args import UsageError, parse_target
 from rayscale.status.reach import cluster_path, fleet_path, holder_pod, proxy_path, scenario_path
 from rayscale.web.api import Served
@@ -90,8 +91,7 @@ def raycluster(name: str, *, autoscaling: bool = True, namespace: str = "team-a"
         else {}
     )
     return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
+        **RAYCLUSTER.type_meta(),
         "metadata": meta(name, namespace),
         "spec": {"enableInTreeAutoscaling": autoscaling, "workerGroupSpecs": groups},
         "status": status,

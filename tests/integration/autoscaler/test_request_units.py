@@ -20,8 +20,7 @@ pytestmark = pytest.mark.integration
 
 def request(name: str, resources: dict[str, Any], count: int) -> dict[str, Any]:
     return {
-        "apiVersion": "rayscale.io/v1alpha1",
-        "kind": "RayResourceRequest",
+        **RAYRESOURCEREQUEST.type_meta(),
         "metadata": {"name": name},
         "spec": {"clusterName": NAME, "bundles": [{"resources": resources, "count": count}]},
     }
