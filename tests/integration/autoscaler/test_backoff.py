@@ -15,7 +15,6 @@ import copy
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
 
 from rayscale.api.names import RAYRESOURCEREQUEST
 from tests.support.builders import BASIC as NAME
@@ -61,11 +60,6 @@ def request(count: int) -> dict[str, Any]:
     body = gpu_request(count)
     body["spec"]["bundles"][0]["resources"] = {"CPU": 1, "GPU": 1}
     return body
-
-
-@pytest.fixture
-def kube(api: client.ApiClient, namespace: str) -> Kube:
-    return Kube(api, namespace)
 
 
 def _groups(versions: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
 
 from rayscale.api.names import RAYRESOURCEREQUEST
 from tests.support.builders import BASIC as NAME
@@ -29,11 +28,6 @@ from tests.support.watching import versions
 pytestmark = pytest.mark.integration
 BAD = "gpu"
 NOWHERE = {"rayscale.io/test-pool": "no-such-pool"}  # no node of hack/localk8s/nodes.yaml has this label
-
-
-@pytest.fixture
-def kube(api: client.ApiClient, namespace: str) -> Kube:
-    return Kube(api, namespace)
 
 
 def cluster(**limits: str) -> dict[str, Any]:

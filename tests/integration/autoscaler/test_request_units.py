@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
 
 from rayscale.api.names import RAYRESOURCEREQUEST
 from tests.support.builders import BASIC as NAME
@@ -24,11 +23,6 @@ def request(name: str, resources: dict[str, Any], count: int) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"clusterName": NAME, "bundles": [{"resources": resources, "count": count}]},
     }
-
-
-@pytest.fixture
-def kube(api: client.ApiClient, namespace: str) -> Kube:
-    return Kube(api, namespace)
 
 
 async def _status(kube: Kube, name: str) -> dict[str, Any]:

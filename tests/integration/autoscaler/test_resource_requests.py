@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
 
 from rayscale.api.names import RAYRESOURCEREQUEST
 from tests.support.builders import BASIC as NAME
@@ -16,11 +15,6 @@ from tests.support.operators import Operator
 from tests.support.polling import eventually, holds
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def kube(api: client.ApiClient, namespace: str) -> Kube:
-    return Kube(api, namespace)
 
 
 async def _replicas(kube: Kube) -> dict[str, int]:

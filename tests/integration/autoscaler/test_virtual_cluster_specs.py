@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from rayscale.api.names import RAYVIRTUALCLUSTER
@@ -28,11 +27,6 @@ def vc(name: str, cluster: str, group: str, nodes: int = 1) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"rayClusterName": cluster, "groups": [{"groupName": group, "nodes": nodes}]},
     }
-
-
-@pytest.fixture
-def kube(api: client.ApiClient, namespace: str) -> Kube:
-    return Kube(api, namespace)
 
 
 async def _get(kube: Kube, name: str) -> dict[str, Any] | None:

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from e2e.chaos.faultproxy import FaultProxy, Rule
 from hack.localk8s import testcluster
-from kubernetes_asyncio import client
 
 from tests.support.builders import example
 from tests.support.kube import Kube, label_values
@@ -43,12 +42,6 @@ def operator(
 ) -> Iterator[Operator]:
     """`rayscale run --mode controller` whose every API call goes through the proxy."""
     yield from running(Operator(cluster, namespace, extra=["--kubeconfig", str(proxy.kubeconfig)]), request)
-
-
-@pytest.fixture
-def kube(api: client.ApiClient, namespace: str) -> Kube:
-    """The test's own client: straight to the API server, never through the proxy."""
-    return Kube(api, namespace)
 
 
 @pytest.mark.parametrize("lost", [False, True], ids=["create-refused", "create-response-lost"])

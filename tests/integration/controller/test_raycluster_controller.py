@@ -27,11 +27,6 @@ def basic(replicas: int = 2, *, autoscaling: bool = False, **group: Any) -> dict
     return body
 
 
-@pytest.fixture
-def kube(api: client.ApiClient, namespace: str) -> Kube:
-    return Kube(api, namespace)
-
-
 async def test_cluster_becomes_head_service_and_running_workers(kube: Kube, operator: Operator) -> None:
     await kube.create(basic(2))
     pods = await eventually(
