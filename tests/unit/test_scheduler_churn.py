@@ -43,7 +43,7 @@ def test_the_cap_keeps_the_pending_host_the_pass_would_relaunch() -> None:
 
 
 def test_a_cut_slice_is_kept_host_for_host_and_new_ones_only_beyond_it() -> None:
-    """The cap cuts a pending slice, then a wide replica (three hosts too many): of the two
+    """The cap cuts a pending slice, then a 5-host replica where one host was too many: of the two
     slices launched for work, the cut one stands in for one, its hosts taking its work."""
     scenario = {
         "groups": [
@@ -67,3 +67,17 @@ def test_a_cut_slice_is_kept_host_for_host_and_new_ones_only_beyond_it() -> None
         {"group": "s", "on": "pending", "count": 2, "nodes": ["s-r0-h0", "s-r0-h1"]},
         {"group": "s", "on": "new", "count": 2},
     ]
+
+
+def test_an_idle_running_host_cut_at_the_cap_is_kept_for_the_work_instead_of_a_new_one() -> None:
+    scenario = _capped()
+    scenario["nodes"] = [
+        node("a-1", "a", idleSeconds=100),
+        *[node(f"g-r0-h{i}", "g", replica="g-r0", idleSeconds=50) for i in range(2)],
+        node("b-1", "b", available={"CPU": 0}),
+    ]
+    decision = decide(scenario)
+    assert launches(decision) == {}
+    assert removed(decision) == {"g-r0-h0": "MAX_WORKERS", "g-r0-h1": "MAX_WORKERS"}
+    [placed] = decision["placements"]
+    assert placed["targets"] == [{"group": "a", "on": "running", "count": 1, "nodes": ["a-1"]}]
