@@ -9,6 +9,7 @@ import pydantic
 import pytest
 
 from rayscale.api.crd import crd_manifest
+from rayscale.api.raycluster import RayClusterSpec
 from rayscale.api.rayvirtualcluster import RayVirtualClusterSpec, RayVirtualClusterStatus
 from rayscale.api.registry import CRDS, RAYVIRTUALCLUSTER
 from rayscale.api.virtualcluster_names import (
@@ -222,7 +223,8 @@ def test_label_and_finalizer_names() -> None:
 # ---- spec_errors ----
 
 
-def _raycluster(*groups: tuple[str, int | None], autoscaling: Any = True) -> dict[str, Any]:
+def _raycluster(*groups: tuple[str, int | None], autoscaling: Any = True) -> RayClusterSpec:
+    """The typed spec of a RayCluster with worker groups of (name, numOfHosts; None: not set)."""
     workers = []
     for name, hosts in groups:
         worker: dict[str, Any] = {"groupName": name, "template": {}}
@@ -232,7 +234,7 @@ def _raycluster(*groups: tuple[str, int | None], autoscaling: Any = True) -> dic
     spec: dict[str, Any] = {"headGroupSpec": {"template": {}}, "workerGroupSpecs": workers}
     if autoscaling is not None:
         spec["enableInTreeAutoscaling"] = autoscaling
-    return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "demo"}, "spec": spec}
+    return RayClusterSpec.model_validate(spec)
 
 
 def _spec(*names: str) -> dict[str, Any]:
@@ -265,7 +267,7 @@ def test_spec_errors_group_twice() -> None:
     assert "more than once" in error
 
 
-@pytest.mark.parametrize("autoscaling", [None, False, "true"])
+@pytest.mark.parametrize("autoscaling", [None, False, "false"])
 def test_spec_errors_needs_in_tree_autoscaling(autoscaling: Any) -> None:
     (error,) = spec_errors(_spec("cpu"), _raycluster(("cpu", 1), autoscaling=autoscaling))
     assert error.startswith("spec.rayClusterName: ")

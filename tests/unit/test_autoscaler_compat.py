@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from rayscale.api.raycluster import RayClusterSpec
 from rayscale.autoscaler.compat import (
     CLUSTER_STATE,
     DRAIN,
@@ -23,14 +24,15 @@ from rayscale.autoscaler.compat import (
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 
 
-def _cluster(version: str | None = None, env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _cluster(version: str | None = None, env: list[dict[str, Any]] | None = None) -> RayClusterSpec:
+    """The typed spec of a cluster whose head's Ray container has `env`."""
     spec: dict[str, Any] = {
         "enableInTreeAutoscaling": True,
         "headGroupSpec": {"template": {"spec": {"containers": [{"name": "ray-head", "env": env or []}]}}},
     }
     if version is not None:
         spec["autoscalerOptions"] = {"version": version}
-    return {"metadata": {"name": "rc", "namespace": "ns"}, "spec": spec}
+    return RayClusterSpec.model_validate(spec)
 
 
 def _env(value: str) -> list[dict[str, Any]]:
@@ -53,10 +55,10 @@ def _env(value: str) -> list[dict[str, Any]]:
         (_cluster("v2", env=_env("false")), "v1"),
         # a value from a ConfigMap cannot be read: not held against the cluster
         (_cluster(env=[{"name": "RAY_enable_autoscaler_v2", "valueFrom": {"configMapKeyRef": {}}}]), "v2"),
-        ({"spec": {}}, "v2"),
+        (RayClusterSpec.model_validate({"headGroupSpec": {"template": {}}}), "v2"),
     ],
 )
-def test_autoscaler_protocol(cluster: dict[str, Any], expected: str) -> None:
+def test_autoscaler_protocol(cluster: RayClusterSpec, expected: str) -> None:
     assert autoscaler_protocol(cluster) == expected
 
 
@@ -161,5 +163,7 @@ def test_events_on_transitions_only() -> None:
 @pytest.mark.parametrize("containers", [2**63 - 1, {"name": "ray-head"}, "ray-head", [None]])
 def test_a_head_template_of_the_wrong_shape_reads_as_v2(containers: Any) -> None:
     """`--mode autoscaler` (beside KubeRay) reads specs rayscale's controller never validated."""
-    cluster = {"spec": {"headGroupSpec": {"template": {"spec": {"containers": containers}}}}}
+    cluster = RayClusterSpec.model_validate(
+        {"headGroupSpec": {"template": {"spec": {"containers": containers}}}}
+    )
     assert autoscaler_protocol(cluster) == "v2"

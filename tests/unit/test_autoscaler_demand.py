@@ -23,6 +23,7 @@ from rayscale.autoscaler.scheduling.model import (
     LabelOp,
     Strategy,
 )
+from rayscale.cluster.meta import ClusterMeta
 from rayscale.ray import model as ray
 
 IN, NOT_IN, UNSPECIFIED = ray.LabelOperator.IN, ray.LabelOperator.NOT_IN, ray.LabelOperator.UNSPECIFIED
@@ -163,11 +164,13 @@ def rrr(name: str, *bundles: dict[str, Any], namespace: str = "ns") -> dict[str,
 
 
 def test_each_ray_resource_request_is_its_own_unit() -> None:
-    cluster = {"metadata": {"name": "rc", "namespace": "ns"}}
+    cluster = ClusterMeta("ns", "rc", "uid")
     requests = [
         rrr("b", {"resources": {"GPU": 1}, "count": 2}, {"resources": {"CPU": "500m"}}),
         rrr("a", {"resources": {"GPU": 8}}),
+        rrr("c", {"resources": {"GPU": 2}}, namespace="other"),  # another namespace's: not bound
     ]
+    assert request_constraints(ClusterMeta("ns", "other", "uid"), requests) == ()
     assert request_constraints(cluster, requests) == (
         Constraint({"GPU": 8.0}, 1, unit="ns/a"),
         Constraint({"GPU": 1.0}, 2, unit="ns/b"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from rayscale.api.raycluster import RayClusterSpec
 from rayscale.autoscaler.compat import GcsSupport, compat_condition
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.scheduling.model import (
@@ -193,7 +194,8 @@ def test_unmet_notice_is_not_repeated_while_the_unmet_demand_is_unchanged() -> N
 
 def test_the_ray_compatible_condition_is_carried_and_kept() -> None:
     snapshot = Snapshot(groups=(CPU,))
-    cluster = {"spec": {"autoscalerOptions": {"version": "v1"}}}
+    head: dict[str, Any] = {"template": {}}
+    cluster = RayClusterSpec.model_validate({"headGroupSpec": head, "autoscalerOptions": {"version": "v1"}})
     v1 = compat_condition(cluster, GcsSupport(), NOW)
     first = status(snapshot, conditions=[v1])
     assert first["conditions"] == [v1]
@@ -204,7 +206,9 @@ def test_the_ray_compatible_condition_is_carried_and_kept() -> None:
     assert kept["conditions"] == [v1]
     assert autoscaler_patch(first, kept, NOW) is None
     # a change of the condition is worth a write
-    fixed = compat_condition({"spec": {}}, GcsSupport(), NOW + timedelta(seconds=5), v1)
+    fixed = compat_condition(
+        RayClusterSpec.model_validate({"headGroupSpec": head}), GcsSupport(), NOW + timedelta(seconds=5), v1
+    )
     patch = autoscaler_patch(first, status(snapshot, old=first, conditions=[fixed]), NOW)
     assert patch is not None
     assert patch["status"]["autoscaler"]["conditions"] == [fixed]

@@ -279,7 +279,7 @@ def _groups(body: Body, spec: RayClusterSpec) -> Groups:
 
 def check_head_address(doc: documents.Document, meta: ClusterMeta, spec: RayClusterSpec) -> None:
     service = services.head_service(meta, spec)
-    dialled = gcs_target(doc.body, allow_override=False).address
+    dialled = gcs_target(meta, spec, allow_override=False).address
     host, _, port = dialled.rpartition(":")
     domain = os.environ.get("CLUSTER_DOMAIN", "cluster.local")
     assert host == f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc.{domain}", doc.id
@@ -323,7 +323,7 @@ def check_token_secret(doc: documents.Document, meta: ClusterMeta, spec: RayClus
     auth = spec.auth_options
     if not tokenauth.enabled(auth) or (auth is not None and auth.enable_k8s_token_auth):
         return
-    ref = auth_token_secret(doc.body)
+    ref = auth_token_secret(meta, spec)
     assert ref is not None, doc.id
     workers = [pods.worker_pod(meta, spec, g, replica_index=0) for g in spec.workers]
     for pod in [pods.head_pod(meta, spec), *workers]:

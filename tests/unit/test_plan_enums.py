@@ -66,7 +66,7 @@ def _vc(generation: int, status: dict[str, Any] | None) -> dict[str, Any]:
 
 def test_a_virtual_cluster_is_read_through_its_typed_models() -> None:
     """Its metadata and status are typed; the target hosts come from a status of the same revision."""
-    rc = cluster(group(), autoscaling=True)
+    rc = RayClusterSpec.model_validate(cluster(group(), autoscaling=True)["spec"])
     groups = [{"groupName": "small", "desired": 3}]
     same = read(rc, [_vc(2, {"revision": 2, "groups": groups, "phase": "Scaling"})], [])
     assert [(v.name, v.groups[0].desired) for v in same.vcs] == [("team", 3)]

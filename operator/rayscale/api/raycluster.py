@@ -63,6 +63,11 @@ class WorkerGroupSpec(KubeModel):
     resources: StringMap | None = None
     labels: StringMap | None = None
 
+    @property
+    def to_delete(self) -> tuple[str, ...]:
+        """The pods its ``scaleStrategy.workersToDelete`` lists."""
+        return tuple((self.scale_strategy.workers_to_delete if self.scale_strategy else None) or ())
+
 
 class AutoscalerOptions(KubeModel):
     """Options of the in-tree autoscaler (rayscale's embedded autoscaler reads the Ray-side ones)."""

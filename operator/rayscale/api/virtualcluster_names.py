@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rayscale.api.raycluster import RayClusterSpec
 from rayscale.api.rayvirtualcluster import RayVirtualClusterSpec
 
 RESOURCE_PREFIX = "rayscale.io/vc/"
@@ -41,25 +42,24 @@ def parse_resource(key: str) -> tuple[str, str | None] | None:
 
 
 def spec_errors(
-    spec: RayVirtualClusterSpec | Mapping[str, Any], raycluster: Mapping[str, Any] | None
+    spec: RayVirtualClusterSpec | Mapping[str, Any], raycluster: RayClusterSpec | None
 ) -> list[str]:
-    """What is wrong with a RayVirtualCluster's spec given its RayCluster (the object as read from the
-    API server; None when there is none), that the CRD cannot check. Empty when nothing is; each
-    message starts with the field it is about."""
+    """What is wrong with a RayVirtualCluster's spec given its RayCluster's typed spec (None when
+    there is no RayCluster), that the CRD cannot check. Empty when nothing is; each message starts
+    with the field it is about."""
     if not isinstance(spec, RayVirtualClusterSpec):
         spec = RayVirtualClusterSpec.model_validate(dict(spec))
     cluster = spec.ray_cluster_name
     if raycluster is None:
         return [f'spec.rayClusterName: there is no RayCluster "{cluster}" in this namespace']
-    rc_spec: Mapping[str, Any] = raycluster.get("spec") or {}
     errors: list[str] = []
-    if rc_spec.get("enableInTreeAutoscaling") is not True:
+    if raycluster.enable_in_tree_autoscaling is not True:
         errors.append(
             f'spec.rayClusterName: RayCluster "{cluster}" does not set spec.enableInTreeAutoscaling: true;'
             " rayscale manages the nodes of virtual clusters through its autoscaler, so the RayCluster"
             " must enable it"
         )
-    workers = {g.get("groupName"): g for g in rc_spec.get("workerGroupSpecs") or []}
+    workers = {g.group_name: g for g in raycluster.workers}
     seen: set[str] = set()
     for i, group in enumerate(spec.groups):
         field = f"spec.groups[{i}].groupName"
@@ -75,8 +75,8 @@ def spec_errors(
                 f'{field}: RayCluster "{cluster}" has no worker group "{name}" (its worker groups: {known})'
             )
             continue
-        hosts = worker.get("numOfHosts")
-        if hosts not in (None, 1):
+        hosts = worker.num_of_hosts
+        if hosts != 1:
             errors.append(
                 f'{field}: worker group "{name}" of RayCluster "{cluster}" has numOfHosts {hosts};'
                 " multi-host groups are not supported in virtual clusters"

@@ -25,6 +25,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from rayscale.api.raycluster import RayClusterSpec
 from rayscale.common.timefmt import rfc3339
 from rayscale.common.types import Obj
 
@@ -148,30 +149,31 @@ class GcsSupport:
 # ----------------------------------------------------------------------------- the protocol
 
 
-def _ray_container(cluster: Obj) -> Obj:
-    head = ((cluster.get("spec") or {}).get("headGroupSpec") or {}).get("template") or {}
-    containers = (head.get("spec") or {}).get("containers") or []
+def _ray_container(spec: RayClusterSpec) -> Obj:
+    """The head's Ray container (the first) in the head's pod template."""
+    containers = (spec.head_group_spec.template.get("spec") or {}).get("containers") or []
     first = containers[0] if isinstance(containers, list) and containers else {}
     return first if isinstance(first, Mapping) else {}
 
 
-def autoscaler_protocol(cluster: Obj) -> str:
-    """``v1`` or ``v2``: the autoscaler protocol the cluster's head runs.
+def autoscaler_protocol(spec: RayClusterSpec) -> str:
+    """``v1`` or ``v2``: the autoscaler protocol the head of the cluster of `spec` runs.
 
     The head's own ``RAY_enable_autoscaler_v2`` decides when it is given as a value (Ray reads
     ``true`` or ``1``, any case, as on; anything else as off); else ``autoscalerOptions.version``;
     else v2 (rayscale sets it on the head, see ``rayscale.controller.pods``). A value taken from
     a ConfigMap or Secret cannot be read here and counts as v2.
     """
-    for env in _ray_container(cluster).get("env") or []:
+    for env in _ray_container(spec).get("env") or []:
         if isinstance(env, Mapping) and env.get("name") == V2_ENV and "value" in env:
             return "v2" if str(env.get("value") or "").strip().lower() in ("true", "1") else "v1"
-    options = (cluster.get("spec") or {}).get("autoscalerOptions") or {}
-    return "v1" if options.get("version") == "v1" else "v2"
+    options = spec.autoscaler_options
+    return "v1" if options is not None and options.version == "v1" else "v2"
 
 
-def problems(cluster: Obj, support: GcsSupport) -> tuple[Reason, ...]:
-    """Why rayscale cannot fully serve `cluster`, the most severe first; () when it can."""
+def problems(cluster: RayClusterSpec, support: GcsSupport) -> tuple[Reason, ...]:
+    """Why rayscale cannot fully serve the cluster of spec `cluster`, the most severe first; ()
+    when it can."""
     found = []
     if support.cluster_state is False:
         found.append(Reason.RAY_TOO_OLD)
@@ -196,9 +198,10 @@ def find_condition(autoscaler_status: Obj | None) -> Obj | None:
 
 
 def compat_condition(
-    cluster: Obj, support: GcsSupport, now: datetime, old: Obj | None = None
+    cluster: RayClusterSpec, support: GcsSupport, now: datetime, old: Obj | None = None
 ) -> dict[str, Any]:
-    """The ``RayCompatible`` condition (metav1.Condition); `old` is the current one, if any.
+    """The ``RayCompatible`` condition (metav1.Condition) of the cluster of spec `cluster`; `old` is
+    the current one, if any.
 
     False with the most severe problem as its reason and every problem in the message; True
     when there is none. ``lastTransitionTime`` moves only when the status changes.

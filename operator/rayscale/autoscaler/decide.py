@@ -80,20 +80,19 @@ class Round:
             # what the validation keeps out.
             await self._unscalable(key, requests, exc)
             return None
-        state = await self.link.state(key, cluster, scaling.written)
+        state = await self.link.state(key, scaling)
         held = self._trust(key, state)
         refused = ""
         for _ in range(CONFLICT_ATTEMPTS):
             try:
-                planned = await self._plan_and_patch(key, cluster, scaling, state, requests, held)
+                planned = await self._plan_and_patch(key, scaling, state, requests, held)
             except Conflict as exc:  # re-plan on the cluster as it is now
                 refused = str(exc)
                 fresh = await ops.get_raycluster(self.shared.api, *key)
                 if fresh is None or not self.shared.config.owns(fresh):  # gone, or moved to another shard
                     return None
-                cluster = fresh
                 try:
-                    scaling = self._read(cluster)
+                    scaling = self._read(fresh)
                 except SpecError as exc:
                     await self._unscalable(key, requests, exc)
                     return None
@@ -104,8 +103,8 @@ class Round:
             status = functools.partial(decision_status, decision=planned.decision)
             await self.reporter.write_statuses(key, requests, status)
             await self.link.tell_ray(key, planned.snapshot, planned.decision, state)
-            observed = self.reporter.observe(key, cluster, planned, state, held, trigger)
-            await self.reporter.report(key, cluster, scaling, observed)
+            observed = self.reporter.observe(key, scaling, planned, state, held, trigger)
+            await self.reporter.report(key, scaling, observed)
             return self.shared.config.interval
         # Refused every time, even on the cluster read fresh: a 422 that is no test failure (the
         # patch breaks a validation rule), or a cluster changing under every patch. Back off.
@@ -126,7 +125,6 @@ class Round:
     async def _plan_and_patch(
         self,
         key: ClusterKey,
-        cluster: Obj,
         scaling: ScalingSpec,
         state: ClusterState | None,
         requests: Sequence[Obj],
@@ -145,7 +143,7 @@ class Round:
         draining = still_draining(memory.draining, scaling.workers_to_delete, pods)
         memory.draining = draining
         snapshot = build_snapshot(
-            cluster,
+            scaling,
             pods,
             state,
             requests,
@@ -158,12 +156,10 @@ class Round:
             short_since=short_since,
             missing_since=missing,
             draining=draining,
-            max_pods=self.shared.config.max_pods,
-            scaling=scaling,
         )
         memory.short_since = {g: short_since.get(g, now) for g in short_groups(snapshot)}
         scheduled = snapshot if held is None else held_snapshot(snapshot)
-        reading = self.vclusters.read(key, cluster, self.shared.virtual_clusters(key), pods)
+        reading = self.vclusters.read(key, scaling.spec, self.shared.virtual_clusters(key), pods)
         gcs = memory.client() if state is not None else None
         vplan = None
         if involved(reading, scheduled, state):  # the cluster has virtual clusters: plan with them
@@ -180,11 +176,11 @@ class Round:
             if vplan is not None:
                 await self.vclusters.apply(key, reading, None, snapshot, state, gcs, memory.token(), now)
             return Planned(snapshot, scheduled, without_launches(decision), pods, now, written=False)
-        decision = writable(cluster, decision, pod_names)  # drain nothing the patch would not write
+        decision = writable(scaling, decision, pod_names)  # drain nothing the patch would not write
         units = drain_plan(decision, snapshot, state)
         if units:
             decision = without(decision, await self.link.drain(key, units))
-        patch = build_patch(cluster, decision, pod_names)
+        patch = build_patch(scaling, decision, pod_names)
         if patch is not None:
             try:
                 await ops.json_patch_raycluster(self.shared.api, key[0], key[1], patch.ops)
@@ -193,7 +189,7 @@ class Round:
                     log.debug("autoscaler patch of %s/%s refused (%s); re-planning", *key, exc)
                     raise Conflict(str(exc)) from exc
                 raise
-            self.reporter.applied(key, cluster, snapshot, decision, patch, now)
+            self.reporter.applied(key, scaling, snapshot, decision, patch, now)
         if vplan is not None and (reading.objects or reading.members or vplan.assign):
             # the raylets take the GCS's token
             await self.vclusters.apply(key, reading, vplan, snapshot, state, gcs, memory.token(), now)

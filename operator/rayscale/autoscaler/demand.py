@@ -32,6 +32,7 @@ from rayscale.autoscaler.scheduling.model import (
     Selector,
     Strategy,
 )
+from rayscale.cluster.meta import ClusterMeta
 from rayscale.common.types import Obj
 from rayscale.ray import model as ray
 
@@ -181,19 +182,18 @@ def head_node(state: ray.ClusterState | None) -> Head | None:
 # ----------------------------------------------------------------------------- RayResourceRequests
 
 
-def request_constraints(cluster: Obj, requests: Sequence[Obj]) -> tuple[Constraint, ...]:
-    """The bundles of the RayResourceRequests bound to `cluster` (same namespace and clusterName),
-    read by `rayscale.autoscaler.request_reader`.
+def request_constraints(cluster: ClusterMeta, requests: Sequence[Obj]) -> tuple[Constraint, ...]:
+    """The bundles of the RayResourceRequests bound to the cluster of metadata `cluster` (same
+    namespace and clusterName), read by `rayscale.autoscaler.request_reader`.
 
     Each request is its own all-or-nothing unit. Requests being deleted are left out, and so is a
     request with an unreadable bundle (the CRD schema rejects most; its status says why).
     """
-    meta = cluster.get("metadata") or {}
     out: list[Constraint] = []
     for request in sorted(map(read_request, requests), key=lambda r: r.name):
-        if request.deleting or request.namespace != str(meta.get("namespace", "")):
+        if request.deleting or request.namespace != cluster.namespace:
             continue
-        if request.cluster_name != meta.get("name"):
+        if not cluster.name or request.cluster_name != cluster.name:
             continue
         out += request.bundles
     return tuple(out)

@@ -24,8 +24,10 @@ from rayscale.autoscaler.draining import drain_units
 from rayscale.autoscaler.memory import Shared
 from rayscale.autoscaler.ray_report import autoscaling_state, next_version, remember
 from rayscale.autoscaler.scheduling.model import Decision, Snapshot
+from rayscale.autoscaler.spec_reader import ScalingSpec
 from rayscale.autoscaler.status import GcsHealth
 from rayscale.autoscaler.texts import drain_message, gcs_reachable, gcs_unreachable
+from rayscale.cluster.meta import ClusterMeta
 from rayscale.common.pods import is_head, phase
 from rayscale.common.types import ClusterKey, Obj
 from rayscale.kube import ops
@@ -43,15 +45,15 @@ class GcsLink:
         self.shared = shared
         self.memories = shared.memories
 
-    async def state(self, key: ClusterKey, cluster: Obj, written: Obj | None) -> ClusterState | None:
-        """Ray's state, None when the GCS cannot be read (or its address worked out); `written`: the
-        cluster's ``status.autoscaler`` as last written."""
+    async def state(self, key: ClusterKey, cluster: ScalingSpec) -> ClusterState | None:
+        """Ray's state, None when the GCS cannot be read (or its address worked out)."""
         address: str | None = None
         memory = self.memories.of(key)
-        support = self.support(key, written)
+        support = self.support(key, cluster.written)
         memory.target = None
+        allow = self.shared.config.allow_gcs_address_override
         try:
-            target = gcs_target(cluster, allow_override=self.shared.config.allow_gcs_address_override)
+            target = gcs_target(cluster.meta, cluster.spec, allow_override=allow)
             memory.target = target
             address = target.address
             gcs = await self._client(key, cluster, address)
@@ -59,7 +61,7 @@ class GcsLink:
         except (AddressError, GcsError, ops.KubeError) as exc:
             if isinstance(exc, GcsError):
                 memory.support = support.seen(CLUSTER_STATE, exc.code)
-            self._failed(key, cluster, address, str(exc))
+            self._failed(key, cluster.meta, address, str(exc))
             return None
         memory.support = support.for_session(state.session_name).seen(CLUSTER_STATE, None)
         before = memory.gcs_health
@@ -72,7 +74,7 @@ class GcsLink:
             memory.unreachable = False
         if memory.warned:
             memory.warned = False
-            self.shared.events.post(cluster, *gcs_reachable(address))
+            self.shared.events.post(cluster.meta.subject(), *gcs_reachable(address))
         return state
 
     def support(self, key: ClusterKey, written: Obj | None) -> GcsSupport:
@@ -88,7 +90,7 @@ class GcsLink:
         memory = self.memories.of(key)
         memory.support = (memory.support or GcsSupport()).seen(method, code)
 
-    def _failed(self, key: ClusterKey, cluster: Obj, address: str | None, error: str) -> None:
+    def _failed(self, key: ClusterKey, meta: ClusterMeta, address: str | None, error: str) -> None:
         memory = self.memories.of(key)
         previous = memory.gcs_health
         contact = previous.last_contact if previous is not None else None
@@ -100,11 +102,11 @@ class GcsLink:
         # Only once the head runs: a GCS that is still starting is no news.
         if not memory.warned and any(is_head(p) and phase(p) == "Running" for p in self.shared.pods(key)):
             memory.warned = True
-            self.shared.events.post(cluster, *gcs_unreachable(address, error))
+            self.shared.events.post(meta.subject(), *gcs_unreachable(address, error))
 
-    async def _client(self, key: ClusterKey, cluster: Obj, address: str) -> GcsClient:
+    async def _client(self, key: ClusterKey, cluster: ScalingSpec, address: str) -> GcsClient:
         token = None
-        ref = auth_token_secret(cluster)
+        ref = auth_token_secret(cluster.meta, cluster.spec)
         if ref is not None:
             token = await ops.read_secret_key(self.shared.api, ref.namespace, ref.name, ref.key)
         cached = self.memories.of(key).gcs

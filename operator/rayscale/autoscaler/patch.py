@@ -29,10 +29,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from rayscale.api.raycluster import WorkerGroupSpec
 from rayscale.autoscaler.drain import without
 from rayscale.autoscaler.scheduling.model import Decision, GroupDecision
 from rayscale.autoscaler.snapshot import is_unborn
-from rayscale.common.types import Obj
+from rayscale.autoscaler.spec_reader import ScalingSpec
 
 __all__ = ["ClusterPatch", "GroupPatch", "JsonPatch", "build_patch", "writable"]
 
@@ -43,8 +44,8 @@ JsonPatch = list[dict[str, Any]]
 class GroupPatch:
     """What a patch writes into one worker group."""
 
-    name: str  # its groupName (as a string)
-    spec: Obj  # the group's spec as read, before the patch
+    name: str  # its groupName
+    spec: WorkerGroupSpec  # the group's spec as read, before the patch
     replicas: int | None = None  # the replicas written; None: left as they are
     workers_to_delete: tuple[str, ...] | None = None  # the workersToDelete written; None: left as it is
 
@@ -57,18 +58,18 @@ class ClusterPatch:
     groups: tuple[GroupPatch, ...]  # the groups it changes, in the spec's order
 
 
-def build_patch(cluster: Obj, decision: Decision, pod_names: Collection[str]) -> ClusterPatch | None:
-    """The patch that applies `decision` to `cluster`, or None when it would change nothing.
+def build_patch(cluster: ScalingSpec, decision: Decision, pod_names: Collection[str]) -> ClusterPatch | None:
+    """The patch that applies `decision` to `cluster` (as `read_spec` read it), or None when it
+    would change nothing.
 
     `pod_names` are the cluster's pods that exist now (terminating ones included).
     Raises ValueError when `cluster` has no ``metadata.resourceVersion``.
     """
     ops: JsonPatch = []
     groups: list[GroupPatch] = []
-    specs = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
-    for index, spec in enumerate(specs):
-        name = spec.get("groupName")
-        group = decision.groups.get(name) if isinstance(name, str) else None
+    for index, spec in enumerate(cluster.spec.workers):
+        name = spec.group_name
+        group = decision.groups.get(name)
         removals = [r.name for r in decision.terminate if r.group == name and not is_unborn(r.name)]
         change = _group_patch(spec, group, removals, pod_names)
         if change is not None:
@@ -76,50 +77,56 @@ def build_patch(cluster: Obj, decision: Decision, pod_names: Collection[str]) ->
             ops += _group_ops(f"/spec/workerGroupSpecs/{index}", change)
     if not ops:
         return None
-    version = (cluster.get("metadata") or {}).get("resourceVersion")
+    version = cluster.resource_version
     if not version:
         raise ValueError("the RayCluster has no metadata.resourceVersion to test")
     test = {"op": "test", "path": "/metadata/resourceVersion", "value": version}
     return ClusterPatch([test, *ops], tuple(groups))
 
 
-def _blocked(spec: Obj, pod_names: Collection[str]) -> bool:
+def _blocked(spec: WorkerGroupSpec, pod_names: Collection[str]) -> bool:
     """Pods named in the group's last ``workersToDelete`` still exist: it takes no new removals."""
-    listed = (spec.get("scaleStrategy") or {}).get("workersToDelete") or []
-    return any(n in pod_names for n in listed)
+    return any(n in pod_names for n in spec.to_delete)
 
 
-def writable(cluster: Obj, decision: Decision, pod_names: Collection[str]) -> Decision:
+def writable(cluster: ScalingSpec, decision: Decision, pod_names: Collection[str]) -> Decision:
     """`decision` without the removals `build_patch` would not write (their replicas counted back):
     those of groups still waiting for their previous ``workersToDelete``, and of groups the spec
     does not have."""
-    specs = {str(s.get("groupName")): s for s in (cluster.get("spec") or {}).get("workerGroupSpecs") or []}
+    specs = {s.group_name: s for s in cluster.spec.workers}
     dropped = {
         r.name for r in decision.terminate if r.group not in specs or _blocked(specs[r.group], pod_names)
     }
     return without(decision, dropped)
 
 
-def _set(path: str, spec: Obj, key: str, value: Any) -> dict[str, Any]:
-    return {"op": "replace" if key in spec else "add", "path": f"{path}/{key}", "value": value}
+def _set(path: str, spec: WorkerGroupSpec, field: str, value: Any) -> dict[str, Any]:
+    """Set the group's `field` (its snake_case name): ``replace`` when the manifest has the key
+    (null or not), else ``add``."""
+    key = WorkerGroupSpec.model_fields[field].alias or field
+    return {
+        "op": "replace" if field in spec.model_fields_set else "add",
+        "path": f"{path}/{key}",
+        "value": value,
+    }
 
 
 def _group_patch(
-    spec: Obj, group: GroupDecision | None, removals: list[str], pod_names: Collection[str]
+    spec: WorkerGroupSpec, group: GroupDecision | None, removals: list[str], pod_names: Collection[str]
 ) -> GroupPatch | None:
     """What the decision writes into the group `spec`, None when nothing."""
-    listed = list((spec.get("scaleStrategy") or {}).get("workersToDelete") or [])
+    listed = spec.to_delete
     blocked = _blocked(spec, pod_names)
     replicas = None
     if group is not None:
         # Blocked: undo this decision's removals in the count (its launches still go ahead).
         target = group.replicas + group.terminate if blocked else group.replicas
-        if spec.get("replicas") != target:
+        if spec.replicas != target:
             replicas = target
     names = tuple(removals) if not blocked and (removals or listed) else None
     if replicas is None and names is None:
         return None
-    return GroupPatch(str(spec.get("groupName")), spec, replicas, names)
+    return GroupPatch(spec.group_name, spec, replicas, names)
 
 
 def _group_ops(path: str, change: GroupPatch) -> JsonPatch:
@@ -128,8 +135,12 @@ def _group_ops(path: str, change: GroupPatch) -> JsonPatch:
     if change.replicas is not None:
         ops.append(_set(path, spec, "replicas", change.replicas))
     if change.workers_to_delete is not None:
-        strategy: Obj = spec.get("scaleStrategy") or {}
+        strategy = (
+            spec.scale_strategy.model_dump(by_alias=True, exclude_unset=True) if spec.scale_strategy else {}
+        )
         ops.append(
-            _set(path, spec, "scaleStrategy", {**strategy, "workersToDelete": list(change.workers_to_delete)})
+            _set(
+                path, spec, "scale_strategy", {**strategy, "workersToDelete": list(change.workers_to_delete)}
+            )
         )
     return ops

@@ -82,7 +82,7 @@ class Reporter:
     def applied(
         self,
         key: ClusterKey,
-        cluster: Obj,
+        cluster: ScalingSpec,
         snapshot: Snapshot,
         decision: Decision,
         patch: ClusterPatch,
@@ -90,26 +90,27 @@ class Reporter:
     ) -> None:
         """Events and metrics of a patch that landed; launch failures it names start their group's
         backoff and are remembered for Ray's "Recent failures"."""
+        subject = cluster.meta.subject()
         named = {pod for g in patch.groups for pod in g.workers_to_delete or ()}
         # group -> (its spec, the new replicas)
         grown = {g.name: (g.spec, g.replicas) for g in patch.groups if g.replicas is not None}
         # pods named in workersToDelete, and replicas whose pods never existed (dropped from replicas)
         written = [r for r in decision.terminate if r.name in named or is_unborn(r.name)]
         for group, (spec, new) in grown.items():
-            old = int(spec.get("replicas") or 0)
+            old = spec.replicas or 0
             causes = {str(r.reason) for r in written if r.group == group}
             event = resized(group, old, new, causes)
             if event is not None:
-                self.shared.events.post(cluster, *event)
+                self.shared.events.post(subject, *event)
             if new > old:
-                self.shared.metrics.scaled(key, group, up=(new - old) * int(spec.get("numOfHosts") or 1))
+                self.shared.metrics.scaled(key, group, up=(new - old) * (spec.num_of_hosts or 1))
         for group in sorted({r.group for r in written}):  # every pod removed, replaced or not
             self.shared.metrics.scaled(
                 key, group, down=Counter(str(r.reason) for r in written if r.group == group)
             )
         for removal in written:
             if removal.reason is RemovalCause.NODE_DEAD:
-                self.shared.events.post(cluster, *ray_node_died(removal.group, removal.name))
+                self.shared.events.post(subject, *ray_node_died(removal.group, removal.name))
         landed = launch_failures(snapshot, decision, now, landed=[r.name for r in written])
         memory = self.memories.of(key)
         memory.failures = remember(memory.failures, landed, now)
@@ -118,12 +119,12 @@ class Reporter:
             self.shared.metrics.launches_failed(key, group, nodes)
             entry = memory.backoff.failed(group)
             memory.backoff_until[group] = self.shared.wall_clock() + timedelta(seconds=entry.duration)
-            self.shared.events.post(cluster, *backing_off(group, entry.duration))
+            self.shared.events.post(subject, *backing_off(group, entry.duration))
 
     def observe(
         self,
         key: ClusterKey,
-        cluster: Obj,
+        cluster: ScalingSpec,
         planned: Planned,
         state: ClusterState | None,
         held: Hold | None,
@@ -139,7 +140,7 @@ class Reporter:
             served.lives, planned.snapshot, planned.pods, state, removed, planned.now, slow_after=slow
         )
         for notice in notices(served.lives, lives, planned.now):
-            self.shared.events.post(cluster, "Warning", notice.reason, notice.message)
+            self.shared.events.post(cluster.meta.subject(), "Warning", notice.reason, notice.message)
         served.lives = lives
         reason = held.reason if held is not None else None
         served.history.add(
@@ -161,10 +162,10 @@ class Reporter:
         )
         return served.observed
 
-    async def report(self, key: ClusterKey, cluster: Obj, scaling: ScalingSpec, seen: Observed) -> None:
+    async def report(self, key: ClusterKey, cluster: ScalingSpec, seen: Observed) -> None:
         """The RayCluster's ``status.autoscaler``, its conditions' Events, ``UnmetDemand``, metrics."""
         now = datetime.now(UTC)
-        old = scaling.written
+        old = cluster.written
         snapshot, decision = seen.snapshot, seen.decision
         compat = self._compatible(key, cluster, old, now)
         override = self._overridden(key, cluster, old, now)
@@ -186,25 +187,27 @@ class Reporter:
             previous = unmet_key(old.get("unmetDemand") or [])
         memory.unmet, message = unmet_notice(previous, new)
         if message is not None:
-            self.shared.events.post(cluster, "Warning", "UnmetDemand", message)
+            self.shared.events.post(cluster.meta.subject(), "Warning", "UnmetDemand", message)
         pending, unmet = waiting_bundles(decision), unmet_by_reason(decision)
         backing_off = sum(1 for g in snapshot.groups if g.backoff)
         self.shared.metrics.round(key, pending=pending, unmet=unmet, backing_off=backing_off)
         patch = autoscaler_patch(old, new, now, refresh_seconds=self.shared.config.status_refresh_seconds)
         await self.write_cluster_status(key, patch)
 
-    def _compatible(self, key: ClusterKey, cluster: Obj, old: Obj | None, now: datetime) -> Obj:
+    def _compatible(self, key: ClusterKey, cluster: ScalingSpec, old: Obj | None, now: datetime) -> Obj:
         """The RayCompatible condition now; an Event when it changed since the last one reported."""
         memory = self.memories.of(key)
         was = memory.compat or find_condition(old)  # after a restart: the one written
-        condition = compat_condition(cluster, self.link.support(key, old), now, was)
+        condition = compat_condition(cluster.spec, self.link.support(key, old), now, was)
         memory.compat = condition
         event = compat_event(was, condition)
         if event is not None:
-            self.shared.events.post(cluster, *event)
+            self.shared.events.post(cluster.meta.subject(), *event)
         return condition
 
-    def _overridden(self, key: ClusterKey, cluster: Obj, old: Obj | None, now: datetime) -> Obj | None:
+    def _overridden(
+        self, key: ClusterKey, cluster: ScalingSpec, old: Obj | None, now: datetime
+    ) -> Obj | None:
         """The GcsAddressOverride condition now (None: the annotation names no other address, or the
         address could not be worked out); an Event when it changed since the last one reported."""
         memory = self.memories.of(key)
@@ -214,7 +217,7 @@ class Reporter:
         memory.override, memory.override_reported = condition, True
         event = override_event(was, condition)
         if event is not None:
-            self.shared.events.post(cluster, *event)  # the recorder logs it too
+            self.shared.events.post(cluster.meta.subject(), *event)  # the recorder logs it too
         return condition
 
     async def write_cluster_status(self, key: ClusterKey, patch: dict[str, Any] | None) -> None:

@@ -96,7 +96,7 @@ def is_unborn(name: str) -> bool:
 
 
 def build_snapshot(
-    cluster: Obj,
+    cluster: ScalingSpec | Obj,
     pods: Sequence[Obj],
     state: ray.ClusterState | None,
     requests: Sequence[Obj],
@@ -109,11 +109,14 @@ def build_snapshot(
     missing_since: Mapping[str, datetime] | None = None,
     draining: Collection[str] = (),
     max_pods: int | None = None,
-    scaling: ScalingSpec | None = None,
     provisioning: Mapping[str, Provisioning] | None = None,
     unprovisioned_grace_seconds: float = 120.0,
 ) -> Snapshot:
     """The Snapshot of `cluster`; `pods` are its pods, `requests` the RayResourceRequests in its namespace.
+
+    `cluster`: the RayCluster as `spec_reader.read_spec` read it (what the live round passes: the
+    manifest is read there, once), or its manifest, read here (only the CRD's shape is required).
+    Raises SpecError when a manifest cannot be read.
 
     `short_since`: group -> since when it has had fewer pods than its replicas ask for (see
     `short_groups`); its missing replicas are pending that long, so replicas whose pods are never
@@ -125,32 +128,31 @@ def build_snapshot(
     `draining`: pods whose Ray node accepted rayscale's drain while their removal is not written
     yet; they are draining whatever the GCS says.
 
-    `max_pods`: the worker pods the cluster may have (``--max-pods-per-cluster``; None: no limit).
-    A spec asking for more is refused (SpecError) before any per-replica work, and the
-    decision never goes past it (``max_workers``, only set when the groups' maxima could).
+    `max_pods`: the worker pods the cluster may have (``--max-pods-per-cluster``; None: no limit),
+    applied when a manifest is read here (`read_spec` applies it otherwise). A spec asking for more
+    is refused (SpecError) before any per-replica work, and the decision never goes past it
+    (``max_workers``, only set when the groups' maxima could).
 
     `provisioning`: what node provisioners said about unscheduled pods (provisioning.py; None: the
     Events could not be read, and unscheduled pods age from their creation only);
     `unprovisioned_grace_seconds` (or the cluster's annotation): how long an unschedulable pod no
     provisioner is scaling up for waits before it fails to launch.
-
-    `scaling`: the cluster as `spec_reader.read_spec` read it, when the caller has already;
-    otherwise it is read here (only the CRD's shape is required). Raises SpecError when the
-    spec cannot be read.
     """
-    if scaling is None:
-        scaling = read_spec(cluster, check=False, max_pods=max_pods)
+    scaling = cluster
+    if not isinstance(scaling, ScalingSpec):
+        scaling = read_spec(scaling, check=False, max_pods=max_pods)
+    annotations = scaling.meta.annotations
     groups, options = scaling.groups, scaling.options
     groups = tuple(dataclasses.replace(g, backoff=g.name in backing_off) for g in groups)
     options = dataclasses.replace(
         options,
         max_node_provision_seconds=_seconds(
-            cluster, MAX_NODE_PROVISION_ANNOTATION, max_node_provision_seconds
+            annotations, MAX_NODE_PROVISION_ANNOTATION, max_node_provision_seconds
         ),
-        max_node_boot_seconds=_seconds(cluster, MAX_NODE_BOOT_ANNOTATION, max_node_boot_seconds),
+        max_node_boot_seconds=_seconds(annotations, MAX_NODE_BOOT_ANNOTATION, max_node_boot_seconds),
     )
-    constraints = gcs_constraints(state) + request_constraints(cluster, requests)
-    grace = _seconds(cluster, UNPROVISIONED_GRACE_ANNOTATION, unprovisioned_grace_seconds)
+    constraints = gcs_constraints(state) + request_constraints(scaling.meta, requests)
+    grace = _seconds(annotations, UNPROVISIONED_GRACE_ANNOTATION, unprovisioned_grace_seconds)
     clocks = _Clocks(
         now, missing_since or {}, frozenset(draining), provisioning, options.max_node_provision_seconds, grace
     )
@@ -165,9 +167,8 @@ def build_snapshot(
     )
 
 
-def _seconds(cluster: Obj, annotation: str, default: float) -> float:
-    """A non-negative number of seconds from `annotation` of the cluster, else `default`."""
-    annotations = (cluster.get("metadata") or {}).get("annotations") or {}
+def _seconds(annotations: Mapping[str, str], annotation: str, default: float) -> float:
+    """A non-negative number of seconds from the cluster's `annotation`, else `default`."""
     text = annotations.get(annotation)
     try:
         value = float(text) if text is not None else default
@@ -216,10 +217,7 @@ class _Clocks:
 
 def _listed(spec: RayClusterSpec) -> dict[str, set[str]]:
     """Group name -> the pod names in its scaleStrategy.workersToDelete."""
-    return {
-        g.group_name: set(g.scale_strategy.workers_to_delete or ()) if g.scale_strategy else set()
-        for g in spec.workers
-    }
+    return {g.group_name: set(g.to_delete) for g in spec.workers}
 
 
 def _not_running(pod: Obj, base: Node, clocks: _Clocks) -> Node:

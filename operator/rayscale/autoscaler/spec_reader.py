@@ -1,8 +1,9 @@
 """How the autoscaler reads a RayCluster: the typed cluster, then the scheduler's groups and options.
 
 The typed cluster (`ScalingSpec`) carries everything a round reads of the RayCluster: its spec
-(``workersToDelete`` included), its metadata, its resourceVersion and the ``status.autoscaler``
-last written.
+(``workersToDelete`` included), its metadata (annotations, and the subject of its Events), its
+resourceVersion and the ``status.autoscaler`` last written. After `read_spec` a round never reads
+the manifest again.
 
 The live loop and ``rayscale simulate`` (a scenario's ``cluster:``, ``--from-cluster``) both read
 a cluster here, so a spec simulates exactly as the operator scales it.
@@ -54,11 +55,7 @@ class ScalingSpec:
     @property
     def workers_to_delete(self) -> frozenset[str]:
         """The pods every worker group's ``scaleStrategy.workersToDelete`` lists."""
-        return frozenset(
-            name
-            for group in self.spec.workers
-            for name in (group.scale_strategy.workers_to_delete if group.scale_strategy else None) or ()
-        )
+        return frozenset(name for group in self.spec.workers for name in group.to_delete)
 
 
 def read_spec(manifest: Mapping[str, Any], *, check: bool = True, max_pods: int | None = None) -> ScalingSpec:

@@ -36,6 +36,13 @@ class ClusterMeta:
             finalizers=tuple(meta.get("finalizers") or ()),
         )
 
+    def subject(self) -> dict[str, Any]:
+        """The cluster as the object an Event is about (what `EventSink.post` reads of it)."""
+        return {
+            **RAYCLUSTER.type_meta(),
+            "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid},
+        }
+
     def owner_reference(self) -> dict[str, Any]:
         return {
             **RAYCLUSTER.type_meta(),

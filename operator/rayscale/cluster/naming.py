@@ -22,6 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rayscale.api.raycluster import RayClusterSpec
+from rayscale.cluster.meta import ClusterMeta
+
 __all__ = [
     "AUTH_TOKEN_KEY",
     "CLIENT_PORT",
@@ -216,20 +219,17 @@ def head_endpoint(
     return HeadEndpoint(service, fqdn(service, namespace), gcs_port(head_params))
 
 
-def raycluster_name(raycluster: Mapping[str, Any]) -> tuple[str, str]:
-    """``(metadata.name, metadata.namespace)`` of a RayCluster manifest; AddressError without either."""
-    meta = _mapping(raycluster.get("metadata"))
-    name, namespace = meta.get("name"), meta.get("namespace")
-    if not name or not namespace:
+def raycluster_name(meta: ClusterMeta) -> tuple[str, str]:
+    """``(metadata.name, metadata.namespace)`` of a RayCluster; AddressError without either."""
+    if not meta.name or not meta.namespace:
         raise AddressError("the RayCluster has no metadata.name or metadata.namespace")
-    return str(name), str(namespace)
+    return meta.name, meta.namespace
 
 
-def dialled_head_endpoint(raycluster: Mapping[str, Any]) -> HeadEndpoint:
-    """The head's GCS as rayscale dials it, from the RayCluster manifest (a plain mapping, camelCase
-    keys): `head_endpoint`, refusing (AddressError) a port nobody can dial (`dialled_gcs_port`)."""
-    name, namespace = raycluster_name(raycluster)
-    head = _mapping(_mapping(raycluster.get("spec")).get("headGroupSpec"))
-    params = _mapping(head.get("rayStartParams"))
-    dialled_gcs_port(params)
-    return head_endpoint(name, namespace, _mapping(head.get("headService")), params)
+def dialled_head_endpoint(meta: ClusterMeta, spec: RayClusterSpec) -> HeadEndpoint:
+    """The head's GCS as rayscale dials it, from the RayCluster's metadata and typed spec:
+    `head_endpoint`, refusing (AddressError) a port nobody can dial (`dialled_gcs_port`)."""
+    name, namespace = raycluster_name(meta)
+    head = spec.head_group_spec
+    dialled_gcs_port(head.ray_start_params)
+    return head_endpoint(name, namespace, head.head_service, head.ray_start_params)

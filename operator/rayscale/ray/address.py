@@ -1,7 +1,7 @@
 """Where rayscale dials a RayCluster's GCS, and where its auth token lives.
 
-Input is the RayCluster as a plain mapping (the object kopf or the API hands over, camelCase
-keys). The GCS is the one behind the cluster's own head Service, at the address its workers are
+Input is the RayCluster as the autoscaler's reader read it: its metadata (`ClusterMeta`) and its
+typed spec. The GCS is the one behind the cluster's own head Service, at the address its workers are
 given (`rayscale.cluster.naming.dialled_head_endpoint`:
 ``<head-svc>.<namespace>.svc.<cluster domain>:<port>``); the token is in the Secret the
 controller creates or mounts (`rayscale.cluster.naming.auth_token_secret_name`).
@@ -17,10 +17,10 @@ Otherwise rayscale dials the head Service anyway and says the annotation was ign
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from rayscale.api.raycluster import RayClusterSpec
+from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.naming import (
     AUTH_TOKEN_KEY,
     AddressError,
@@ -55,10 +55,6 @@ class SecretKeyRef:
     key: str = AUTH_TOKEN_KEY
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def parse_address(value: str) -> tuple[str, int]:
     """``host:port`` (IPv6 as ``[addr]:port``) -> (host, port); AddressError when malformed."""
     host, sep, port_text = value.strip().rpartition(":")
@@ -85,42 +81,40 @@ class GcsTarget:
         return self.override if self.override is not None and not self.override_allowed else None
 
 
-def gcs_target(raycluster: Mapping[str, Any], *, allow_override: bool) -> GcsTarget:
+def gcs_target(meta: ClusterMeta, spec: RayClusterSpec, *, allow_override: bool) -> GcsTarget:
     """The address rayscale dials for this cluster's GCS; the cluster's token goes there and nowhere else.
 
     Without `allow_override` it is always the head Service's: an annotation naming anything else is
     reported in ``ignored`` (malformed or not: it is not used). With it, a well-formed annotation is
     followed and a malformed one raises AddressError (reported as that cluster's GCS error).
     """
-    annotations = _mapping(_mapping(raycluster.get("metadata")).get("annotations"))
-    value = str(annotations.get(GCS_ADDRESS_ANNOTATION) or "").strip()
+    value = str(meta.annotations.get(GCS_ADDRESS_ANNOTATION) or "").strip()
     if allow_override and value:
         host, port = parse_address(value)
         address = f"{host}:{port}"
-        return GcsTarget(address, _other(raycluster, address, value), override_allowed=True)
-    head = dialled_head_endpoint(raycluster).address
-    return GcsTarget(head, _other(raycluster, value, value) if value else None)
+        return GcsTarget(address, _other(meta, spec, address, value), override_allowed=True)
+    head = dialled_head_endpoint(meta, spec).address
+    return GcsTarget(head, _other(meta, spec, value, value) if value else None)
 
 
-def _other(raycluster: Mapping[str, Any], address: str, value: str) -> str | None:
+def _other(meta: ClusterMeta, spec: RayClusterSpec, address: str, value: str) -> str | None:
     """`value` when `address` is not the head Service's GCS address (compared case-insensitively)."""
     try:
-        head = dialled_head_endpoint(raycluster).address
+        head = dialled_head_endpoint(meta, spec).address
     except AddressError:
         return value
     return None if address.lower() == head.lower() else value
 
 
-def auth_token_secret(raycluster: Mapping[str, Any]) -> SecretKeyRef | None:
+def auth_token_secret(meta: ClusterMeta, spec: RayClusterSpec) -> SecretKeyRef | None:
     """Where the token is when ``spec.authOptions.mode`` is ``token``; None when auth is off.
 
     KubeRay keeps it in the Secret ``authOptions.secretName``, else one named after the cluster
     (the one rayscale's controller creates), under the key ``auth_token``; Ray's clients send it as
     ``authorization: Bearer <token>``.
     """
-    auth = _mapping(_mapping(raycluster.get("spec")).get("authOptions"))
-    if auth.get("mode") != "token":
+    auth = spec.auth_options
+    if auth is None or auth.mode != "token":
         return None
-    name, namespace = raycluster_name(raycluster)
-    secret = auth.get("secretName")
-    return SecretKeyRef(namespace, auth_token_secret_name(name, str(secret) if secret else None))
+    name, namespace = raycluster_name(meta)
+    return SecretKeyRef(namespace, auth_token_secret_name(name, auth.secret_name or None))

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from rayscale.api.raycluster import RayClusterSpec
 from rayscale.api.virtualcluster_names import FINALIZER, JOB_LABEL, VC_LABEL
 from rayscale.autoscaler.scheduling.model import Snapshot
 from rayscale.autoscaler.virtual.model import Member, VcPlan
@@ -42,7 +43,9 @@ class VirtualClusters:
 
     # ---- reading ----
 
-    def read(self, key: ClusterKey, cluster: Obj, objects: Sequence[Obj], pods: Sequence[Obj]) -> Reading:
+    def read(
+        self, key: ClusterKey, cluster: RayClusterSpec, objects: Sequence[Obj], pods: Sequence[Obj]
+    ) -> Reading:
         overlay = self._overlay.get(key, {})
         seen = members_of(pods)
         for pod in [p for p, m in overlay.items() if seen.get(p) == m]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from rayscale.api.raycluster import RayClusterSpec
 from rayscale.api.rayvirtualcluster import RayVirtualClusterSpec, RayVirtualClusterStatus, VcMetadata
 from rayscale.api.virtualcluster_names import JOB_LABEL, VC_LABEL, spec_errors
 from rayscale.autoscaler.virtual.model import Member, VcGroup, VirtualCluster
@@ -84,9 +85,12 @@ def _desired(
 
 
 def read(
-    cluster: Obj, objects: Sequence[Obj], pods: Sequence[Obj], overlay: Mapping[str, Member | None] = {}
+    cluster: RayClusterSpec,
+    objects: Sequence[Obj],
+    pods: Sequence[Obj],
+    overlay: Mapping[str, Member | None] = {},
 ) -> Reading:
-    """The VCs of `cluster` (valid ones only in ``vcs``), and who holds which pod."""
+    """The VCs of the cluster of spec `cluster` (valid ones only in ``vcs``), and who holds which pod."""
     vcs: list[VirtualCluster] = []
     errors: dict[str, tuple[str, ...]] = {}
     by_name: dict[str, Obj] = {}

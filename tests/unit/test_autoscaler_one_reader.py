@@ -1,0 +1,172 @@
+"""One reader: a round reads the RayCluster manifest through `spec_reader.read_spec` and never again.
+
+Everything the round reads of the cluster after that (the groups' replicas and ``workersToDelete``,
+the resourceVersion, the annotations, the head's template and GCS port, ``authOptions``, the
+metadata its Events and RayResourceRequests name) comes from the typed ``ScalingSpec``. The loop is
+run with the API and the GCS faked on a manifest that fails the test when read after the reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.support.builders import gpu_group, group, pod, rc, rrr
+from tests.support.fakes import KEY, FakeGcs, autoscaler, gcs_state, token_cluster
+from tests.support.fakes import EventLog as Events
+from tests.support.fakes import FakeApi as Api
+from tests.support.fakes import FakeSource as Source
+
+from rayscale.autoscaler import decide
+from rayscale.autoscaler.spec_reader import ScalingSpec, read_spec
+from rayscale.common import labels as L
+from rayscale.ray import model as ray
+
+LATE: list[str] = []  # the keys read after the reader, in every test
+
+
+class Manifest(dict[str, Any]):
+    """A RayCluster manifest that records (and refuses) every read once the reader has read it."""
+
+    sealed = False
+
+    def _late(self, what: str) -> None:
+        if self.sealed:
+            LATE.append(what)
+            raise AssertionError(f"the RayCluster manifest was read after the reader: {what}")
+
+    def __getitem__(self, key: str) -> Any:
+        self._late(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._late(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self._late(str(key))
+        return super().__contains__(key)
+
+    def __iter__(self) -> Iterator[str]:
+        self._late("iter")
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        self._late("keys")
+        return super().keys()
+
+    def items(self) -> Any:
+        self._late("items")
+        return super().items()
+
+    def values(self) -> Any:
+        self._late("values")
+        return super().values()
+
+
+@pytest.fixture(autouse=True)
+def _sealing_reader(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The round's reader seals the manifest it read."""
+    LATE.clear()
+
+    def read(manifest: Any, **kwargs: Any) -> ScalingSpec:
+        scaling = read_spec(manifest, **kwargs)
+        if isinstance(manifest, Manifest):
+            manifest.sealed = True
+        return scaling
+
+    monkeypatch.setattr(decide, "read_spec", read)
+    yield
+    assert LATE == []  # also what a broad `except` in the round would have swallowed
+
+
+def manifest(body: dict[str, Any]) -> Manifest:
+    return Manifest(body)
+
+
+def idle(pod_name: str) -> ray.RayNodeState:
+    return ray.RayNodeState(
+        f"id-{pod_name}", ray.NodeStatus.IDLE, instance_id=pod_name, idle_duration_ms=3_600_000
+    )
+
+
+def test_the_manifest_refuses_reads_once_sealed() -> None:
+    """The control: a sealed manifest is noticed, however it is read."""
+    body = manifest(rc(group("a")))
+    assert body.get("spec") is not None
+    body.sealed = True
+    for read in (
+        lambda: body.get("metadata"),
+        lambda: body["spec"],
+        lambda: "status" in body,
+        lambda: {**body},
+    ):
+        with pytest.raises(AssertionError, match="after the reader"):
+            read()
+    assert LATE[:3] == ["metadata", "spec", "status"]
+    LATE.clear()
+
+
+async def test_a_scale_up_for_a_request_reads_the_manifest_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = Api(monkeypatch)
+    FakeGcs.state = gcs_state()
+    body = rc(group("cpu", replicas=0), gpu_group())
+    body["metadata"]["annotations"] = {
+        "rayscale.io/max-node-provision-seconds": "30",
+        "rayscale.io/unprovisioned-grace-seconds": "10",
+    }
+    body["spec"]["autoscalerOptions"] = {"version": "v1"}  # RayCompatible False: an Event
+    events = Events()
+    source = Source(manifest(body), requests=[rrr(3)])
+    assert await autoscaler(source, events).step(KEY) == 5
+    assert api.patches[0][0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "42"}
+    assert api.patches[0][1:] == [{"op": "replace", "path": "/spec/workerGroupSpecs/1/replicas", "value": 3}]
+    assert [name for name, _ in api.statuses] == ["reserve"]  # the request is bound to the cluster
+    assert ("Normal", "ScaledUp", "group gpu: 0 -> 3 replicas") in events.posted
+    assert "AutoscalerV1" in events.reasons("Warning")
+    assert {e.kind for e in events.events} == {"RayCluster"}
+    assert {e.name for e in events.events} == {"rc"}
+
+
+async def test_an_idle_removal_reads_the_manifest_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = Api(monkeypatch)
+    body = rc(group("a", replicas=2, scaleStrategy={"workersToDelete": ["gone"]}))
+    body["spec"]["autoscalerOptions"] = {"idleTimeoutSeconds": 60}
+    FakeGcs.state = gcs_state(idle("w1"), idle("w2"))
+    source = Source(manifest(body), [pod("w1", "a"), pod("w2", "a")])
+    await autoscaler(source).step(KEY)
+    assert sorted(FakeGcs.drained) == ["id-w1", "id-w2"]
+    (patch,) = api.patches
+    assert patch[1:] == [
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 0},
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy",
+         "value": {"workersToDelete": ["w1", "w2"]}},
+    ]  # fmt: skip
+
+
+async def test_a_conflict_replans_on_the_fresh_manifest_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    fresh = manifest(rc(group("cpu", replicas=0), gpu_group(replicas=1), rv="43"))
+    api = Api(monkeypatch, conflicts=1, fresh=fresh)
+    source = Source(manifest(rc(group("cpu", replicas=0), gpu_group())), requests=[rrr(3)])
+    assert await autoscaler(source).step(KEY) == 5
+    assert [p[0]["value"] for p in api.patches] == ["42", "43"]
+    assert fresh.sealed
+
+
+async def test_the_gcs_address_and_token_come_from_the_typed_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, source = token_cluster(monkeypatch, "10.9.8.7:6379")
+    assert source.body is not None
+    source.body = manifest(source.body)
+    events = Events()
+    await autoscaler(source, events).step(KEY)
+    assert FakeGcs.dialed == [("rc-head-svc.ns.svc.cluster.local:6379", "s3cret")]
+    assert events.reasons("Warning") == ["GcsAddressIgnored"]
+
+
+async def test_an_unreachable_gcs_reads_the_manifest_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    Api(monkeypatch)  # the GCS does not answer
+    events = Events()
+    source = Source(manifest(rc(group("a", replicas=0))), [pod("rc-head", L.HEAD_GROUP)])
+    await autoscaler(source, events).step(KEY)
+    assert events.reasons("Warning") == ["GcsUnreachable"]
