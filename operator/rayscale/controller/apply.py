@@ -173,13 +173,11 @@ class PlanApplier:
         for step in steps:
             failures: list[ReconcileError] = []
             try:
-                await _bounded(
-                    [self._deleter(meta, body, d, failures, done) for d in step.deletes], MAX_PARALLEL_CALLS
-                )
+                await _bounded([self._deleter(done, d, failures) for d in step.deletes], MAX_PARALLEL_CALLS)
                 done.flush()
                 if not failures:
                     await _bounded(
-                        [self._creator(meta, body, c, failures, wanted, done) for c in step.creates],
+                        [self._creator(done, c, failures, wanted) for c in step.creates],
                         MAX_PARALLEL_CALLS,
                     )
             finally:  # what was done is told, also when the step failed or was cancelled
@@ -189,25 +187,18 @@ class PlanApplier:
         return None
 
     def _deleter(
-        self,
-        meta: ClusterMeta,
-        body: Mapping[str, Any],
-        action: DeletePod,
-        failures: list[ReconcileError],
-        done: _Done,
+        self, done: _Done, action: DeletePod, failures: list[ReconcileError]
     ) -> Callable[[], Awaitable[None]]:
+        meta = done.meta
+
         async def call() -> None:
             try:
                 async with self.slots.held(_key(meta)):
                     await ops.delete_pod(self.api, meta.namespace, action.name)
             except ops.KubeError as exc:
-                reason = (
-                    "FailedDeleteAllPods"
-                    if action.why in ALL_PODS
-                    else f"FailedDelete{_pod_word(action.kind)}"
-                )
-                self.events.post(body, "Warning", f"FailedToDelete{_pod_word(action.kind)}", str(exc))
-                failures.append(ReconcileError(str(exc), reason, exc.retry_after))
+                word = _pod_word(action.kind)
+                reason = "FailedDeleteAllPods" if action.why in ALL_PODS else f"FailedDelete{word}"
+                self._failed(done, failures, exc, f"FailedToDelete{word}", reason)
                 return
             if action.why not in NOT_EXPECTED:
                 self.expectations.expect((meta.namespace, meta.name, action.group), action.name, "delete")
@@ -218,13 +209,13 @@ class PlanApplier:
 
     def _creator(
         self,
-        meta: ClusterMeta,
-        body: Mapping[str, Any],
+        done: _Done,
         action: CreatePod,
         failures: list[ReconcileError],
         wanted: Callable[[], bool] | None,
-        done: _Done,
     ) -> Callable[[], Awaitable[None]]:
+        meta = done.meta
+
         async def call() -> None:
             if wanted is not None and not wanted():
                 return
@@ -232,12 +223,17 @@ class PlanApplier:
                 async with self.slots.held(_key(meta)):
                     name = await ops.create_pod(self.api, meta.namespace, action.manifest)
             except ops.KubeError as exc:
-                self.events.post(body, "Warning", f"FailedToCreate{_pod_word(action.kind)}", str(exc))
-                failures.append(
-                    ReconcileError(str(exc), f"FailedCreate{_pod_word(action.kind)}", exc.retry_after)
-                )
+                word = _pod_word(action.kind)
+                self._failed(done, failures, exc, f"FailedToCreate{word}", f"FailedCreate{word}")
                 return
             self.expectations.expect((meta.namespace, meta.name, action.group), name, "create")
             done.add("Created", f"Created{_pod_word(action.kind)}", action.kind, name)
 
         return call
+
+    def _failed(
+        self, done: _Done, failures: list[ReconcileError], exc: ops.KubeError, event: str, reason: str
+    ) -> None:
+        """A pod call failed: a Warning Event `event` on the RayCluster, and the step's failure."""
+        self.events.post(done.body, "Warning", event, str(exc))
+        failures.append(ReconcileError(str(exc), reason, exc.retry_after))
