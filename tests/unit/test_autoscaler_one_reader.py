@@ -8,7 +8,9 @@ run with the API and the GCS faked on a manifest that fails the test when read a
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from tests.support.fakes import EventLog as Events
 from tests.support.fakes import FakeApi as Api
 from tests.support.fakes import FakeSource as Source
 
+import rayscale
 from rayscale.autoscaler import decide
 from rayscale.autoscaler.spec_reader import ScalingSpec, read_spec
 from rayscale.common import labels as L
@@ -170,3 +173,83 @@ async def test_an_unreachable_gcs_reads_the_manifest_once(monkeypatch: pytest.Mo
     source = Source(manifest(rc(group("a", replicas=0))), [pod("rc-head", L.HEAD_GROUP)])
     await autoscaler(source, events).step(KEY)
     assert events.reasons("Warning") == ["GcsUnreachable"]
+
+
+# ----------------------------------------------------------------------------- the same, read in the source
+
+PACKAGE = Path(rayscale.__file__).parent
+#: The round's code: the autoscaler, and the helpers it reads a cluster with.
+HELPERS = ("ray/address.py", "api/virtualcluster_names.py", "cluster/naming.py")
+ROUND = [*sorted((PACKAGE / "autoscaler").rglob("*.py")), *(PACKAGE / p for p in HELPERS)]
+MANIFEST_NAMES = {"cluster", "raycluster", "manifest", "fresh"}  # what a RayCluster manifest is called
+#: (module, function): where a manifest may be read: the reader, and what runs before it (whether
+#: a round runs at all: eligibility, the in-tree check) or instead of it (a cluster not taken).
+ALLOWED = {
+    ("autoscaler/spec_reader.py", "read_spec"),
+    ("autoscaler/eligibility.py", "eligibility"),
+    ("autoscaler/loop.py", "_step"),
+    ("autoscaler/loop.py", "_written"),
+}
+#: (module, function): where a manifest may be passed on: into the reader, or before it.
+TAKES_MANIFEST = {
+    ("autoscaler/decide.py", "run"),
+    ("autoscaler/decide.py", "_read"),
+    ("autoscaler/eligibility.py", "eligibility"),
+    ("autoscaler/loop.py", "_not_taken"),
+    ("autoscaler/loop.py", "_written"),
+    ("autoscaler/reporter.py", "refused"),
+    # a manifest given to it goes to the reader (tests, simulate); a round gives it its ScalingSpec
+    ("autoscaler/snapshot.py", "build_snapshot"),
+}
+
+
+def _name(node: ast.expr) -> str | None:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _manifest_reads(function: ast.AST) -> Iterator[str]:
+    """``cluster.get("spec")``, ``cluster["metadata"]`` and the like in `function`."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            receiver, key = node.func.value, node.args[0] if node.args else None
+        elif isinstance(node, ast.Subscript):
+            receiver, key = node.value, node.slice
+        else:
+            continue
+        if _name(receiver) in MANIFEST_NAMES and isinstance(key, ast.Constant) and isinstance(key.value, str):
+            yield f"{_name(receiver)}[{key.value!r}]"
+
+
+def _manifest_parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[str]:
+    """Parameters named like a manifest and typed as a plain mapping (``Obj``, ``Mapping[...]``)."""
+    for arg in [*function.args.args, *function.args.kwonlyargs]:
+        shape = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+        if arg.arg in MANIFEST_NAMES and ("Obj" in shape or "Mapping" in shape):
+            yield f"{arg.arg}: {shape}"
+
+
+def test_the_round_reads_no_manifest_after_the_reader_in_its_source() -> None:
+    """The paths the rounds above do not take: no function of the round reads a RayCluster manifest
+    or takes one, but the reader and what runs before it."""
+    found = []
+    for path in ROUND:
+        where = path.relative_to(PACKAGE).as_posix()
+        for function in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if (where, function.name) not in ALLOWED:
+                found += [f"{where} {function.name}: reads {r}" for r in _manifest_reads(function)]
+            if (where, function.name) not in TAKES_MANIFEST | ALLOWED:
+                found += [f"{where} {function.name}: takes {p}" for p in _manifest_parameters(function)]
+    assert found == []
+
+
+def test_the_source_check_finds_a_manifest_read() -> None:
+    """The control: the check sees a read and a parameter of the shapes it looks for."""
+    (function,) = ast.parse(
+        "def f(cluster: Obj, fresh: Mapping[str, Any]) -> None:\n"
+        "    cluster.get('metadata')\n    fresh['spec']\n    pod.get('spec')\n"
+    ).body
+    assert isinstance(function, ast.FunctionDef)
+    assert list(_manifest_reads(function)) == ["cluster['metadata']", "fresh['spec']"]
+    assert list(_manifest_parameters(function)) == ["cluster: Obj", "fresh: Mapping[str, Any]"]
