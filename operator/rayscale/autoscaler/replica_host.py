@@ -8,6 +8,7 @@ going; with a removal cause unless it was drained by someone else while it works
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -16,7 +17,17 @@ from rayscale.autoscaler.snapshot import is_unborn
 from rayscale.common.pods import is_unhealthy, phase, pod_name
 from rayscale.common.types import Obj
 
-__all__ = ["ORDER", "RANK", "STARTING", "FailureCause", "HostState", "ReplicaState", "host_state"]
+__all__ = [
+    "ORDER",
+    "RANK",
+    "STARTING",
+    "FailureCause",
+    "HostState",
+    "ReplicaState",
+    "host_state",
+    "in_listing_order",
+    "listing_rank",
+]
 
 
 class ReplicaState(StrEnum):
@@ -42,6 +53,18 @@ ORDER = (
     ReplicaState.IDLE,
 )
 RANK = {state: rank for rank, state in enumerate(ORDER)}
+# The order replicas are listed and counted in (`rayscale status`, the status page): ReplicaState's.
+_LISTING = {str(state): rank for rank, state in enumerate(ReplicaState)}
+
+
+def listing_rank(state: str) -> int:
+    """Where replicas in `state` are listed: in ReplicaState's order, a state not known after all."""
+    return _LISTING.get(state, len(_LISTING))
+
+
+def in_listing_order(states: Iterable[str]) -> list[str]:
+    """`states` as they are listed: the known ones in ReplicaState's order, then any other by name."""
+    return sorted(states, key=lambda state: (listing_rank(state), state))
 
 
 class FailureCause(StrEnum):

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from rayscale.autoscaler.history import WorkKind
-from rayscale.autoscaler.replica_host import ReplicaState
+from rayscale.autoscaler.replica_host import in_listing_order
 from rayscale.autoscaler.status import shape_text
 from rayscale.common.timefmt import parse_time
 from rayscale.common.types import Obj
@@ -45,7 +45,6 @@ BYTES = frozenset({"memory", "object_store_memory"})
 # Ray's resources of placed placement group bundles (CPU_group_<pg>, CPU_group_<i>_<pg>,
 # bundle_group_...): `ray status` leaves them out, the node's own resources already count them.
 PG_RESOURCE = re.compile(r"^.+_group_(?:\d+_)?[0-9a-f]{16,}$")
-STATES = tuple(ReplicaState)  # a replica's states, in their order
 ANSI = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 STYLE = {
     "requested": "yellow",
@@ -135,8 +134,7 @@ def max_text(value: Any) -> str:
 
 
 def counts_text(states: Mapping[str, int]) -> str:
-    ordered = [s for s in STATES if states.get(s)] + sorted(s for s in states if s not in STATES)
-    return ", ".join(f"{states[s]} {s}" for s in ordered if states[s]) or "-"
+    return ", ".join(f"{states[s]} {s}" for s in in_listing_order(states) if states[s]) or "-"
 
 
 # ---------------------------------------------------------------------------- layout

@@ -15,13 +15,13 @@ from typing import Any
 
 from aiohttp import web
 
+from rayscale.autoscaler.replica_host import listing_rank
 from rayscale.common.timefmt import rfc3339
 from rayscale.web.api import API, NO_AUTOSCALER, SERVED, autoscaler_of, view_of
 from rayscale.web.parts import (
     CSP,
     MAX_ROWS,
     NONE,
-    STATES,
     TICKS,
     UNBOUNDED,
     age,
@@ -185,10 +185,8 @@ def _window(ages: Iterable[float]) -> int:
 
 def _replicas(view: Mapping[str, Any], now: datetime) -> str:
     """Each replica a row: its state since when, as a bar on a shared time axis ending now."""
-    order = {s: i for i, s in enumerate(STATES)}
     replicas = sorted(
-        view["replicas"],
-        key=lambda r: (r["gone"], r["group"], order.get(r["state"], len(STATES)), r["since"]),
+        view["replicas"], key=lambda r: (r["gone"], r["group"], listing_rank(r["state"]), r["since"])
     )
     shown = replicas[:MAX_ROWS]
     ages = [since(r["since"], now) for r in shown]

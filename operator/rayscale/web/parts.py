@@ -11,13 +11,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from rayscale.autoscaler.lifecycle import ReplicaState
+from rayscale.autoscaler.replica_host import in_listing_order
 from rayscale.common.timefmt import parse_time
 
 MAX_ROWS = 300  # replicas and Ray nodes listed on the page (all of them are in the JSON API)
 UNBOUNDED = 2147483647  # maxReplicas of a group that sets none
 BYTES = frozenset({"memory", "object_store_memory"})
-STATES = tuple(str(state) for state in ReplicaState)  # the order the page lists them in
 TICKS = (60, 120, 300, 600, 900, 1800, 3600)  # timeline widths, seconds
 NONE = '<span class="muted">—</span>'
 
@@ -139,8 +138,7 @@ def chip(text: object, cls: str = "") -> str:
 
 
 def state_chips(states: Mapping[str, int]) -> str:
-    ordered = [s for s in STATES if s in states] + sorted(s for s in states if s not in STATES)
-    chips = [chip(f"{states[s]} {s}", f"s-{s}") for s in ordered if states[s]]
+    chips = [chip(f"{states[s]} {s}", f"s-{s}") for s in in_listing_order(states) if states[s]]
     return "".join(chips) or '<span class="muted">none</span>'
 
 
