@@ -29,6 +29,7 @@ from rayscale.autoscaler.ray_report import LaunchFailure, autoscaling_state, nex
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.snapshot import build_snapshot
 from rayscale.common import labels as L
+from rayscale.common.types import Manifest
 from rayscale.ray.client import GcsClient
 from rayscale.ray.model import AutoscalingState, ClusterState, ResourceRequest
 from tests.support.polling import eventually
@@ -46,13 +47,12 @@ HEAD_ENV = {
     "RAY_enable_infeasible_task_early_exit": "true",
     "RAY_raylet_start_wait_time_s": "120",  # a busy machine can take longer than the default 30 s
 }
-Obj = dict[str, Any]
 
 
 # ---- a RayCluster body and pods, as the autoscaler reads them ----
 
 
-def _group(name: str, replicas: int, **limits: str) -> Obj:
+def _group(name: str, replicas: int, **limits: str) -> Manifest:
     container = {"name": "ray-worker", "resources": {"limits": {"cpu": "4", "memory": "8Gi", **limits}}}
     return {
         "groupName": name,
@@ -64,7 +64,7 @@ def _group(name: str, replicas: int, **limits: str) -> Obj:
     }
 
 
-def _cluster(*groups: Obj) -> Obj:
+def _cluster(*groups: Manifest) -> Manifest:
     head = {"name": "ray-head", "resources": {"limits": {"cpu": "1", "memory": "2Gi"}}}
     return {
         **RAYCLUSTER.type_meta(),
@@ -77,7 +77,7 @@ def _cluster(*groups: Obj) -> Obj:
     }
 
 
-def _unschedulable_pod(name: str, group: str) -> Obj:
+def _unschedulable_pod(name: str, group: str) -> Manifest:
     created = (datetime.now(UTC) - timedelta(seconds=40)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "metadata": {
@@ -102,7 +102,7 @@ class Reporter:
     reports: list[AutoscalingState] = field(default_factory=list)
 
     async def round(
-        self, cluster: Obj, pods: Sequence[Obj] = (), failures: Sequence[LaunchFailure] = ()
+        self, cluster: Manifest, pods: Sequence[Manifest] = (), failures: Sequence[LaunchFailure] = ()
     ) -> AutoscalingState:
         state = await self.gcs.get_cluster_resource_state()
         now = datetime.now(UTC)

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-Obj = dict[str, Any]
+from rayscale.common.types import Manifest
 
 
 class _Absent:
@@ -84,14 +84,14 @@ def _ray_start(text: str) -> Any:
     if at < 0:
         # Any other script, line by line, so that a difference names its line.
         return text.splitlines() if "\n" in text else text
-    flags: Obj = {}
+    flags: Manifest = {}
     for word in text[at + len("ray start") :].split():
         name, eq, value = word.partition("=")
         flags[name.removeprefix("--")] = value if eq else True
     return {"before": text[:at].rstrip(), "ray start": flags}
 
 
-def _normalise_container(container: Obj) -> None:
+def _normalise_container(container: Manifest) -> None:
     command = container.get("command") or []
     # Shell scripts: KubeRay's generated args (see _shell_text, _ray_start).
     if command and command[0] in _SHELLS and "-c" in command:
@@ -105,13 +105,13 @@ def _normalise_container(container: Obj) -> None:
         port.setdefault("protocol", "TCP")
 
 
-def _normalise_pod_spec(spec: Obj) -> None:
+def _normalise_pod_spec(spec: Manifest) -> None:
     for kind in ("containers", "initContainers", "ephemeralContainers"):
         for container in spec.get(kind) or []:
             _normalise_container(container)
 
 
-def _normalise_pod(pod: Obj) -> None:
+def _normalise_pod(pod: Manifest) -> None:
     _normalise_pod_spec(pod.get("spec") or {})
     labels = (pod.get("metadata") or {}).get("labels") or {}
     group = labels.get("ray.io/group", "")
@@ -125,7 +125,7 @@ def _normalise_pod(pod: Obj) -> None:
         labels["ray.io/worker-group-replica-name"] = f"{group}-{RANDOM}"
 
 
-def _normalise_secret(secret: Obj) -> None:
+def _normalise_secret(secret: Manifest) -> None:
     # The API server stores stringData base64-encoded in data.
     data = secret.setdefault("data", {})
     for key, value in (secret.pop("stringData", None) or {}).items():
@@ -143,7 +143,7 @@ def _normalise_status(status: Any) -> Any:
     blank), and so are rayscale's."""
     if not isinstance(status, dict):
         return status
-    out: Obj = {}
+    out: Manifest = {}
     for key, value in status.items():
         if key in _STATUS_CLOCKS:
             value = TIME
@@ -170,11 +170,11 @@ def _drop_empty(value: Any) -> Any:
     return value
 
 
-def normalise(answer: Mapping[str, Any]) -> tuple[dict[str, Obj], Obj]:
+def normalise(answer: Mapping[str, Any]) -> tuple[dict[str, Manifest], Manifest]:
     """The answer's objects keyed by role, and the RayCluster's finalizers and status."""
     cluster = answer["name"]
     renamed: dict[str, str] = {}
-    objects: dict[str, Obj] = {}
+    objects: dict[str, Manifest] = {}
     for raw in answer.get("objects") or []:
         obj = _drop_empty(raw)
         meta = obj.setdefault("metadata", {})
@@ -211,7 +211,7 @@ def normalise(answer: Mapping[str, Any]) -> tuple[dict[str, Obj], Obj]:
     return objects, {"metadata": {"finalizers": finalizers}, "status": status}
 
 
-def _role(obj: Obj, cluster: str) -> str:
+def _role(obj: Manifest, cluster: str) -> str:
     kind = obj.get("kind", "?")
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
@@ -241,7 +241,7 @@ def _role(obj: Obj, cluster: str) -> str:
 # ----------------------------------------------------------------------------- diff
 
 
-def _item_key(list_name: str) -> Callable[[Obj], str | None] | None:
+def _item_key(list_name: str) -> Callable[[Manifest], str | None] | None:
     """How items of a list are told apart, for lists whose items have an identity."""
     by_name = {"containers", "initContainers", "ephemeralContainers", "env", "volumes", "conditions"}
     if list_name in by_name:
@@ -264,7 +264,7 @@ def _step(path: str, key: str) -> str:
     return f"{path}[{key}]" if ("." in key or "/" in key) else (f"{path}.{key}" if path else key)
 
 
-def _keyed(items: list[Any], key: Callable[[Obj], str | None]) -> dict[str, Any] | None:
+def _keyed(items: list[Any], key: Callable[[Manifest], str | None]) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     for item in items:
         k = key(item) if isinstance(item, dict) else None

@@ -21,45 +21,44 @@ import json
 from collections import Counter
 from typing import Any
 
+from rayscale.common.types import Manifest
 from tests.kuberay import documents, lifecycle_side
 from tests.kuberay.compare import ABSENT, Difference, compare
 from tests.kuberay.oracle import Oracle, OracleError
-
-Obj = dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
 class Script:
     name: str
-    steps: list[Obj]  # {"name", "cluster"} or {"name", "delete": True}
+    steps: list[Manifest]  # {"name", "cluster"} or {"name", "delete": True}
 
 
-def _case(name: str) -> Obj:
+def _case(name: str) -> Manifest:
     (doc,) = documents.rayclusters(documents.CASES / name, "case", documents.CASES)
     return copy.deepcopy(doc.body)
 
 
-def _example(name: str) -> Obj:
+def _example(name: str) -> Manifest:
     (doc,) = documents.rayclusters(documents.EXAMPLES / name, "example", documents.EXAMPLES)
     body = copy.deepcopy(doc.body)
     body["spec"]["enableInTreeAutoscaling"] = False  # the controller's own scaling decisions
     return body
 
 
-def _then(body: Obj, edit: Any) -> Obj:
+def _then(body: Manifest, edit: Any) -> Manifest:
     out = copy.deepcopy(body)
     edit(out["spec"])
     return out
 
 
-def _groups(spec: Obj) -> dict[str, Obj]:
+def _groups(spec: Manifest) -> dict[str, Manifest]:
     return {g["groupName"]: g for g in spec["workerGroupSpecs"]}
 
 
 def _set(**changes: Any) -> Any:
     """An edit of worker groups: ``_set(cpu={"replicas": 3})``."""
 
-    def edit(spec: Obj) -> None:
+    def edit(spec: Manifest) -> None:
         for group, fields in changes.items():
             _groups(spec)[group].update(copy.deepcopy(fields))
 
@@ -86,7 +85,7 @@ def scripts() -> list[Script]:
     )
     ft = _case("gcs-ft-options.yaml")
     ft_up = _then(ft, lambda s: s["workerGroupSpecs"][0].update(replicas=2))
-    plan: list[tuple[str, list[tuple[str, Obj | None]]]] = [
+    plan: list[tuple[str, list[tuple[str, Manifest | None]]]] = [
         ("scale", [("create", multi), ("scale-up", up), ("workers-to-delete-multi-host", named),
                    ("scale-down", down)]),
         ("suspend", [("create", basic), ("suspend", suspended), ("resume", resumed)]),
@@ -106,7 +105,7 @@ def scripts() -> list[Script]:
     ]
 
 
-def oracle_run(oracle: Oracle, scripts: list[Script]) -> list[list[Obj]]:
+def oracle_run(oracle: Oracle, scripts: list[Script]) -> list[list[Manifest]]:
     """KubeRay's answers, step by step, for each script."""
     payload = json.dumps([{"name": s.name, "steps": s.steps} for s in scripts])
     results = oracle.run(["-lifecycle"], payload)
@@ -137,7 +136,7 @@ def compare_events(document: str, kuberay: list[str], rayscale: list[str]) -> li
     ]
 
 
-Judged = list[tuple[str, Obj, Obj]]  # (document id, KubeRay's answer, rayscale's) per step
+Judged = list[tuple[str, Manifest, Manifest]]  # (document id, KubeRay's answer, rayscale's) per step
 
 
 def run_all(oracle: Oracle, judged: list[Script] | None = None) -> Judged:

@@ -26,12 +26,12 @@ from unittest import mock
 import jsonpatch
 
 from rayscale.common.retry import Failed
-from rayscale.common.types import ClusterKey
+from rayscale.common.types import ClusterKey, Manifest
 from rayscale.controller import runner
 from rayscale.controller.runner import ControllerConfig, RayClusterController
 from rayscale.kube import ops
 from tests.kuberay import rayscale_side
-from tests.kuberay.rayscale_side import MAX_ROUNDS, Obj, admit, kuberay_defaults, merge_patch
+from tests.kuberay.rayscale_side import MAX_ROUNDS, admit, kuberay_defaults, merge_patch
 
 DELETED_AT = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the deletion timeout counts from it
 POD_REF = "pod:"  # "pod:<group>/<replica index>[/<host index>]" in workersToDelete
@@ -51,9 +51,9 @@ class Store:
 
     KINDS = ("secrets", "ingresses", "rbac", "services", "pods", "jobs")
 
-    def __init__(self, body: Obj) -> None:
-        self.body: Obj | None = body
-        self.objects: dict[str, dict[str, Obj]] = {kind: {} for kind in self.KINDS}
+    def __init__(self, body: Manifest) -> None:
+        self.body: Manifest | None = body
+        self.objects: dict[str, dict[str, Manifest]] = {kind: {} for kind in self.KINDS}
         self.events: list[str] = []
         self.made = 0
         self.version = 1
@@ -65,13 +65,13 @@ class Store:
             self.body["metadata"]["resourceVersion"] = str(self.version)
 
     # ---- ClusterSource
-    def cluster(self, key: ClusterKey) -> Obj | None:
+    def cluster(self, key: ClusterKey) -> Manifest | None:
         return copy.deepcopy(self.body)
 
-    def pods(self, key: ClusterKey) -> Sequence[Obj]:
+    def pods(self, key: ClusterKey) -> Sequence[Manifest]:
         return [copy.deepcopy(p) for p in self.objects["pods"].values()]
 
-    def services(self, key: ClusterKey) -> Sequence[Obj]:
+    def services(self, key: ClusterKey) -> Sequence[Manifest]:
         return [copy.deepcopy(s) for s in self.objects["services"].values()]
 
     def cluster_keys(self) -> Sequence[ClusterKey]:
@@ -82,7 +82,7 @@ class Store:
         self.events.append(f"{type_} {reason} {message}")
 
     # ---- rayscale.kube.ops
-    async def create_pod(self, api: Any, namespace: str, manifest: Obj) -> str:
+    async def create_pod(self, api: Any, namespace: str, manifest: Manifest) -> str:
         pod = copy.deepcopy(manifest)
         meta = pod["metadata"]
         if not meta.get("name"):
@@ -95,7 +95,7 @@ class Store:
         return self.objects["pods"].pop(name, None) is not None
 
     def _creator(self, kind: str) -> Any:
-        async def create(api: Any, namespace: str, manifest: Obj) -> bool:
+        async def create(api: Any, namespace: str, manifest: Manifest) -> bool:
             name = manifest["metadata"]["name"]
             if name in self.objects[kind]:
                 return False
@@ -107,17 +107,17 @@ class Store:
 
         return create
 
-    async def get_job(self, api: Any, namespace: str, name: str) -> Obj | None:
+    async def get_job(self, api: Any, namespace: str, name: str) -> Manifest | None:
         return copy.deepcopy(self.objects["jobs"].get(name))
 
-    async def patch_raycluster_status(self, api: Any, namespace: str, name: str, patch: Obj) -> bool:
+    async def patch_raycluster_status(self, api: Any, namespace: str, name: str, patch: Manifest) -> bool:
         if self.body is None:
             raise ops.KubeError(f"rayclusters/{name} not found", 404)
         self.body["status"] = merge_patch(self.body.get("status"), patch["status"])
         self._bump()
         return True
 
-    async def json_patch_raycluster(self, api: Any, namespace: str, name: str, patch: list[Obj]) -> None:
+    async def json_patch_raycluster(self, api: Any, namespace: str, name: str, patch: list[Manifest]) -> None:
         if self.body is None:
             raise ops.KubeError(f"rayclusters/{name} not found", 404)
         self.body = jsonpatch.apply_patch(self.body, patch)
@@ -147,7 +147,7 @@ class Store:
             yield
 
     # ---- the user and the kubelet
-    def apply(self, doc: Obj) -> None:
+    def apply(self, doc: Manifest) -> None:
         """A new version of the RayCluster, as the API server stores it."""
         assert self.body is not None
         self._resolve_pod_names(doc)
@@ -172,7 +172,7 @@ class Store:
         else:
             self.body = None
 
-    def _resolve_pod_names(self, doc: Obj) -> None:
+    def _resolve_pod_names(self, doc: Manifest) -> None:
         for group in (doc.get("spec") or {}).get("workerGroupSpecs") or []:
             names = (group.get("scaleStrategy") or {}).get("workersToDelete") or []
             for i, ref in enumerate(names):
@@ -201,7 +201,9 @@ class Store:
     def state(self) -> str:
         return json.dumps([self.objects, self.body], sort_keys=True, default=str)
 
-    def answer(self, name: str, namespace: str, events: list[str], errors: list[str], rounds: int) -> Obj:
+    def answer(
+        self, name: str, namespace: str, events: list[str], errors: list[str], rounds: int
+    ) -> Manifest:
         objects = [copy.deepcopy(o) for kind in self.KINDS for o in self.objects[kind].values()]
         cluster = None
         if self.body is not None:
@@ -225,7 +227,7 @@ async def _settle(controller: RayClusterController, store: Store, key: ClusterKe
     return rounds
 
 
-async def _run(steps: Sequence[Obj]) -> list[Obj]:
+async def _run(steps: Sequence[Manifest]) -> list[Manifest]:
     first = steps[0]["cluster"]
     store = Store(admit(first))
     assert store.body is not None
@@ -249,7 +251,7 @@ async def _run(steps: Sequence[Obj]) -> list[Obj]:
     return answers
 
 
-def run_script(steps: Sequence[Obj]) -> list[Obj]:
+def run_script(steps: Sequence[Manifest]) -> list[Manifest]:
     """rayscale's answer after each step of a lifecycle script (see the module's doc)."""
     with kuberay_defaults():
         return asyncio.run(_run(steps))

@@ -28,6 +28,7 @@ from rayscale.api.registry import RAYCLUSTER
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.naming import AUTH_TOKEN_KEY
 from rayscale.cluster.validation import Invalid
+from rayscale.common.types import Manifest
 from rayscale.controller import tokenauth
 from rayscale.controller.apply import NOT_EXPECTED
 from rayscale.controller.expectations import ScaleExpectations
@@ -55,7 +56,6 @@ CLUSTER_IP = "10.96.0.10"  # as the oracle
 CREATED = "2026-01-01T00:00:00Z"  # as the oracle
 NOW = datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the API server's generateName alphabet
-Obj = dict[str, Any]
 
 
 def structural_default(obj: Any, schema: Mapping[str, Any]) -> None:
@@ -77,7 +77,7 @@ def structural_default(obj: Any, schema: Mapping[str, Any]) -> None:
             structural_default(item, schema["items"])
 
 
-def admit(doc: Mapping[str, Any]) -> Obj:
+def admit(doc: Mapping[str, Any]) -> Manifest:
     """The document as rayscale's CRD stores it."""
     body = copy.deepcopy(dict(doc))
     structural_default(body, object_schema(RAYCLUSTER))
@@ -100,7 +100,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
-def stored_service(svc: Obj) -> Obj:
+def stored_service(svc: Manifest) -> Manifest:
     stored = copy.deepcopy(svc)
     spec = stored.setdefault("spec", {})
     spec.setdefault("type", "ClusterIP")
@@ -113,7 +113,7 @@ def stored_service(svc: Obj) -> Obj:
     return stored
 
 
-def _stored_pod(manifest: Obj, rng: random.Random) -> Obj:
+def _stored_pod(manifest: Manifest, rng: random.Random) -> Manifest:
     pod = copy.deepcopy(manifest)
     meta = pod["metadata"]
     if not meta.get("name"):
@@ -121,7 +121,7 @@ def _stored_pod(manifest: Obj, rng: random.Random) -> Obj:
     return pod
 
 
-def _apply(plan: Plan, meta: ClusterMeta, objects: dict[str, list[Obj]],
+def _apply(plan: Plan, meta: ClusterMeta, objects: dict[str, list[Manifest]],
            expectations: ScaleExpectations, rng: random.Random) -> None:  # fmt: skip
     """What PlanApplier does, against lists: Secrets (once, with a fresh token), Ingresses, Services, then
     each step's deletes and creates."""
@@ -175,7 +175,13 @@ def render(doc: Mapping[str, Any], *, seed: int = 0, sidecar: bool = False) -> d
 def _render(doc: Mapping[str, Any], seed: int, sidecar: bool) -> dict[str, Any]:
     body = admit(doc)
     meta = ClusterMeta.from_body(body)
-    objects: dict[str, list[Obj]] = {"pods": [], "services": [], "secrets": [], "ingresses": [], "rbac": []}
+    objects: dict[str, list[Manifest]] = {
+        "pods": [],
+        "services": [],
+        "secrets": [],
+        "ingresses": [],
+        "rbac": [],
+    }
     pods, services = objects["pods"], objects["services"]
     expectations = ScaleExpectations(clock=lambda: NOW.timestamp())
     rng = random.Random(seed)

@@ -22,11 +22,17 @@ from typing import Any
 import yaml
 from aiohttp import ClientSession, web
 
-Obj = dict[str, Any]
+from rayscale.common.types import Manifest
 
 
 def status(code: int, message: str, kind: str | None = None) -> web.Response:
-    body: Obj = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": code}
+    body: Manifest = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "code": code,
+    }
     if kind:
         body["details"] = {"kind": kind}
     return web.json_response(body, status=code)
@@ -45,11 +51,11 @@ def _matches(obj: Mapping[str, Any], selector: str | None) -> bool:
 class FakeKube:
     """What the fake API server holds; tests change it between calls."""
 
-    leases: dict[tuple[str, str], Obj] = field(default_factory=dict)
-    pods: list[Obj] = field(default_factory=list)
-    rayclusters: list[Obj] = field(default_factory=list)
-    requests: list[Obj] | None = field(default_factory=list)  # None: their CRD is not installed
-    events: list[Obj] = field(default_factory=list)
+    leases: dict[tuple[str, str], Manifest] = field(default_factory=dict)
+    pods: list[Manifest] = field(default_factory=list)
+    rayclusters: list[Manifest] = field(default_factory=list)
+    requests: list[Manifest] | None = field(default_factory=list)  # None: their CRD is not installed
+    events: list[Manifest] = field(default_factory=list)
     operators: dict[str, web.Application] = field(default_factory=dict)  # pod -> its status server
     forbidden: set[str] = field(default_factory=set)  # kinds answered 403: "leases", "proxy", ...
     asked: list[str] = field(default_factory=list)  # paths, in order
@@ -81,7 +87,7 @@ class FakeKube:
         app.middlewares.append(record)
         return app
 
-    def _in(self, items: list[Obj], request: web.Request) -> list[Obj]:
+    def _in(self, items: list[Manifest], request: web.Request) -> list[Manifest]:
         ns = request.match_info.get("ns")
         return [
             o

@@ -31,13 +31,13 @@ from hypothesis import strategies as st
 from rayscale.api.names import RAYRESOURCEREQUEST
 from rayscale.autoscaler.requests import bundle_problem
 from rayscale.cluster.validation import Invalid
+from rayscale.common.types import Manifest
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.reconcile import UNPLANNABLE, plan_cluster
 from rayscale.controller.snapshot import ClusterSnapshot
 from tests.support.builders import example
 from tests.support.invalid_specs import CASES, MAX_INT32
 
-Body = dict[str, Any]
 RAYCLUSTER, REQUEST = "RayCluster", "RayResourceRequest"
 TARGET = "fuzz-target"  # the autoscaling RayCluster the requests name (the test creates it)
 
@@ -119,7 +119,7 @@ COUNT_VALUES: list[Any] = [*EDGE_INTS, "3", 1.5, None, True]
 NAME_SUFFIXES = ["", "", "", "", "", "", "-" + "x" * 50, ".dotted", "-"]
 
 
-def _normalised(body: Body) -> Body:
+def _normalised(body: Manifest) -> Manifest:
     """A base with a few pods at most: replicas <= 1, maxReplicas <= 2, small requests."""
     for group in body["spec"].get("workerGroupSpecs") or []:
         group["replicas"] = min(group.get("replicas", 0), 1)
@@ -128,11 +128,11 @@ def _normalised(body: Body) -> Body:
     return body
 
 
-def _load(name: str) -> Body:
+def _load(name: str) -> Manifest:
     return _normalised(example(name))
 
 
-BASES: dict[str, Body] = {
+BASES: dict[str, Manifest] = {
     name: _load(name)
     for name in ("raycluster-basic.yaml", "raycluster-multihost-tpu.yaml", "demo/raycluster-autoscaling.yaml")
 }
@@ -187,17 +187,17 @@ def _shown(value: Any, cut: int = 40) -> str:
 Draw = Callable[[st.SearchStrategy[Any]], Any]
 
 
-def _groups(spec: Body) -> list[Any]:
+def _groups(spec: Manifest) -> list[Any]:
     groups = spec.get("workerGroupSpecs")
     return groups if isinstance(groups, list) else []
 
 
-def _group_index(draw: Draw, spec: Body) -> int | None:
+def _group_index(draw: Draw, spec: Manifest) -> int | None:
     groups = _groups(spec)
     return draw(st.integers(0, len(groups) - 1)) if groups else None
 
 
-def edit_anywhere(draw: Draw, spec: Body) -> str:
+def edit_anywhere(draw: Draw, spec: Manifest) -> str:
     """A value of any kind at any path, or a key added to any object."""
     if not spec:
         return "no edit (empty spec)"
@@ -215,7 +215,7 @@ def edit_anywhere(draw: Draw, spec: Body) -> str:
     return f"spec.{'.'.join(map(str, where))} = {_shown(value)}"
 
 
-def edit_count(draw: Draw, spec: Body) -> str:
+def edit_count(draw: Draw, spec: Manifest) -> str:
     i = _group_index(draw, spec)
     field, value = draw(st.sampled_from(COUNT_FIELDS)), draw(st.sampled_from(COUNT_VALUES))
     if i is None or not put(spec, ("workerGroupSpecs", i, field), value):
@@ -223,7 +223,7 @@ def edit_count(draw: Draw, spec: Body) -> str:
     return f"spec.workerGroupSpecs[{i}].{field} = {_shown(value)}"
 
 
-def edit_quantity(draw: Draw, spec: Body) -> str:
+def edit_quantity(draw: Draw, spec: Manifest) -> str:
     """A quantity where rayscale reads one: container resources, group resources, rayStartParams."""
     head = draw(st.booleans())
     i = None if head else _group_index(draw, spec)
@@ -255,7 +255,7 @@ def edit_quantity(draw: Draw, spec: Body) -> str:
     return f"spec.{'.'.join(map(str, path))} = {_shown(value)}"
 
 
-def edit_group_name(draw: Draw, spec: Body) -> str:
+def edit_group_name(draw: Draw, spec: Manifest) -> str:
     i = _group_index(draw, spec)
     if i is None or not isinstance(_groups(spec)[i], dict):
         return "no group-name edit"
@@ -269,7 +269,7 @@ def edit_group_name(draw: Draw, spec: Body) -> str:
     return f"spec.workerGroupSpecs[{i}].groupName = {_shown(name)}"
 
 
-def edit_ray_start_params(draw: Draw, spec: Body) -> str:
+def edit_ray_start_params(draw: Draw, spec: Manifest) -> str:
     i = None if draw(st.booleans()) else _group_index(draw, spec)
     prefix: tuple[Any, ...] = ("headGroupSpec",) if i is None else ("workerGroupSpecs", i)
     key, value = draw(st.sampled_from(PARAM_KEYS)), draw(st.sampled_from(PARAM_VALUES))
@@ -278,7 +278,7 @@ def edit_ray_start_params(draw: Draw, spec: Body) -> str:
     return f"spec.{'.'.join(map(str, prefix))}.rayStartParams.{key} = {_shown(value)}"
 
 
-def edit_template(draw: Draw, spec: Body) -> str:
+def edit_template(draw: Draw, spec: Manifest) -> str:
     i = None if draw(st.booleans()) else _group_index(draw, spec)
     prefix = "headGroupSpec" if i is None else f"workerGroupSpecs.{i}"
     path, value = draw(st.sampled_from(TEMPLATE_EDITS))
@@ -287,14 +287,14 @@ def edit_template(draw: Draw, spec: Body) -> str:
     return f"spec.{prefix}.template.{path} = {_shown(value)}"
 
 
-def edit_spec(draw: Draw, spec: Body) -> str:
+def edit_spec(draw: Draw, spec: Manifest) -> str:
     path, value = draw(st.sampled_from(SPEC_EDITS))
     if not put(spec, path, value):
         return "no spec edit"
     return f"spec.{path} = {_shown(value)}"
 
 
-def edit_known_bad(draw: Draw, spec: Body) -> str:
+def edit_known_bad(draw: Draw, spec: Manifest) -> str:
     """One of tests/support/invalid_specs.py's bad specs (they need the base's shape: applied first)."""
     case = draw(st.sampled_from(CASES))
     try:
@@ -306,7 +306,7 @@ def edit_known_bad(draw: Draw, spec: Body) -> str:
     return f"invalid_specs:{case.id}"
 
 
-def edit_remove(draw: Draw, spec: Body) -> str:
+def edit_remove(draw: Draw, spec: Manifest) -> str:
     if not spec:
         return "no removal (empty spec)"
     where = draw(st.sampled_from(paths(spec)))
@@ -337,14 +337,14 @@ class Expected:
 class FuzzObject:
     kind: str  # RAYCLUSTER | REQUEST
     base: str
-    body: Body  # without metadata.name: `named` sets it
+    body: Manifest  # without metadata.name: `named` sets it
     edits: tuple[str, ...]
     name_suffix: str = ""
     #: An update: the valid RayCluster it is an edit of is created first, runs, and then gets
     #: `body`'s spec (None: `body` is created as it is).
-    original: Body | None = None
+    original: Manifest | None = None
 
-    def named(self, name: str) -> Body:
+    def named(self, name: str) -> Manifest:
         body = copy.deepcopy(self.body)
         body["metadata"] = {"name": name + self.name_suffix}
         return body
@@ -384,9 +384,9 @@ REQUEST_CLUSTERS = [TARGET, TARGET, TARGET, "no-such-cluster", "", "Not A Name"]
 
 
 @st.composite
-def bundles(draw: Draw) -> Body:
+def bundles(draw: Draw) -> Manifest:
     keys = draw(st.lists(st.sampled_from(REQUEST_RESOURCES), min_size=1, max_size=2, unique=True))
-    bundle: Body = {"resources": {k: draw(st.sampled_from(REQUEST_AMOUNTS)) for k in keys}}
+    bundle: Manifest = {"resources": {k: draw(st.sampled_from(REQUEST_AMOUNTS)) for k in keys}}
     count = draw(st.sampled_from([*REQUEST_COUNTS, "absent"]))
     if count != "absent":
         bundle["count"] = count
@@ -396,7 +396,7 @@ def bundles(draw: Draw) -> Body:
 @st.composite
 def resource_requests(draw: Draw) -> FuzzObject:
     items = draw(st.lists(bundles(), min_size=1, max_size=3))
-    body: Body = {
+    body: Manifest = {
         **RAYRESOURCEREQUEST.type_meta(),
         "metadata": {},
         "spec": {"clusterName": draw(st.sampled_from(REQUEST_CLUSTERS)), "bundles": items},
@@ -439,7 +439,7 @@ def _distinct(strategy: st.SearchStrategy[FuzzObject], count: int, fuzz_seed: in
 # ---- what rayscale says ----
 
 
-def expected(kind: str, stored: Body) -> Expected:
+def expected(kind: str, stored: Manifest) -> Expected:
     """The outcome rayscale's code gives `stored` (the object as the API server returned it)."""
     if kind == REQUEST:
         problem = bundle_problem(stored)
@@ -458,7 +458,7 @@ def unforeseen(exp: Expected) -> bool:
 _TOKEN = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
 
 
-def named_field(body: Body, message: str) -> bool:
+def named_field(body: Manifest, message: str) -> bool:
     """Whether `message` starts with a field path (`spec.workerGroupSpecs[0].replicas: ...`) that
     leads into `body`: through objects and lists (indexes in range) to the field, or to an object
     that lacks the next step (a missing field), or into a string (the JSON of

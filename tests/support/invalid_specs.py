@@ -13,7 +13,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-Body = dict[str, Any]
+from rayscale.common.types import Manifest
+
 H = "spec.headGroupSpec"
 W = "spec.workerGroupSpecs[0]"
 C = "template.spec.containers[0]"
@@ -26,21 +27,21 @@ MAX_INT32 = 2**31 - 1
 @dataclasses.dataclass(frozen=True)
 class BadSpec:
     id: str
-    mutate: Callable[[Body], None]
+    mutate: Callable[[Manifest], None]
     message: str
 
-    def apply(self, body: Body) -> Body:
+    def apply(self, body: Manifest) -> Manifest:
         out = copy.deepcopy(body)
         self.mutate(out)
         return out
 
 
-def head(body: Body) -> dict[str, Any]:
+def head(body: Manifest) -> dict[str, Any]:
     group: dict[str, Any] = body["spec"]["headGroupSpec"]
     return group
 
 
-def worker(body: Body, index: int = 0) -> dict[str, Any]:
+def worker(body: Manifest, index: int = 0) -> dict[str, Any]:
     group: dict[str, Any] = body["spec"]["workerGroupSpecs"][index]
     return group
 
@@ -50,13 +51,13 @@ def container(group: dict[str, Any]) -> dict[str, Any]:
     return first
 
 
-Group = Callable[[Body], dict[str, Any]]
+Group = Callable[[Manifest], dict[str, Any]]
 
 
-def _set(path: str, value: Any, *, of: Group = worker) -> Callable[[Body], None]:
+def _set(path: str, value: Any, *, of: Group = worker) -> Callable[[Manifest], None]:
     """Set the dotted `path` (below the group `of` returns) to `value`, making the maps on the way."""
 
-    def mutate(body: Body) -> None:
+    def mutate(body: Manifest) -> None:
         node = of(body)
         *parents, last = path.split(".")
         for key in parents:
@@ -66,20 +67,20 @@ def _set(path: str, value: Any, *, of: Group = worker) -> Callable[[Body], None]
     return mutate
 
 
-def _in_container(path: str, value: Any, of: Group = worker) -> Callable[[Body], None]:
+def _in_container(path: str, value: Any, of: Group = worker) -> Callable[[Manifest], None]:
     """Set the dotted `path` below the first container of the group `of` returns."""
     return _set(path, value, of=lambda body: container(of(body)))
 
 
-def _counts(**fields: int) -> Callable[[Body], None]:
-    def mutate(body: Body) -> None:
+def _counts(**fields: int) -> Callable[[Manifest], None]:
+    def mutate(body: Manifest) -> None:
         worker(body).update({"maxReplicas": MAX_INT32, **fields})
 
     return mutate
 
 
-def _second_group(name: str, **fields: int) -> Callable[[Body], None]:
-    def mutate(body: Body) -> None:
+def _second_group(name: str, **fields: int) -> Callable[[Manifest], None]:
+    def mutate(body: Manifest) -> None:
         first = worker(body)
         first.update(fields)
         body["spec"]["workerGroupSpecs"].append({**copy.deepcopy(first), "groupName": name})
@@ -87,7 +88,7 @@ def _second_group(name: str, **fields: int) -> Callable[[Body], None]:
     return mutate
 
 
-def _duplicate(body: Body) -> None:
+def _duplicate(body: Manifest) -> None:
     worker(body)["groupName"] = "workers"
     _second_group("workers")(body)
 
