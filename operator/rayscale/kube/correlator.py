@@ -27,6 +27,7 @@ from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
+from rayscale.common.types import Manifest
 from rayscale.kube.ratelimit import TokenBucket
 
 __all__ = ["COMBINED", "Correlated", "EventCorrelator", "object_key"]
@@ -39,7 +40,7 @@ REFILL_SECONDS = 300.0
 CACHE_SIZE = 4096
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
-Event = dict[str, Any]
+Event = Manifest  # a core v1 Event, as the recorder creates and patches it
 
 
 @dataclasses.dataclass(frozen=True)
