@@ -21,20 +21,7 @@ key="$( (cat go.mod go.sum versions.env common.sh build-operator.sh; go env GOVE
 bindir="${cache_root}/kuberay-operator-${KUBERAY_VERSION}-${key}"
 
 complete() { [[ -x "${bindir}/kuberay-operator" && -f "${bindir}/crds/ray.io_rayclusters.yaml" ]]; }
-if complete; then
-  echo "$bindir"
-  exit 0
-fi
-
-mkdir -p "$cache_root"
-# One build at a time per cache root (parallel test sessions, make targets).
-exec 9>"${cache_root}/.kuberay-operator.lock"
-flock 9
-if complete; then echo "$bindir"; exit 0; fi
-
-tmp="${bindir}.tmp.$$"
-rm -rf "$tmp"; mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
+build_begin .kuberay-operator.lock
 
 start=$SECONDS
 echo "kuberay-operator: downloading modules (first run only) ..." >&2
@@ -42,11 +29,8 @@ go mod download
 echo "kuberay-operator: building ${module}@${KUBERAY_VERSION} ..." >&2
 go build -trimpath -ldflags "-s -w" -o "${tmp}/kuberay-operator" "$module"
 echo "kuberay-operator: built in $((SECONDS - start))s" >&2
-module_dir="$(go list -m -json "$module" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+dir="$(module_dir)"
 mkdir "${tmp}/crds"
-cp "${module_dir}"/config/crd/bases/*.yaml "${tmp}/crds/"
+cp "${dir}"/config/crd/bases/*.yaml "${tmp}/crds/"
 
-rm -rf "$bindir"
-mv "$tmp" "$bindir"
-trap - EXIT
-echo "$bindir"
+build_done

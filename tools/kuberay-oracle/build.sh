@@ -23,20 +23,7 @@ complete() {
   # The module cache can be cleaned apart from ours (go clean -modcache): build again then.
   [[ -d "$(cat "${bindir}/module-dir")/config/samples" ]]
 }
-if complete; then
-  echo "$bindir"
-  exit 0
-fi
-
-mkdir -p "$cache_root"
-# One build at a time per cache root (parallel test sessions, make targets).
-exec 9>"${cache_root}/.kuberay-oracle.lock"
-flock 9
-if complete; then echo "$bindir"; exit 0; fi
-
-tmp="${bindir}.tmp.$$"
-rm -rf "$tmp"; mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
+build_begin .kuberay-oracle.lock
 
 start=$SECONDS
 echo "kuberay-oracle: downloading modules (first run only) ..." >&2
@@ -46,11 +33,8 @@ go build -trimpath -ldflags "-s -w" -o "${tmp}/kuberay-oracle" .
 echo "kuberay-oracle: built in $((SECONDS - start))s" >&2
 
 # KubeRay's CRD and samples are read from the module cache (not copied into our repo).
-module_dir="$(go list -m -json "$module" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
-cp "${module_dir}/config/crd/bases/ray.io_rayclusters.yaml" "${tmp}/"
-echo "$module_dir" > "${tmp}/module-dir"
+dir="$(module_dir)"
+cp "${dir}/config/crd/bases/ray.io_rayclusters.yaml" "${tmp}/"
+echo "$dir" > "${tmp}/module-dir"
 
-rm -rf "$bindir"
-mv "$tmp" "$bindir"
-trap - EXIT
-echo "$bindir"
+build_done

@@ -1,5 +1,6 @@
 # Sourced by build.sh and build-operator.sh: the pinned version, Go's environment, the
-# check that go.mod matches versions.env, and the cache root. Runs in this directory.
+# check that go.mod matches versions.env, the cache root, and the steps around a build into
+# the cache (build_begin, build_done, module_dir). Runs in this directory.
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here"
 source ./versions.env
@@ -12,3 +13,30 @@ if [[ "$required" != "$KUBERAY_VERSION" ]] || ! grep -qx "tool ${module}" go.mod
   echo "$(basename "$0"): go.mod must require ${module} ${KUBERAY_VERSION} (versions.env says so; it requires ${required:-nothing}) and list it as a tool; run ${here}/update-gomod.sh" >&2
   exit 1
 fi
+
+# Prints $bindir and exits when the sourcing script's `complete` says it is built; else waits for
+# the lock $1 (one build at a time per cache root: parallel test sessions, make targets), checks
+# again, and makes an empty $tmp to build into (removed if the build fails).
+build_begin() {
+  if complete; then echo "$bindir"; exit 0; fi
+  mkdir -p "$cache_root"
+  exec 9>"${cache_root}/$1"
+  flock 9
+  if complete; then echo "$bindir"; exit 0; fi
+  tmp="${bindir}.tmp.$$"
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  trap 'rm -rf "$tmp"' EXIT
+}
+
+# $tmp becomes $bindir, which is printed.
+build_done() {
+  rm -rf "$bindir"
+  mv "$tmp" "$bindir"
+  trap - EXIT
+  echo "$bindir"
+}
+
+# The directory of KubeRay's module in the Go module cache.
+module_dir() {
+  go list -m -json "$module" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'
+}
