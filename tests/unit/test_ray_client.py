@@ -18,6 +18,7 @@ import pytest
 from tests.support.fakes import FakeGcsServer
 from tests.support.grpcserve import serving
 from tests.support.operators import free_port
+from tests.support.rayids import NODE_A as NODE
 
 from rayscale.fence import Fenced, WriteFence
 from rayscale.ray import client as client_module
@@ -34,8 +35,6 @@ from rayscale.ray.model import (
 )
 from rayscale.ray.wire import autoscaler_pb2 as pb
 from rayscale.ray.wire import method_path
-
-NODE = bytes(range(28))
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from tests.support.rayids import NODE_A, NODE_B
 
 from rayscale.ray import convert, encode
 from rayscale.ray.model import (
@@ -27,8 +28,6 @@ from rayscale.ray.model import (
 from rayscale.ray.wire import autoscaler_pb2 as pb
 from rayscale.ray.wire import common_pb2 as common_pb
 
-NODE_A = bytes(range(28))
-NODE_B = bytes(range(100, 128))
 PG = "4725014c5588d5d610423eb8467901000000"
 
 

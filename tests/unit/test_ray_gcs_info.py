@@ -16,6 +16,7 @@ import grpc
 import pytest
 from tests.support.fakes import FakeGcsServer
 from tests.support.grpcserve import serving
+from tests.support.rayids import NODE_A, NODE_B
 
 from rayscale.ray import convert, encode
 from rayscale.ray.client import GcsCallError, GcsClient, GcsUnavailable
@@ -36,8 +37,6 @@ from rayscale.ray.wire import gcs_pb2 as gcs_pb
 from rayscale.ray.wire import gcs_service_pb2 as service_pb
 from rayscale.ray.wire import node_manager_pb2 as raylet_pb
 
-NODE_A = bytes(range(28))
-NODE_B = bytes(range(100, 128))
 JOB = bytes.fromhex("02000000")
 ACTOR = bytes(range(16))
 PG = bytes(range(200, 218))
