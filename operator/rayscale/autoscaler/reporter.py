@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
+from rayscale.api.names import RAYRESOURCEREQUEST
 from rayscale.autoscaler.compat import compat_condition, compat_event, find_condition
 from rayscale.autoscaler.gcs_link import GcsLink
 from rayscale.autoscaler.gcs_override import find_override, override_condition, override_event
@@ -52,7 +53,6 @@ from rayscale.ray.model import ClusterState
 __all__ = ["Planned", "Reporter"]
 
 log = logging.getLogger(__name__)
-RRR_API = {"apiVersion": "rayscale.io/v1alpha1", "kind": "RayResourceRequest"}
 
 
 class Planned(NamedTuple):
@@ -255,6 +255,9 @@ class Reporter:
             written[name] = (version, patch)
             if new.get("reason") == INVALID_BUNDLES:
                 self.shared.events.post(
-                    {**RRR_API, **request}, "Warning", INVALID_BUNDLES, str(new["message"])
+                    {**RAYRESOURCEREQUEST.type_meta(), **request},
+                    "Warning",
+                    INVALID_BUNDLES,
+                    str(new["message"]),
                 )
         memory.written = written

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from rayscale.api.names import RAYVIRTUALCLUSTER
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.api.virtualcluster_names import FINALIZER, JOB_LABEL, VC_LABEL
 from rayscale.autoscaler.scheduling.model import Snapshot
@@ -29,7 +30,6 @@ from rayscale.ray.client import GcsClient
 __all__ = ["VirtualClusters"]
 
 log = logging.getLogger(__name__)
-RVC_API = {"apiVersion": "rayscale.io/v1alpha1", "kind": "RayVirtualCluster"}
 
 
 class VirtualClusters:
@@ -146,7 +146,9 @@ class VirtualClusters:
             return
         if self._warned.get((namespace, name)) != message:
             self._warned[(namespace, name)] = message
-            self.events.post({**RVC_API, **obj}, "Warning", "InvalidSpec", message[:1000])
+            self.events.post(
+                {**RAYVIRTUALCLUSTER.type_meta(), **obj}, "Warning", "InvalidSpec", message[:1000]
+            )
 
     async def _finalizer(self, namespace: str, obj: Obj, *, release: bool) -> None:
         meta = vc_meta(obj)
