@@ -3,7 +3,8 @@
 Integration and e2e tests poll with a deadline: `eventually` (async) or `eventually_sync` (where there
 is no event loop: a thread, /proc, a subprocess); `holds` polls that something keeps holding for a
 while (what must not happen, doesn't). Unit tests let the event loop run until something holds,
-without sleeping (`until`)."""
+without sleeping (`until`), or for a number of turns before they say what has not happened
+(`turns`)."""
 
 from __future__ import annotations
 
@@ -120,6 +121,13 @@ def _turns(check: object, timeout: float, message: str) -> Iterator[_Turn]:
         yield turn
         if time.monotonic() >= deadline:
             raise Timeout(f"not true after {timeout:.0f}s: {message or check!r}; last: {turn.last!r}")
+
+
+async def turns(count: int = 20) -> None:
+    """Let the loop run `count` turns: what a unit test then says has not happened was given the
+    chance to (no sleep, no clock)."""
+    for _ in range(count):
+        await asyncio.sleep(0)
 
 
 async def until(predicate: Callable[[], bool], *, turns: int = 1000) -> None:

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from tests.support.builders import cluster, group, pod
+from tests.support.polling import turns
 
 from rayscale.autoscaler.drain import DrainUnit, drain_plan, still_draining, without
 from rayscale.autoscaler.draining import drain_units
@@ -127,8 +128,7 @@ async def test_units_drain_side_by_side_hosts_one_after_the_other() -> None:
     gate = asyncio.Event()
     ask = Asked(gate=gate)
     task = asyncio.ensure_future(drain_units([unit("r", "r-0", "r-1"), unit("s", "s-0")], ask))
-    for _ in range(10):
-        await asyncio.sleep(0)  # let both units start (no wall-clock wait)
+    await turns(10)  # let both units start
     assert sorted(ask.calls) == ["r-0", "s-0"]  # r-1 waits for r-0's answer
     gate.set()
     outcome = await task

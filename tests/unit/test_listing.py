@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
+from tests.support.polling import turns
 
 from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST
 from rayscale.common.types import ClusterKey
@@ -40,8 +41,7 @@ async def test_waits_until_every_listed_object_is_indexed(lists: Lists) -> None:
     requests: set[tuple[str, str]] = set()
     held = [(CLUSTERS, lambda: clusters), (REQUESTS, lambda: requests)]
     waiting = asyncio.create_task(listing.wait_indexed(None, ["ns"], held, poll=0))  # type: ignore[arg-type]
-    for _ in range(20):
-        await asyncio.sleep(0)
+    await turns(20)
     assert not waiting.done()  # ns/b and ns/r not yet delivered by kopf
     clusters.add(("ns", "b"))
     requests.add(("ns", "r"))
@@ -52,8 +52,7 @@ async def test_an_object_deleted_before_kopf_delivered_it_is_not_waited_for(list
     clusters: set[ClusterKey] = {("ns", "a")}
     held = [(CLUSTERS, lambda: clusters)]
     waiting = asyncio.create_task(listing.wait_indexed(None, None, held, poll=0))  # type: ignore[arg-type]
-    for _ in range(20):
-        await asyncio.sleep(0)
+    await turns(20)
     assert not waiting.done()
     lists.items["rayclusters"] = [("ns", "a")]  # ns/b deleted: the next LIST no longer shows it
     await asyncio.wait_for(waiting, 5)

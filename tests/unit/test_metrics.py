@@ -11,6 +11,7 @@ from typing import Any
 
 from prometheus_client import generate_latest
 from tests.support.operators import free_port
+from tests.support.polling import until
 
 from rayscale.api.names import RAYCLUSTER
 from rayscale.common.workqueue import WorkQueue
@@ -38,10 +39,9 @@ async def test_queue_runs_count_by_result_with_durations_and_active_workers() ->
     task = asyncio.create_task(queue.run())
     for key in ("a", "b", "boom", "c"):
         queue.mark(key)
-    for _ in range(1000):
-        if value(metrics, "controller_runtime_reconcile_time_seconds_count", controller="test") == 4:
-            break
-        await asyncio.sleep(0)
+    await until(
+        lambda: value(metrics, "controller_runtime_reconcile_time_seconds_count", controller="test") == 4
+    )
     task.cancel()
     total = {
         r: value(metrics, "controller_runtime_reconcile_total", controller="test", result=r)

@@ -7,7 +7,7 @@ import asyncio
 import itertools
 from collections.abc import Callable, Hashable
 
-from tests.support.polling import eventually, until
+from tests.support.polling import eventually, turns, until
 
 from rayscale.common.retry import Failed, RetryBackoff
 from rayscale.common.workqueue import WorkQueue
@@ -80,11 +80,6 @@ class Observer:
         self.backing_off.append(backing_off)
 
 
-async def _spin() -> None:
-    for _ in range(200):
-        await asyncio.sleep(0)
-
-
 async def test_a_failing_key_waits_out_its_backoff_while_other_keys_run() -> None:
     runs: list[str] = []
     outcome: dict[str, float | Failed | None] = {
@@ -114,7 +109,7 @@ async def test_a_failing_key_waits_out_its_backoff_while_other_keys_run() -> Non
             queue.mark("bad")
         queue.mark("good")
         await until(lambda: runs.count("good") == 1)
-        await _spin()
+        await turns(200)
         assert runs == ["bad", "good"]
         version["good"] = 2  # versions matter only to failing keys
         queue.mark("good")
