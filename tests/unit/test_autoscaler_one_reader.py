@@ -19,53 +19,13 @@ from tests.support.fakes import KEY, FakeGcs, autoscaler, gcs_state, token_clust
 from tests.support.fakes import EventLog as Events
 from tests.support.fakes import FakeApi as Api
 from tests.support.fakes import FakeSource as Source
+from tests.support.one_reader import LATE, Manifest, key_reads, mapping_parameters
 
 import rayscale
 from rayscale.autoscaler import decide
 from rayscale.autoscaler.spec_reader import ScalingSpec, read_spec
 from rayscale.common import labels as L
 from rayscale.ray import model as ray
-
-LATE: list[str] = []  # the keys read after the reader, in every test
-
-
-class Manifest(dict[str, Any]):
-    """A RayCluster manifest that records (and refuses) every read once the reader has read it."""
-
-    sealed = False
-
-    def _late(self, what: str) -> None:
-        if self.sealed:
-            LATE.append(what)
-            raise AssertionError(f"the RayCluster manifest was read after the reader: {what}")
-
-    def __getitem__(self, key: str) -> Any:
-        self._late(key)
-        return super().__getitem__(key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        self._late(key)
-        return super().get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        self._late(str(key))
-        return super().__contains__(key)
-
-    def __iter__(self) -> Iterator[str]:
-        self._late("iter")
-        return super().__iter__()
-
-    def keys(self) -> Any:
-        self._late("keys")
-        return super().keys()
-
-    def items(self) -> Any:
-        self._late("items")
-        return super().items()
-
-    def values(self) -> Any:
-        self._late("values")
-        return super().values()
 
 
 @pytest.fixture(autouse=True)
@@ -203,29 +163,14 @@ TAKES_MANIFEST = {
 }
 
 
-def _name(node: ast.expr) -> str | None:
-    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
-
-
 def _manifest_reads(function: ast.AST) -> Iterator[str]:
     """``cluster.get("spec")``, ``cluster["metadata"]`` and the like in `function`."""
-    for node in ast.walk(function):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
-            receiver, key = node.func.value, node.args[0] if node.args else None
-        elif isinstance(node, ast.Subscript):
-            receiver, key = node.value, node.slice
-        else:
-            continue
-        if _name(receiver) in MANIFEST_NAMES and isinstance(key, ast.Constant) and isinstance(key.value, str):
-            yield f"{_name(receiver)}[{key.value!r}]"
+    return key_reads(function, MANIFEST_NAMES)
 
 
 def _manifest_parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[str]:
     """Parameters named like a manifest and typed as a plain mapping (``Obj``, ``Mapping[...]``)."""
-    for arg in [*function.args.args, *function.args.kwonlyargs]:
-        shape = ast.unparse(arg.annotation) if arg.annotation is not None else ""
-        if arg.arg in MANIFEST_NAMES and ("Obj" in shape or "Mapping" in shape):
-            yield f"{arg.arg}: {shape}"
+    return mapping_parameters(function, MANIFEST_NAMES)
 
 
 def test_the_round_reads_no_manifest_after_the_reader_in_its_source() -> None:
