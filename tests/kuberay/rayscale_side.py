@@ -203,7 +203,7 @@ def _render(doc: Mapping[str, Any], seed: int, sidecar: bool) -> dict[str, Any]:
             body["metadata"]["finalizers"] = [*body["metadata"].get("finalizers", []), plan.add_finalizer]
             meta = ClusterMeta.from_body(body)
             continue
-        old = snapshot.status
+        old = snapshot.stored_status
         if isinstance(spec, Invalid):
             invalid = {"reason": spec.reason, "message": spec.message}
             new = invalid_status(meta, old, spec.reason, spec.message, now=NOW)

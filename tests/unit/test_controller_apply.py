@@ -7,11 +7,13 @@ Secrets, Ingresses and RBAC objects created once per RayCluster."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 from tests.support.builders import cluster, pod
 from tests.support.fakes import EventLog, FakeKubeOps, ManualClock
 
+from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.naming import AUTH_TOKEN_KEY
 from rayscale.common.types import Manifest
 from rayscale.controller.apply import BATCH, MESSAGE_LIMIT, PlanApplier, pods_message
@@ -44,6 +46,11 @@ def delete(name: str, why: str = "scaleDown", group: str = "small") -> DeletePod
     return DeletePod(name, group, NodeKind.WORKER, DeleteWhy(why))
 
 
+def rc(name: str = "rc") -> ClusterMeta:
+    """The RayCluster the applier works for, as the snapshot reads it."""
+    return ClusterMeta.from_body(cluster(name=name))
+
+
 def named(name: str, kind: str = "Secret") -> Manifest:
     return {"kind": kind, "metadata": {"name": name, "namespace": "ns"}}
 
@@ -52,7 +59,7 @@ async def test_a_steps_deletes_then_its_creates_each_in_parallel(
     applier: PlanApplier, kube_ops: FakeKubeOps
 ) -> None:
     step = Step("small", deletes=[delete(f"old-{i}") for i in range(3)], creates=[create() for _ in range(4)])
-    assert await applier.run_steps(cluster(), [step]) is None
+    assert await applier.run_steps(rc(), [step]) is None
     assert [call for call, _ in kube_ops.calls] == ["delete_pod"] * 3 + ["create_pod"] * 4
     assert kube_ops.most_in_flight == 4  # the creates were all in flight at once (and the deletes before)
 
@@ -61,8 +68,8 @@ async def test_a_large_scale_up_shares_the_slots_with_a_small_cluster(
     applier: PlanApplier, kube_ops: FakeKubeOps
 ) -> None:
     applier.slots = FairSlots(4)
-    big = applier.run_steps(cluster(name="big"), [Step("small", creates=[create("big") for _ in range(40)])])
-    small = applier.run_steps(cluster(name="rc"), [Step("small", creates=[create("tiny")])])
+    big = applier.run_steps(rc("big"), [Step("small", creates=[create("big") for _ in range(40)])])
+    small = applier.run_steps(rc("rc"), [Step("small", creates=[create("tiny")])])
     assert list(await asyncio.gather(big, small)) == [None, None]
     order = kube_ops.names("create_pod")
     # first come, first served would send all 40 of the big one's creates first
@@ -74,7 +81,7 @@ async def test_events_and_expectations_for_each_create_and_delete(
     applier: PlanApplier, kube_ops: FakeKubeOps, event_log: EventLog, expectations: ScaleExpectations
 ) -> None:
     step = Step("small", deletes=[delete("old-0")], creates=[create(), create()])
-    assert await applier.run_steps(cluster(), [step]) is None
+    assert await applier.run_steps(rc(), [step]) is None
     created = sorted(kube_ops.names("create_pod", made=True))
     assert event_log.posted == [
         ("Normal", "DeletedWorkerPod", "Deleted worker Pod ns/old-0 (scaleDown)"),
@@ -92,7 +99,7 @@ async def test_only_what_the_api_server_did_is_expected(
 ) -> None:
     kube_ops.refuse[("delete_pod", "old-1")] = ops.KubeError("delete pod old-1: forbidden", 403)
     step = Step("small", deletes=[delete("old-0"), delete("old-1")], creates=[create()])
-    error = await applier.run_steps(cluster(), [step])
+    error = await applier.run_steps(rc(), [step])
     assert error == ReconcileError("delete pod old-1: forbidden", "FailedDeleteWorkerPod", None)
     assert kube_ops.names("create_pod") == []  # a failed delete stops the step before its creates
     assert expectations.pending(GROUP_KEY) == 1  # old-0's delete; none for old-1
@@ -113,7 +120,7 @@ async def test_a_failed_create_stops_the_steps_after_it_with_the_servers_retry_a
         Step("small", creates=[create("small"), create("small")]),
         Step("big", creates=[create("big")]),
     ]
-    error = await applier.run_steps(cluster(), steps)
+    error = await applier.run_steps(rc(), steps)
     assert error == ReconcileError(str(quota), "FailedCreateWorkerPod", 7.0)
     assert kube_ops.names("create_pod") == ["rc-head-", "rc-small-worker-", "rc-small-worker-"]  # not "big"
     assert expectations.pending(("ns", "rc", "")) == 1  # the head's
@@ -130,7 +137,7 @@ async def test_deletes_of_every_pod_expect_nothing_and_say_deleted_pod(
 ) -> None:
     kube_ops.refuse[("delete_pod", "b")] = ops.KubeError("delete pod b: unavailable", 503)
     step = Step("small", deletes=[delete("a", why="suspend"), delete("b", why="suspend")])
-    error = await applier.run_steps(cluster(), [step])
+    error = await applier.run_steps(rc(), [step])
     assert error is not None
     assert error.reason == "FailedDeleteAllPods"
     assert expectations.pending(GROUP_KEY) == 0
@@ -149,10 +156,10 @@ async def test_no_pod_is_created_once_the_cluster_is_no_longer_wanted(
     def wanted() -> bool:
         return len(kube_ops.names("create_pod")) < 5
 
-    assert await applier.run_steps(cluster(), steps, wanted) is None
+    assert await applier.run_steps(rc(), steps, wanted) is None
     assert len(kube_ops.names("create_pod")) == 5
     assert expectations.pending(GROUP_KEY) == 5
-    assert await applier.run_steps(cluster(), steps) is None  # without `wanted`: every create
+    assert await applier.run_steps(rc(), steps) is None  # without `wanted`: every create
     assert len(kube_ops.names("create_pod")) == 105
 
 
@@ -163,7 +170,7 @@ async def test_secrets_ingresses_and_rbac_are_created_once_per_raycluster(
     rbac = [named("rc", "ServiceAccount"), named("rc", "Role"), named("rc", "RoleBinding")]
     kube_ops.existing.add("rc-head-ingress")  # made before (by an operator since restarted): kept
     for _ in range(3):
-        assert await applier.create_once(cluster(), secrets, ingresses, rbac) is None
+        assert await applier.create_once(rc(), secrets, ingresses, rbac) is None
     assert kube_ops.calls == [
         ("create_secret", "rc"),
         ("create_ingress", "rc-head-ingress"),
@@ -181,8 +188,7 @@ async def test_secrets_ingresses_and_rbac_are_created_once_per_raycluster(
         "CreatedRoleBinding",
     ]
 
-    other = cluster()  # the same name, recreated: a new uid, its own Secret and a new token
-    other["metadata"]["uid"] = "uid-2"
+    other = dataclasses.replace(rc(), uid="uid-2")  # the same name, recreated: its own Secret, a new token
     assert await applier.create_once(other, secrets, []) is None
     assert kube_ops.names("create_secret") == ["rc", "rc"]
     assert kube_ops.manifests["create_secret", "rc"]["stringData"][AUTH_TOKEN_KEY] != token
@@ -193,13 +199,13 @@ async def test_a_refused_create_once_is_tried_again_and_stops_the_rest(
 ) -> None:
     kube_ops.refuse[("create_secret", "rc")] = ops.KubeError("create secret rc: forbidden", 403)
     ingresses = [named("rc-head-ingress", "Ingress")]
-    assert await applier.create_once(cluster(), [named("rc")], ingresses) == ReconcileError(
+    assert await applier.create_once(rc(), [named("rc")], ingresses) == ReconcileError(
         "create secret rc: forbidden"
     )
     assert kube_ops.calls == [("create_secret", "rc")]
     assert event_log.posted == [("Warning", "FailedToCreateSecret", "create secret rc: forbidden")]
     del kube_ops.refuse[("create_secret", "rc")]
-    assert await applier.create_once(cluster(), [named("rc")], ingresses) is None
+    assert await applier.create_once(rc(), [named("rc")], ingresses) is None
     assert kube_ops.calls[1:] == [("create_secret", "rc"), ("create_ingress", "rc-head-ingress")]
 
 
@@ -209,7 +215,7 @@ async def test_services_stop_at_the_first_refused(
     kube_ops.existing.add("rc-head-svc")
     kube_ops.refuse[("create_service", "rc-headless")] = ops.KubeError("create service rc-headless: 500", 500)
     services = [named("rc-head-svc", "Service"), named("rc-headless", "Service"), named("rc-x", "Service")]
-    error = await applier.create_services(cluster(), services)
+    error = await applier.create_services(rc(), services)
     assert error == ReconcileError("create service rc-headless: 500")
     assert kube_ops.names("create_service") == ["rc-head-svc", "rc-headless"]
     assert event_log.posted == [("Warning", "FailedToCreateService", "create service rc-headless: 500")]
@@ -223,7 +229,7 @@ async def test_a_large_step_posts_one_event_per_batch_of_pods_naming_each(
         deletes=[delete(f"old-{i}") for i in range(3)] + [delete("picked", why="workersToDelete")],
         creates=[create() for _ in range(2 * BATCH + 1)],
     )
-    assert await applier.run_steps(cluster(), [step]) is None
+    assert await applier.run_steps(rc(), [step]) is None
     posted = [(reason, message) for _, reason, message in event_log.posted]
     assert sorted(posted[:2]) == [
         ("DeletedWorkerPod", "Deleted 3 worker Pods (scaleDown): ns/old-0, ns/old-1, ns/old-2"),
@@ -242,7 +248,7 @@ async def test_pods_created_before_a_failure_are_told(
 ) -> None:
     kube_ops.refuse[("delete_pod", "old-1")] = ops.KubeError("delete pod old-1: forbidden", 403)
     step = Step("small", deletes=[delete("old-0"), delete("old-1")], creates=[create()])
-    assert await applier.run_steps(cluster(), [step]) is not None
+    assert await applier.run_steps(rc(), [step]) is not None
     assert ("Normal", "DeletedWorkerPod", "Deleted worker Pod ns/old-0 (scaleDown)") in event_log.posted
 
 

@@ -52,18 +52,17 @@ async def test_a_replaced_worker_is_counted_ready_while_the_watch_still_shows_th
 async def test_a_suspended_groups_deletions_are_kuberays_deleted_worker_pod(
     kube_ops: FakeKubeOps, event_log: EventLog
 ) -> None:
-    plan = plan_group(
-        ClusterMeta.from_body(cluster()), _spec(group(suspend=True)), group_spec(suspend=True), [pod("a")]
-    )
+    meta = ClusterMeta.from_body(cluster())
+    plan = plan_group(meta, _spec(group(suspend=True)), group_spec(suspend=True), [pod("a")])
     assert [(d.name, d.why) for d in plan.deletes] == [("a", "suspendGroup")]
     expectations = ScaleExpectations(clock=ManualClock())
     applier = PlanApplier(None, expectations, event_log)  # type: ignore[arg-type]  # ops is faked
-    assert await applier.run_steps(cluster(), [Step("small", deletes=plan.deletes)]) is None
+    assert await applier.run_steps(meta, [Step("small", deletes=plan.deletes)]) is None
     assert event_log.reasons() == ["DeletedWorkerPod"]
     assert expectations.pending(("ns", "rc", "small")) == 0  # KubeRay expects nothing here either
     # A whole cluster's suspension stays KubeRay's DeletedPod.
     await applier.run_steps(
-        cluster(), [Step("*", deletes=[DeletePod("b", "small", NodeKind.WORKER, DeleteWhy.SUSPEND)])]
+        meta, [Step("*", deletes=[DeletePod("b", "small", NodeKind.WORKER, DeleteWhy.SUSPEND)])]
     )
     assert event_log.reasons()[-1] == "DeletedPod"
 

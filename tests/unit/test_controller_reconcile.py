@@ -22,6 +22,12 @@ def _plan(body: dict[str, Any], pods: list[dict[str, Any]], services: list[str] 
     return plan
 
 
+def stored(kind: str, status: str = "True", message: str = "") -> dict[str, Any]:
+    """A condition as the API server stores it (the CRD requires its time and reason)."""
+    time = "2026-01-01T00:00:00Z"
+    return {"type": kind, "status": status, "lastTransitionTime": time, "reason": kind, "message": message}
+
+
 def _summary(plan: Plan) -> list[tuple[str, int, int]]:
     return [(s.group, len(s.creates), len(s.deletes)) for s in plan.steps]
 
@@ -48,8 +54,22 @@ def test_invalid_spec_touches_nothing_and_warns_once() -> None:
     assert plan.services == []
     assert plan.invalid == "spec.workerGroupSpecs[0].minReplicas: must be <= maxReplicas (3 > 1)"
     assert [(e.type, e.reason) for e in plan.events] == [("Warning", "InvalidRayClusterSpec")]
-    again = with_status(body, conditions=[{"type": "SpecValid", "status": "False", "message": plan.invalid}])
+    again = with_status(body, conditions=[stored("SpecValid", "False", plan.invalid)])
     assert _plan(again, []).events == []
+
+
+def test_the_stored_status_is_read_typed_whatever_its_autoscaler_part() -> None:
+    """The controller reads the status keys it owns: an `autoscaler` part it cannot read (a newer
+    autoscaler's) leaves the conditions read; a status the CRD would refuse is read as empty."""
+    resumed = cluster(group(replicas=1))
+    newer = {"unmetDemand": [{"kind": "future", "count": 1}]}
+    suspended = with_status(resumed, conditions=[stored("RayClusterSuspended")], autoscaler=newer)
+    assert _summary(_plan(suspended, [])) == []  # Suspended=True: flipped first, nothing created
+    snapshot = ClusterSnapshot(suspended, [], [])
+    assert "autoscaler" not in snapshot.stored_status
+    refused = with_status(resumed, conditions=[{"type": "RayClusterSuspended", "status": "True"}])
+    assert ClusterSnapshot(refused, [], []).stored_status == {}
+    assert _summary(_plan(refused, [])) == [("", 1, 0), ("small", 1, 0)]
 
 
 def test_managed_by_other_controller_is_skipped() -> None:
@@ -60,11 +80,9 @@ def test_suspend_flow() -> None:
     pods = [pod("h", "headgroup"), pod("a")]
     body = cluster(group(replicas=1), suspend=True)
     assert _summary(_plan(body, pods)) == []  # waits for the Suspending condition
-    suspending = with_status(body, conditions=[{"type": "RayClusterSuspending", "status": "True"}])
+    suspending = with_status(body, conditions=[stored("RayClusterSuspending")])
     assert _summary(_plan(suspending, pods)) == [("*", 0, 2)]
-    resumed = with_status(
-        cluster(group(replicas=1)), conditions=[{"type": "RayClusterSuspended", "status": "True"}]
-    )
+    resumed = with_status(cluster(group(replicas=1)), conditions=[stored("RayClusterSuspended")])
     assert _summary(_plan(resumed, [])) == []  # status flips Suspended=False first
     assert _summary(_plan(cluster(group(replicas=1)), [])) == [("", 1, 0), ("small", 1, 0)]
 
@@ -145,7 +163,7 @@ def test_an_unforeseen_planning_error_is_an_invalid_spec_not_a_crash(monkeypatch
     assert [(e.type, e.reason, e.message) for e in plan.events] == [
         ("Warning", "InvalidRayClusterSpec", message)
     ]
-    again = with_status(body, conditions=[{"type": "SpecValid", "status": "False", "message": message}])
+    again = with_status(body, conditions=[stored("SpecValid", "False", message)])
     assert plan_cluster(ClusterSnapshot(again, [], []), ScaleExpectations())[0].events == []
 
 

@@ -19,8 +19,9 @@ class ClusterMeta:
     generation: int = 0
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    deleting: bool = False
+    deletion_timestamp: str = ""  # RFC 3339; empty while the cluster is not being deleted
     finalizers: tuple[str, ...] = ()
+    resource_version: str = ""
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ClusterMeta:
@@ -32,9 +33,14 @@ class ClusterMeta:
             generation=int(meta.get("generation") or 0),
             labels=dict(meta.get("labels") or {}),
             annotations=dict(meta.get("annotations") or {}),
-            deleting=bool(meta.get("deletionTimestamp")),
+            deletion_timestamp=str(meta.get("deletionTimestamp") or ""),
             finalizers=tuple(meta.get("finalizers") or ()),
+            resource_version=str(meta.get("resourceVersion") or ""),
         )
+
+    @property
+    def deleting(self) -> bool:
+        return bool(self.deletion_timestamp)
 
     def subject(self) -> dict[str, Any]:
         """The cluster as the object an Event is about (what `EventSink.post` reads of it)."""

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
 
 from kubernetes_asyncio import client
 
@@ -65,8 +64,8 @@ class _Done:
     """The pods of one RayCluster's steps that the API server created or deleted, posted as one
     Event per (reason, kind, why) each time `BATCH` are together and when a step's calls are back."""
 
-    def __init__(self, events: EventSink, body: Mapping[str, Any], meta: ClusterMeta) -> None:
-        self.events, self.body, self.meta = events, body, meta
+    def __init__(self, events: EventSink, meta: ClusterMeta) -> None:
+        self.events, self.meta = events, meta
         self.names: dict[tuple[str, str, str, str], list[str]] = {}
 
     def add(self, verb: str, reason: str, kind: str, name: str, why: str = "") -> None:
@@ -84,7 +83,7 @@ class _Done:
     def _post(self, key: tuple[str, str, str, str], names: list[str]) -> None:
         verb, reason, kind, why = key
         message = pods_message(verb, kind, self.meta.namespace, sorted(names), why)
-        self.events.post(self.body, "Normal", reason, message)
+        self.events.post(self.meta.subject(), "Normal", reason, message)
 
 
 async def _bounded(calls: Sequence[Callable[[], Awaitable[None]]], limit: int) -> None:
@@ -111,40 +110,37 @@ class PlanApplier:
         self.slots = FairSlots(SHARED_CALLS)
 
     async def _create(
-        self, body: Mapping[str, Any], kind: str, create: Creator, manifest: Manifest
+        self, meta: ClusterMeta, kind: str, create: Creator, manifest: Manifest
     ) -> ReconcileError | None:
         """One create, with KubeRay's Created<Kind> / FailedToCreate<Kind> Events."""
         namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
         try:
-            async with self.slots.held(_key(ClusterMeta.from_body(body))):
+            async with self.slots.held(_key(meta)):
                 created = await create(self.api, namespace, manifest)
             if created:
-                self.events.post(
-                    body, "Normal", f"Created{kind}", f"Created {kind.lower()} {namespace}/{name}"
-                )
+                message = f"Created {kind.lower()} {namespace}/{name}"
+                self.events.post(meta.subject(), "Normal", f"Created{kind}", message)
         except ops.KubeError as exc:
-            self.events.post(body, "Warning", f"FailedToCreate{kind}", str(exc))
+            self.events.post(meta.subject(), "Warning", f"FailedToCreate{kind}", str(exc))
             return ReconcileError(str(exc), retry_after=exc.retry_after)
         return None
 
-    async def create_services(
-        self, body: Mapping[str, Any], services: Sequence[Manifest]
-    ) -> ReconcileError | None:
+    async def create_services(self, meta: ClusterMeta, services: Sequence[Manifest]) -> ReconcileError | None:
         for svc in services:
-            if error := await self._create(body, "Service", ops.create_service, svc):
+            if error := await self._create(meta, "Service", ops.create_service, svc):
                 return error
         return None
 
     async def create_once(
         self,
-        body: Mapping[str, Any],
+        meta: ClusterMeta,
         secrets: Sequence[Manifest],
         ingresses: Sequence[Manifest],
         rbac: Sequence[Manifest] = (),
     ) -> ReconcileError | None:
         """Create each Secret (with a fresh token), Ingress and RBAC object once per RayCluster;
         one that exists is kept."""
-        uid = ClusterMeta.from_body(body).uid
+        uid = meta.uid
         todo: list[tuple[str, Creator, Manifest]] = [("Secret", ops.create_secret, m) for m in secrets]
         todo += [("Ingress", ops.create_ingress, m) for m in ingresses]
         todo += [(m["kind"], ops.create_rbac, m) for m in rbac]
@@ -155,21 +151,20 @@ class PlanApplier:
             if kind == "Secret":
                 manifest = copy.deepcopy(manifest)
                 manifest["stringData"] = {AUTH_TOKEN_KEY: tokenauth.new_token()}
-            if error := await self._create(body, kind, create, manifest):
+            if error := await self._create(meta, kind, create, manifest):
                 return error
             self._created.add(key)
         return None
 
     async def run_steps(
-        self, body: Mapping[str, Any], steps: Sequence[Step], wanted: Callable[[], bool] | None = None
+        self, meta: ClusterMeta, steps: Sequence[Step], wanted: Callable[[], bool] | None = None
     ) -> ReconcileError | None:
         """Each step's deletes, then its creates, in parallel; stop at the first failing step.
 
         `wanted` is asked before each create: once it says no (the RayCluster is being deleted or
         is gone) no more pods are created for it.
         """
-        meta = ClusterMeta.from_body(body)
-        done = _Done(self.events, body, meta)
+        done = _Done(self.events, meta)
         for step in steps:
             failures: list[ReconcileError] = []
             try:
@@ -235,5 +230,5 @@ class PlanApplier:
         self, done: _Done, failures: list[ReconcileError], exc: ops.KubeError, event: str, reason: str
     ) -> None:
         """A pod call failed: a Warning Event `event` on the RayCluster, and the step's failure."""
-        self.events.post(done.body, "Warning", event, str(exc))
+        self.events.post(done.meta.subject(), "Warning", event, str(exc))
         failures.append(ReconcileError(str(exc), reason, exc.retry_after))

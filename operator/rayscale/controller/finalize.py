@@ -4,13 +4,13 @@ the pods, run the cleanup Job, then remove it."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes_asyncio import client
 
-from rayscale.cluster.validation import Invalid, parse_and_validate
+from rayscale.cluster.meta import ClusterMeta
+from rayscale.cluster.validation import Invalid
 from rayscale.common.pods import is_head, is_terminating, is_worker, pod_group, pod_name
 from rayscale.controller import redis_cleanup
 from rayscale.controller.apply import PlanApplier
@@ -28,37 +28,35 @@ def _parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-async def add_finalizer(api: client.ApiClient, body: Mapping[str, Any], finalizer: str) -> None:
-    meta = body["metadata"]
+async def add_finalizer(api: client.ApiClient, meta: ClusterMeta, finalizer: str) -> None:
     patch: list[dict[str, Any]]
-    if meta.get("finalizers"):
+    if meta.finalizers:
         patch = [{"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}]
     else:
         patch = [{"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}]
-    await ops.json_patch_raycluster(api, meta["namespace"], meta["name"], patch)
+    await ops.json_patch_raycluster(api, meta.namespace, meta.name, patch)
 
 
-async def remove_finalizer(api: client.ApiClient, body: Mapping[str, Any], finalizer: str) -> None:
-    meta = body["metadata"]
-    index = list(meta.get("finalizers") or []).index(finalizer)
+async def remove_finalizer(api: client.ApiClient, meta: ClusterMeta, finalizer: str) -> None:
+    index = meta.finalizers.index(finalizer)
     path = f"/metadata/finalizers/{index}"
     patch = [{"op": "test", "path": path, "value": finalizer}, {"op": "remove", "path": path}]
-    await ops.json_patch_raycluster(api, meta["namespace"], meta["name"], patch)
+    await ops.json_patch_raycluster(api, meta.namespace, meta.name, patch)
 
 
 async def redis_cleanup_step(
     api: client.ApiClient, applier: PlanApplier, events: EventSink, snapshot: ClusterSnapshot
 ) -> float | None:
     """One step of a deleted RayCluster's Redis cleanup; when to look again (None: done)."""
-    body, meta = snapshot.body, snapshot.meta
+    meta = snapshot.meta
     # Ray's pods only: the cleanup Job's own pod carries the cluster's label too, and must run.
     live = [p for p in snapshot.pods if (is_head(p) or is_worker(p)) and not is_terminating(p)]
     if live:
         deletes = [DeletePod(pod_name(p), pod_group(p), NodeKind.of(p), DeleteWhy.SUSPEND) for p in live]
-        await applier.run_steps(body, [Step(group="*", deletes=deletes)])
+        await applier.run_steps(meta, [Step(group="*", deletes=deletes)])
     if any(is_head(p) for p in snapshot.pods):
         return HEAD_GONE_POLL  # the GCS must stop writing before Redis is cleaned
-    deleted_at = _parse_time(str(body["metadata"]["deletionTimestamp"]))
+    deleted_at = _parse_time(meta.deletion_timestamp)
     name = redis_cleanup.job_name(meta.name)
     job = await ops.get_job(api, meta.namespace, name)
     timed_out = redis_cleanup.deletion_timed_out(meta, deleted_at, datetime.now(UTC))
@@ -66,7 +64,7 @@ async def redis_cleanup_step(
         finished = redis_cleanup.job_finished(job) if job is not None else None
         if finished is None and not timed_out:
             return POLL
-        await remove_finalizer(api, body, redis_cleanup.FINALIZER)
+        await remove_finalizer(api, meta, redis_cleanup.FINALIZER)
         if finished == "Complete":
             log.info("%s/%s: Redis storage namespace cleaned up", meta.namespace, meta.name)
         else:
@@ -75,15 +73,14 @@ async def redis_cleanup_step(
                 f"The Redis cleanup Job {meta.namespace}/{name} {why}; delete the cluster's storage"
                 " namespace in Redis yourself"
             )
-            events.post(body, "Warning", "RedisCleanupFailed", message)
+            events.post(meta.subject(), "Warning", "RedisCleanupFailed", message)
         return None
-    spec = parse_and_validate(meta, snapshot.raw_spec)
+    spec = snapshot.spec()
     if isinstance(spec, Invalid):  # nothing to build the Job from: let the cluster go
-        await remove_finalizer(api, body, redis_cleanup.FINALIZER)
+        await remove_finalizer(api, meta, redis_cleanup.FINALIZER)
         return None
     manifest = redis_cleanup.job_manifest(meta, spec)
     if await ops.create_job(api, meta.namespace, manifest):
-        events.post(
-            body, "Normal", "CreatedRedisCleanupJob", f"Created Redis cleanup Job {meta.namespace}/{name}"
-        )
+        message = f"Created Redis cleanup Job {meta.namespace}/{name}"
+        events.post(meta.subject(), "Normal", "CreatedRedisCleanupJob", message)
     return POLL

@@ -32,7 +32,7 @@ def manifest(meta: ClusterMeta, spec: RayClusterSpec) -> dict[str, Any]:
         "pathType": "Exact",
         "backend": {"service": {"name": head_service, "port": {"number": port}}},
     }
-    body: dict[str, Any] = {
+    ingress: dict[str, Any] = {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
         "metadata": {
@@ -50,5 +50,5 @@ def manifest(meta: ClusterMeta, spec: RayClusterSpec) -> dict[str, Any]:
         "spec": {"rules": [{"http": {"paths": [path]}}]},
     }
     if CLASS_ANNOTATION in meta.annotations:
-        body["spec"]["ingressClassName"] = meta.annotations[CLASS_ANNOTATION]
-    return body
+        ingress["spec"]["ingressClassName"] = meta.annotations[CLASS_ANNOTATION]
+    return ingress

@@ -24,7 +24,7 @@ from rayscale.api.raycluster import (
 )
 from rayscale.cluster import ft, naming
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
-from rayscale.cluster.validation import Invalid, parse_and_validate
+from rayscale.cluster.validation import Invalid
 from rayscale.common import labels as L
 from rayscale.common.pods import is_head, is_terminating, is_unhealthy, pod_group, pod_name
 from rayscale.common.types import Obj
@@ -63,19 +63,6 @@ class PlannerOptions:
     max_creates: int = CREATES_PER_RECONCILE  # worker pods created by one reconcile at most
 
 
-def _cond_true(snapshot: ClusterSnapshot, kind: str) -> bool:
-    return any(
-        c.get("type") == kind and c.get("status") == "True" for c in snapshot.status.get("conditions") or []
-    )
-
-
-def _old_condition_message(snapshot: ClusterSnapshot, kind: str) -> str | None:
-    for c in snapshot.status.get("conditions") or []:
-        if c.get("type") == kind:
-            return str(c.get("message") or "")
-    return None
-
-
 def _service_names(snapshot: ClusterSnapshot) -> set[str]:
     return {str(s.get("metadata", {}).get("name")) for s in snapshot.services}
 
@@ -83,7 +70,8 @@ def _service_names(snapshot: ClusterSnapshot) -> set[str]:
 def _invalid_plan(snapshot: ClusterSnapshot, invalid: Invalid) -> Plan:
     """Nothing but the SpecValid condition, and a Warning Event when its message is new."""
     plan = Plan(invalid=invalid.message)
-    if _old_condition_message(snapshot, SPEC_VALID) != invalid.message:
+    old = snapshot.condition(SPEC_VALID)
+    if old is None or (old.message or "") != invalid.message:
         plan.events.append(EventSpec(EventType.WARNING, invalid.reason, invalid.message, action="Validate"))
     return plan
 
@@ -101,8 +89,8 @@ def plan_cluster(
     try:
         return _plan_cluster(snapshot, expectations, options)
     except Exception as exc:  # any spec must end in a condition, never in a retry loop
-        meta = snapshot.body.get("metadata") or {}
-        log.exception("planning RayCluster %s/%s failed", meta.get("namespace"), meta.get("name"))
+        meta = snapshot.meta
+        log.exception("planning RayCluster %s/%s failed", meta.namespace, meta.name)
         message = f"{UNPLANNABLE} ({type(exc).__name__}: {exc})"[:MAX_MESSAGE]
         invalid = Invalid("InvalidRayClusterSpec", message)
         return _invalid_plan(snapshot, invalid), invalid
@@ -113,11 +101,11 @@ def _plan_cluster(
 ) -> tuple[Plan, RayClusterSpec | Invalid | None]:
     meta = snapshot.meta
     plan = Plan()
-    managed_by = snapshot.raw_spec.get("managedBy")
+    managed_by = snapshot.managed_by
     if (managed_by and managed_by != KUBERAY_MANAGER) or meta.deleting:
         plan.skip = True
         return plan, None
-    parsed = parse_and_validate(meta, snapshot.raw_spec, max_pods=options.max_pods)
+    parsed = snapshot.spec(max_pods=options.max_pods)
     if isinstance(parsed, Invalid):
         return _invalid_plan(snapshot, parsed), parsed
     spec = parsed
@@ -149,7 +137,7 @@ def _plan_cluster(
         plan.services.append(services.headless_worker_service(meta))
 
     pods = [p for p in snapshot.pods if not expectations.is_stuck(p)]
-    if _cond_true(snapshot, SUSPENDING):
+    if snapshot.condition_true(SUSPENDING):
         step = Step(group="*")
         step.deletes = [
             DeletePod(pod_name(p), pod_group(p), NodeKind.of(p), DeleteWhy.SUSPEND)
@@ -159,7 +147,7 @@ def _plan_cluster(
         plan.steps.append(step)
         plan.requeue(ERROR_REQUEUE)
         return plan, spec
-    if _cond_true(snapshot, SUSPENDED) or spec.suspend:
+    if snapshot.condition_true(SUSPENDED) or spec.suspend:
         if spec.suspend:
             plan.requeue(ERROR_REQUEUE)
         return plan, spec
@@ -236,7 +224,7 @@ def _plan_head(
             return False
         return True
     no_restart = meta.annotations.get(L.DISABLE_HEAD_RESTART_ANNOTATION) == "true"
-    if _cond_true(snapshot, PROVISIONED) and no_restart:
+    if snapshot.condition_true(PROVISIONED) and no_restart:
         return False
     head = podspec.head_pod(meta, spec, sidecar_autoscaler=options.sidecar_autoscaler)
     plan.steps.append(Step(group="", creates=[CreatePod("", NodeKind.HEAD, head)]))

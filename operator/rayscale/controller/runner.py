@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client
 
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
+from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.validation import Invalid
 from rayscale.common.retry import Failed, spec_version
 from rayscale.common.types import ClusterKey
@@ -141,36 +142,35 @@ class RayClusterController:
             self._sizes.pop(key, None)
             self._written.pop(key, None)
             return None
+        # The one reader: after it the reconcile reads the typed snapshot, never `body`.
         snapshot = ClusterSnapshot(body, list(self.source.pods(key)), list(self.source.services(key)))
+        meta = snapshot.meta
         self._sizes[key] = len(snapshot.pods)
-        if snapshot.meta.deleting and redis_cleanup.FINALIZER in snapshot.meta.finalizers:
+        if meta.deleting and redis_cleanup.FINALIZER in meta.finalizers:
             return await finalize.redis_cleanup_step(self.api, self.applier, self.events, snapshot)
         plan, spec = plan_cluster(snapshot, self.expectations, self.options)
         if plan.add_finalizer is not None:
-            await finalize.add_finalizer(self.api, body, plan.add_finalizer)
+            await finalize.add_finalizer(self.api, meta, plan.add_finalizer)
             return plan.requeue_after
         if plan.skip or spec is None:
             return None
-        meta = snapshot.meta
         for event in plan.events:
-            self.events.post(body, event.type, event.reason, event.message, event.action)
-        now = datetime.now(UTC)
+            self.events.post(meta.subject(), event.type, event.reason, event.message, event.action)
+        now, old = datetime.now(UTC), snapshot.stored_status
         if isinstance(spec, Invalid):
-            bad = invalid_status(meta, snapshot.status, spec.reason, spec.message, now=now)
-            await self._write_status(key, body, snapshot.status, bad, now)
+            bad = invalid_status(meta, old, spec.reason, spec.message, now=now)
+            await self._write_status(key, meta, old, bad, now)
             return None
         error = ReconcileError(plan.error) if plan.error else None
         if plan.error:
-            self.events.post(body, "Warning", "ReconcileError", plan.error)
-        error = await self.applier.create_once(body, plan.secrets, plan.ingresses, plan.rbac) or error
-        error = await self.applier.create_services(body, plan.services) or error
+            self.events.post(meta.subject(), "Warning", "ReconcileError", plan.error)
+        error = await self.applier.create_once(meta, plan.secrets, plan.ingresses, plan.rbac) or error
+        error = await self.applier.create_services(meta, plan.services) or error
         if error is None or error.reason is None:
             wanted = functools.partial(self._wanted, key, meta.uid)
-            error = await self.applier.run_steps(body, plan.steps, wanted) or error
-        new = compute_status(
-            meta, spec, snapshot.status, snapshot.pods, snapshot.services, error=error, now=now
-        )
-        deferred = await self._write_status(key, body, snapshot.status, new, now)
+            error = await self.applier.run_steps(meta, plan.steps, wanted) or error
+        new = compute_status(meta, spec, old, snapshot.pods, snapshot.services, error=error, now=now)
+        deferred = await self._write_status(key, meta, old, new, now)
         if error is not None:
             return Failed(error.message, error.retry_after)
         if deferred is not None:
@@ -181,13 +181,15 @@ class RayClusterController:
         """The RayCluster is still there, the same one, and not being deleted (what the watch says
         now: a deletion seen mid-reconcile stops its creates)."""
         body = self.source.cluster(key)
-        meta = (body or {}).get("metadata") or {}
-        return body is not None and meta.get("uid") == uid and not meta.get("deletionTimestamp")
+        if body is None:
+            return False
+        meta = ClusterMeta.from_body(body)  # the watch's newer copy, read as the snapshot reads it
+        return meta.uid == uid and not meta.deleting
 
     async def _write_status(
         self,
         key: ClusterKey,
-        body: Mapping[str, Any],
+        meta: ClusterMeta,
         old: Mapping[str, Any],
         new: dict[str, Any],
         now: datetime,
@@ -199,7 +201,7 @@ class RayClusterController:
         from, that write is what is stored: `new` is compared with it, not with the older copy (a
         worker count that went down with that write and back up since is written again), and a
         status equal to it is not written twice."""
-        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        version = meta.resource_version
         last = self._written.get(key)
         if last is not None and last.version == version:
             old = last.status  # the watch has not delivered that write yet
