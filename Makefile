@@ -67,7 +67,8 @@ kuberay-oracle: ## build (or reuse) the KubeRay oracle in ~/.cache/rayscale (abo
 	@tools/kuberay-oracle/build.sh >/dev/null
 
 .PHONY: kuberay-operator
-kuberay-operator: ## build (or reuse) KubeRay's own operator binary in ~/.cache/rayscale, for the migration tests
+# after the oracle: one Go module, whose compiled packages the operator's build then reuses
+kuberay-operator: kuberay-oracle ## build (or reuse) KubeRay's own operator binary in ~/.cache/rayscale, for the migration tests
 	@tools/kuberay-oracle/build-operator.sh >/dev/null
 
 .PHONY: migration
@@ -89,9 +90,15 @@ browser: ## headless Chromium for the status page's browser test (apt-get instal
 		  { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; }; } || \
 		echo "browser: no chromium (apt-get install chromium): the status page's browser test is skipped"
 
+# The integration stage's pytest workers (pytest-xdist), each with a local control plane of its own:
+# a test file's tests on one worker, the tests that start Ray nodes all on one (--dist loadgroup,
+# the groups: tests/support/xdist_groups.py); 0: no workers, one process (as with a cluster
+# RAYSCALE_TARGET_KUBECONFIG names, which the workers would share). See docs/development.md.
+INTEGRATION_JOBS ?= $(if $(RAYSCALE_TARGET_KUBECONFIG),0,3)
+
 .PHONY: integration
-integration: install cluster-build browser ## integration tests and the e2e smoke scenarios on the local control plane (never $KUBECONFIG's cluster; RAYSCALE_TARGET_KUBECONFIG=FILE names another)
-	$(PY) -m pytest tests/integration e2e -q -m "integration or e2e_smoke"
+integration: install cluster-build browser ## integration tests and the e2e smoke scenarios on the local control plane, INTEGRATION_JOBS=3 workers (never $KUBECONFIG's cluster; RAYSCALE_TARGET_KUBECONFIG=FILE names another)
+	$(PY) -m pytest tests/integration e2e -q -m "integration or e2e_smoke" -n $(INTEGRATION_JOBS) --dist loadgroup
 
 .PHONY: e2e
 e2e: install cluster-build browser ## every end-to-end scenario with a real Ray (about 11 min), then their timings into docs/benchmarks.md
@@ -123,8 +130,16 @@ soak: install cluster-build ## a bounded long run off CI (SOAK_MINUTES=30, SOAK_
 e2e-smoke: install cluster-build browser ## the end-to-end scenarios `make test` runs
 	$(PY) -m pytest e2e -q -m e2e_smoke
 
+# What `make test` builds, side by side (make -j): the virtualenv, the control plane's binaries, KubeRay's
+# oracle then its operator, Helm, Chromium. Their downloads, links and installs overlap the others'
+# compiles; on 2 cores the compiles share the CPU. Each script builds once per version into
+# ~/.cache/rayscale (a lock per cache), so a later `make` of one of them only finds it.
+.PHONY: builds
+builds: ## build (or reuse) everything `make test` needs, side by side
+	@$(MAKE) --no-print-directory -j5 --output-sync=line install cluster-build kuberay-operator helm browser
+
 .PHONY: test
-test: check differential kuberay-diff integration ## everything CI runs
+test: builds check differential kuberay-diff integration ## everything CI runs
 
 .PHONY: cluster-build
 cluster-build: ## build (or reuse) the control-plane binaries in ~/.cache/rayscale

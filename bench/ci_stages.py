@@ -4,12 +4,13 @@
                               [--render-only] [--note TEXT] [--out FILE] [--docs-from FILE]
 
 Clones the committed HEAD (`git clone`, as CI gets it) into a temporary directory and runs there,
-one at a time, `make <stage>` for each of STAGES: the targets `make test` needs, the builds first,
-Helm built as a stage of its own (the tests build it when it is absent), then `make demo`. Each
-stage's wall seconds, CPU seconds of its processes (getrusage(RUSAGE_CHILDREN) before and after),
-exit status, pytest's passed / failed / skipped and the 1-minute load average at its start and end
-are recorded; the first stage that fails ends the run (exit 1). At the end, the disk used by the
-caches (Go's module and build caches, ~/.cache/rayscale, pip's cache, the clone's .venv).
+one at a time, `make <stage>` for each of STAGES: the targets `make test` needs, `make builds` first
+(everything the tests need built, side by side: one stage, whose builds' own times are read from
+their "<name>: built in Ns" lines), then `make demo`. Each stage's wall seconds, CPU seconds of its
+processes (getrusage(RUSAGE_CHILDREN) before and after), exit status, pytest's passed / failed /
+skipped and the 1-minute load average at its start and end are recorded; the first stage that fails
+ends the run (exit 1). At the end, the disk used by the caches (Go's module and build caches,
+~/.cache/rayscale, pip's cache, the clone's .venv).
 
 --fresh-caches: every cache empty, as on a new machine (HOME, XDG_CACHE_HOME, GOPATH, GOMODCACHE,
 GOCACHE, PIP_CACHE_DIR in the temporary directory; XDG_CONFIG_HOME, the configuration, stays the
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import provenance
-from bench.ci_stages_docs import RESULTS, pytest_counts, write
+from bench.ci_stages_docs import RESULTS, build_times, pytest_counts, write
 from bench.docs import add_output_options, finish
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,13 +54,9 @@ class Stage:
 
 
 STAGES = (
-    Stage("install"),
-    Stage("cluster-build"),
-    Stage("kuberay-oracle"),
-    # no rule of `test` names it: tests/support/fixtures.py's `helm` and test_chart_shards.py run
-    # e2e/tools/helm.sh when Helm is not built, so inside `make test` it is part of a test stage
-    Stage("helm", prerequisite=False),
-    Stage("browser"),
+    # install, cluster-build, kuberay-oracle, kuberay-operator, helm and browser, side by side (its
+    # recipe runs them with `$(MAKE) -j`): one stage, as they overlap
+    Stage("builds"),
     Stage("check"),
     Stage("differential"),
     Stage("kuberay-diff"),
@@ -74,14 +71,36 @@ NAMES = [s.name for s in STAGES]
 _RULE = re.compile(r"^(?P<targets>[^\s#=:][^=:]*?)\s*:(?!=)(?P<prereqs>[^#;]*)")
 
 
+_SUBMAKE = re.compile(r"^[@+-]*\$\(MAKE\)\s+(?P<args>.*)$")
+
+
+def submake_targets(recipe_line: str) -> list[str]:
+    """The targets a recipe line `$(MAKE) [options] targets` runs (none for any other line)."""
+    found = _SUBMAKE.match(recipe_line)
+    words = found["args"].split() if found else []
+    return [w for w in words if not w.startswith("-") and "=" not in w]
+
+
 @dataclasses.dataclass
 class Rules:
     prereqs: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     recipes: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     phony: set[str] = dataclasses.field(default_factory=set)
 
+    def runs(self, target: str) -> list[str]:
+        """The targets its recipe runs with `$(MAKE)`."""
+        return [t for line in self.recipes.get(target, []) for t in submake_targets(line)]
+
+    def needs(self, target: str) -> list[str]:
+        """Its prerequisites, then the targets its recipe runs with `$(MAKE)`."""
+        return [*self.prereqs.get(target, []), *self.runs(target)]
+
+    def submade(self, target: str) -> set[str]:
+        """`target` and what its recipe runs with `$(MAKE)`, with all they need: its row's time."""
+        return {target, *(name for run in self.runs(target) for name in self.closure(run))}
+
     def closure(self, target: str) -> list[str]:
-        """`target` and every target it needs, phony ones only, in the order make runs them."""
+        """`target` and every target it needs (`needs`), phony ones only, in the order make runs them."""
         order: list[str] = []
         seen: set[str] = set()
 
@@ -89,7 +108,7 @@ class Rules:
             if name in seen:
                 return
             seen.add(name)
-            for prereq in self.prereqs.get(name, []):
+            for prereq in self.needs(name):
                 visit(prereq)
             if name in self.phony:
                 order.append(name)
@@ -140,10 +159,11 @@ def stage_problems(makefile: str, ci_run: str, stages: Sequence[Stage] = STAGES)
             problems.append(f"`make test` no longer runs `make {stage.name}`")
         elif not stage.prerequisite and stage.name in in_test:
             problems.append(f"`make test` now runs `make {stage.name}` itself: mark it a prerequisite")
-        later = set(names[names.index(stage.name) + 1 :])
+        later = {t: s for s in reversed(names[names.index(stage.name) + 1 :]) for t in rules.submade(s)}
         for needed in rules.closure(stage.name)[:-1]:
             if needed in later:
-                problems.append(f"`make {stage.name}` runs `make {needed}` first: put {needed} before it")
+                owner = later[needed] if later[needed] == needed else f"{later[needed]} (it runs {needed})"
+                problems.append(f"`make {stage.name}` runs `make {needed}` first: put {owner} before it")
     covered = {t for s in stages if s.prerequisite for t in rules.closure(s.name)}
     for target in sorted(in_test - covered):
         problems.append(f"`make test` runs `make {target}`, which no stage runs: add it to STAGES")
@@ -243,6 +263,7 @@ def run_stage(name: str, clone: Path, env: Mapping[str, str], logs: Path) -> dic
         "cpu_s": round(cpu, 2),
         "exit": status,
         "tests": pytest_counts(output),
+        "builds": build_times(output),
         "load_start": load_start,
         "load_end": provenance.load_average(),
     }

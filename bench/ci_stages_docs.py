@@ -79,6 +79,25 @@ def pytest_counts(output: str) -> dict[str, int] | None:
     return counts
 
 
+_BUILT = re.compile(r"^(?P<name>[\w.-]+): built in (?P<seconds>\d+)s$", re.M)
+
+
+def build_times(output: str) -> dict[str, int]:
+    """What the build scripts say they took ("localk8s: built in 412s"), by script, in order."""
+    return {found["name"]: int(found["seconds"]) for found in _BUILT.finditer(_ANSI.sub("", output))}
+
+
+def _builds(stages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A sentence per stage that built something: its builds' own times (they overlap)."""
+    return [
+        f"Inside `{s['command']}` (side by side, so they overlap), the builds took: "
+        + ", ".join(f"{name} {seconds} s" for name, seconds in s["builds"].items())
+        + "."
+        for s in stages
+        if s.get("builds")
+    ]
+
+
 def _fill(text: str) -> str:
     return textwrap.fill(text, width=100, break_on_hyphens=False)
 
@@ -127,10 +146,15 @@ def render(results: Mapping[str, Any]) -> str:
     mode = results.get("mode", "fresh")
     stages: list[Mapping[str, Any]] = results.get("stages", [])
     test_stages: list[str] = results.get("test_stages", [])
+    builds = (
+        "first `make builds`, which builds everything the tests need side by side, one row"
+        if any(s["stage"] == "builds" for s in stages)
+        else "the builds first; Helm, which the tests build when it is absent, as a stage of its own"
+    )
     about = (
-        "`make test`'s stages (the targets its `test:` rule needs, the builds first; Helm, which the"
-        " tests build when it is absent, as a stage of its own), then `make demo`, each run alone as"
-        " `make <stage>` in a fresh `git clone` of the committed HEAD, as `.ci/run` runs `make test`."
+        f"`make test`'s stages (the targets its `test:` rule needs, {builds}), then `make demo`, each"
+        " run alone as `make <stage>` in a fresh `git clone` of the committed HEAD, as `.ci/run` runs"
+        " `make test`."
         f" {CACHES[mode]} CPU s: user and system time of the stage's processes that ended within it"
         " (`getrusage(RUSAGE_CHILDREN)`); tests: pytest's summary, passed / failed / skipped."
     )
@@ -151,7 +175,7 @@ def render(results: Mapping[str, Any]) -> str:
             )
         total = _total(stages, test_stages)
         lines += [*([total] if total else []), ""]
-        notes = []
+        notes = _builds(stages)
         failed = next((s for s in stages if s["exit"]), None)
         if failed:
             notes.append(f"Stopped at `{failed['command']}` (exit {failed['exit']}): the rest did not run.")

@@ -85,3 +85,6 @@ _.rrr_crd
 _.rvc_crd
 _.fake_ray
 _.raycluster_crd  # the RayCluster CRD established (tests/support/fixtures.py)
+
+# tests/support/xdist_groups.py: pytest-xdist's LoadScopeScheduling calls it (a scope per test)
+_._split_scope

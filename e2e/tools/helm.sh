@@ -8,10 +8,19 @@ HELM_VERSION=v3.21.4
 K8S_MINOR=36
 export GOTOOLCHAIN=local CGO_ENABLED=0
 command -v go >/dev/null || { echo "helm.sh: Go 1.26+ is needed to build Helm" >&2; exit 1; }
-dir="${RAYSCALE_CACHE:-$HOME/.cache/rayscale}/helm-${HELM_VERSION}-k8s1.${K8S_MINOR}-$(go env GOVERSION)"
+cache_root="${RAYSCALE_CACHE:-$HOME/.cache/rayscale}"
+dir="${cache_root}/helm-${HELM_VERSION}-k8s1.${K8S_MINOR}-$(go env GOVERSION)"
 if [[ ! -x "$dir/helm" ]]; then
+  mkdir -p "$cache_root"
+  # One build at a time per cache root (parallel test sessions, `make builds`); the binary is
+  # built beside its place and renamed into it, so nobody runs half a file.
+  exec 9>"${cache_root}/.helm.lock"
+  flock 9
+fi
+if [[ ! -x "$dir/helm" ]]; then
+  start=$SECONDS
   echo "helm.sh: building Helm ${HELM_VERSION} (first run only) ..." >&2
-  tmp="$(mktemp -d)"
+  tmp="$(mktemp -d "${cache_root}/helm.tmp.XXXXXX")"
   trap 'rm -rf "$tmp"' EXIT
   GOBIN="$tmp" go install -trimpath \
     -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} \
@@ -20,5 +29,6 @@ if [[ ! -x "$dir/helm" ]]; then
     "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
   mkdir -p "$dir"
   mv "$tmp/helm" "$dir/helm"
+  echo "helm.sh: built in $((SECONDS - start))s" >&2
 fi
 echo "$dir/helm"

@@ -20,6 +20,7 @@ from e2e import demo
 from hack.localk8s.testcluster import ClusterHandle
 
 pytestmark = [
+    pytest.mark.ray,  # the demo starts its own Ray head and workers
     pytest.mark.timeout(480),
     pytest.mark.skipif(
         importlib.util.find_spec("ray") is None, reason="needs Ray: pip install 'ray==2.60.0' (the dev extra)"

@@ -15,4 +15,6 @@
 - operators.py: `rayscale run` and KubeRay's operator as processes
 - fixtures.py: the shared fixtures (cluster, api, namespace, operator, ...), a pytest plugin
   registered once in pyproject.toml's addopts (``-p tests.support.fixtures``)
+- xdist_groups.py: how `make integration`'s pytest-xdist workers share the tests (a file per
+  group, the files that start Ray nodes one group), a plugin too (``-p tests.support.xdist_groups``)
 """

@@ -4,9 +4,10 @@ namespace per test, the CRDs, `rayscale run` (`operator`, `autoscaling_operator`
 operator (`kuberay_bindir`, `kuberay`) and Helm; for unit tests, the controller's Kubernetes calls
 faked (`kube_ops`) and an Event sink that keeps what is posted (`event_log`).
 
-`cluster` is the local control plane of `make cluster-up` when it runs, else a fresh one started
-here and stopped at the end (also when tests fail or the run is interrupted); another cluster only
-when RAYSCALE_TARGET_KUBECONFIG names it, and only if it holds no other owner's Ray objects (see
+`cluster` is the local control plane of `make cluster-up` when it runs (not in a worker of
+``pytest -n``: each worker starts its own), else a fresh one started here and stopped at the end
+(also when tests fail or the run is interrupted); another cluster only when
+RAYSCALE_TARGET_KUBECONFIG names it, and only if it holds no other owner's Ray objects (see
 hack/localk8s/target.py and testcluster.py). `$KUBECONFIG` and ``~/.kube/config`` are never used:
 when this plugin loads, KUBECONFIG is pointed at a file that does not exist (`NO_KUBECONFIG`), for
 this process and what it starts, and so is kubernetes_asyncio's default, so a client a test makes
@@ -25,7 +26,7 @@ from pathlib import Path
 import kubernetes_asyncio.config
 import kubernetes_asyncio.config.kube_config
 import pytest
-from hack.localk8s import target, testcluster
+from hack.localk8s import launcher, target, testcluster
 from kubernetes_asyncio import client, config
 
 from rayscale.api.registry import CRDS
@@ -76,10 +77,22 @@ def event_log() -> EventLog:
     return EventLog()
 
 
+def acquire_cluster() -> testcluster.ClusterHandle:
+    """`testcluster.acquire`, except in a worker of ``pytest -n`` (pytest-xdist, `make integration`):
+    there a control plane of the worker's own, never `make cluster-up`'s, which the other workers'
+    tests would share (nodes, cluster-wide objects); the one RAYSCALE_TARGET_KUBECONFIG names, when
+    it is set, is still used (`make integration` runs one worker then)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return testcluster.acquire()
+    bindir = Path(launcher.build())
+    by = f"tests/support/fixtures.py (pytest-xdist {os.environ['PYTEST_XDIST_WORKER']})"
+    return testcluster.named_cluster(bindir, by=by) or testcluster.start_private(bindir)
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[testcluster.ClusterHandle]:
     try:
-        handle = testcluster.acquire()
+        handle = acquire_cluster()
     except target.TargetError as exc:  # a named cluster refused: say so once, run nothing on it
         pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
     try:

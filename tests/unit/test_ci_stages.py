@@ -16,7 +16,7 @@ from bench.ci_stages import STAGES, Stage, stage_problems
 ROOT = Path(ci_stages.__file__).resolve().parents[1]
 MAKEFILE = (ROOT / "Makefile").read_text()
 CI_RUN = (ROOT / ".ci" / "run").read_text()
-TEST_RULE = "test: check differential kuberay-diff integration"
+TEST_RULE = "test: builds check differential kuberay-diff integration"
 
 
 def test_the_stages_add_up_to_what_make_test_runs() -> None:
@@ -31,9 +31,11 @@ def test_the_stages_add_up_to_what_make_test_runs() -> None:
     ("makefile", "ci_run", "problem"),
     [
         (MAKEFILE.replace(TEST_RULE, TEST_RULE + " chaos"), CI_RUN, "runs `make chaos`, which no stage runs"),
-        (MAKEFILE.replace(TEST_RULE, "test: check differential integration"), CI_RUN,
+        (MAKEFILE.replace(TEST_RULE, "test: builds check differential integration"), CI_RUN,
          "no longer runs `make kuberay-diff`"),
-        (MAKEFILE.replace(TEST_RULE, TEST_RULE + " helm"), CI_RUN, "now runs `make helm` itself"),
+        (MAKEFILE.replace(TEST_RULE, TEST_RULE + " demo"), CI_RUN, "now runs `make demo` itself"),
+        (MAKEFILE.replace(TEST_RULE, TEST_RULE.replace("builds ", "")), CI_RUN,
+         "no longer runs `make builds`"),
         (MAKEFILE.replace(TEST_RULE + " ## everything CI runs", TEST_RULE + "\n\t./more.sh"), CI_RUN,
          "a recipe of its own"),
         (MAKEFILE.replace("\n.PHONY: demo\ndemo:", "\nshow:"), CI_RUN, "`make demo` is no longer a target"),
@@ -48,9 +50,25 @@ def test_a_changed_make_test_is_a_problem(makefile: str, ci_run: str, problem: s
 
 def test_a_stage_that_runs_a_later_one_first_is_a_problem() -> None:
     reordered = (Stage("check"), *(s for s in STAGES if s.name != "check"))
-    assert "`make check` runs `make install` first: put install before it" in stage_problems(
+    assert "`make check` runs `make install` first: put builds (it runs install) before it" in stage_problems(
         MAKEFILE, CI_RUN, reordered
     )
+    makefile = MAKEFILE.replace(TEST_RULE, "test: check builds differential kuberay-diff integration")
+    apart = (Stage("check"), Stage("install"), *(s for s in STAGES if s.name != "check"))
+    assert "`make check` runs `make install` first: put install before it" in stage_problems(
+        makefile, CI_RUN, apart
+    )
+
+
+def test_the_targets_a_recipe_runs_with_make_are_what_it_needs() -> None:
+    line = "@$(MAKE) --no-print-directory -j5 --output-sync=line install cluster-build X=1 helm"
+    assert ci_stages.submake_targets(line) == ["install", "cluster-build", "helm"]
+    assert ci_stages.submake_targets("$(PY) -m pytest tests/unit -q") == []
+    rules = ci_stages.makefile_rules(MAKEFILE)
+    assert {"install", "cluster-build", "kuberay-oracle", "kuberay-operator", "helm"} <= rules.submade(
+        "builds"
+    )
+    assert rules.submade("check") == {"check"}
 
 
 def test_the_tool_stops_before_running_anything_when_make_test_changed(
@@ -62,7 +80,7 @@ def test_the_tool_stops_before_running_anything_when_make_test_changed(
     monkeypatch.setattr(ci_stages, "ROOT", tmp_path)
     monkeypatch.setattr(ci_stages, "git", lambda *_: pytest.fail("cloned although make test changed"))
     with pytest.raises(SystemExit, match="runs `make e2e`, which no stage runs"):
-        ci_stages.measure(["install"], fresh=False, keep=False, note="")
+        ci_stages.measure(["builds"], fresh=False, keep=False, note="")
 
 
 def test_pytest_summaries_are_added_up() -> None:
@@ -112,22 +130,22 @@ def test_the_first_failing_stage_ends_the_run_and_the_exit_status(
     monkeypatch.setattr(tempfile, "mkdtemp", lambda **_: str(run))
     run.mkdir()
     out = tmp_path / "results.json"
-    assert ci_stages.main(["--stages", "differential,install,check", "--out", str(out)]) == 1
-    assert ran == ["install", "check"]
+    assert ci_stages.main(["--stages", "differential,builds,check", "--out", str(out)]) == 1
+    assert ran == ["builds", "check"]
     text = out.read_text()
     assert '"commit": "abc1234"' in text
     assert '"mode": "warm"' in text
     assert not run.exists()
     run.mkdir()
-    assert ci_stages.main(["--fresh-caches", "--stages", "install", "--out", str(out)]) == 0
+    assert ci_stages.main(["--fresh-caches", "--stages", "builds", "--out", str(out)]) == 0
     assert '"mode": "fresh"' in out.read_text()
     assert not run.exists(), "the temporary directory (and the fresh caches in it) is left behind"
 
 
 def test_stages_are_named_from_the_list_and_run_in_its_order() -> None:
-    assert ci_stages.stage_list("check, install") == ["install", "check"]
+    assert ci_stages.stage_list("check, builds") == ["builds", "check"]
     with pytest.raises(argparse.ArgumentTypeError, match="not a stage: lint"):
-        ci_stages.stage_list("install,lint")
+        ci_stages.stage_list("builds,lint")
 
 
 def test_fresh_caches_point_every_cache_into_the_temporary_directory(
@@ -173,6 +191,19 @@ def test_a_whole_run_renders_its_stages_and_the_total_of_make_test() -> None:
     assert "the clone's `.venv` none; 3.74 GB in all." in flat
     assert "commit abc1234" in flat
     assert "`make ci-timings CI_ARGS=--fresh-caches`" in flat
+
+
+def test_the_builds_own_times_are_read_and_rendered_under_the_table() -> None:
+    output = (
+        "localk8s: downloaded in 40s\nlocalk8s: built in 412s\n\x1b[0mhelm.sh: built in 95s\nbuilt in 3s\n"
+    )
+    assert ci_stages_docs.build_times(output) == {"localk8s": 412, "helm.sh": 95}
+    builds = fake_stage("builds") | {"builds": {"localk8s": 412, "helm.sh": 95}}
+    flat = " ".join(ci_stages_docs.render(results([builds, fake_stage("check")])).split())
+    assert (
+        "Inside `make builds` (side by side, so they overlap), the builds took: localk8s 412 s, helm.sh 95 s."
+        in flat
+    )
 
 
 def test_a_failed_or_partial_run_has_no_total() -> None:
