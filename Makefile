@@ -98,7 +98,7 @@ INTEGRATION_JOBS ?= $(if $(RAYSCALE_TARGET_KUBECONFIG),0,3)
 
 .PHONY: integration
 integration: install cluster-build browser ## integration tests and the e2e smoke scenarios on the local control plane, INTEGRATION_JOBS=3 workers (never $KUBECONFIG's cluster; RAYSCALE_TARGET_KUBECONFIG=FILE names another)
-	$(PY) -m pytest tests/integration e2e -q -m "integration or e2e_smoke" -n $(INTEGRATION_JOBS) --dist loadgroup
+	$(PY) -m pytest tests/integration e2e -q -m "integration or e2e_smoke" -n $(INTEGRATION_JOBS) --dist loadgroup --durations=25
 
 .PHONY: e2e
 e2e: install cluster-build browser ## every end-to-end scenario with a real Ray (about 11 min), then their timings into docs/benchmarks.md
@@ -130,19 +130,19 @@ soak: install cluster-build ## a bounded long run off CI (SOAK_MINUTES=30, SOAK_
 e2e-smoke: install cluster-build browser ## the end-to-end scenarios `make test` runs
 	$(PY) -m pytest e2e -q -m e2e_smoke
 
-# What `make test` builds, side by side (make -j): the virtualenv, the control plane's binaries, KubeRay's
-# oracle then its operator, Helm, Chromium. Their downloads, links and installs overlap the others'
+# What `make test` builds, side by side (make -j): the virtualenv, the control plane's binaries with Helm
+# (one `go build`), KubeRay's oracle then its operator, Chromium. Their downloads, links and installs overlap the others'
 # compiles; on 2 cores the compiles share the CPU. Each script builds once per version into
 # ~/.cache/rayscale (a lock per cache), so a later `make` of one of them only finds it.
 .PHONY: builds
 builds: ## build (or reuse) everything `make test` needs, side by side
-	@$(MAKE) --no-print-directory -j5 --output-sync=line install cluster-build kuberay-operator helm browser
+	@$(MAKE) --no-print-directory -j4 --output-sync=line install cluster-build kuberay-operator browser
 
 .PHONY: test
 test: builds check differential kuberay-diff integration ## everything CI runs
 
 .PHONY: cluster-build
-cluster-build: ## build (or reuse) the control-plane binaries in ~/.cache/rayscale
+cluster-build: ## build (or reuse) the control-plane binaries and Helm in ~/.cache/rayscale
 	@hack/localk8s/build.sh >/dev/null
 
 .PHONY: cluster-up
@@ -195,7 +195,7 @@ proto: $(RAY_PROTO_STAMP) ## generate the Python bindings of the Ray GCS protos 
 install: proto
 
 .PHONY: helm
-helm: ## build (or reuse) Helm in ~/.cache/rayscale and print its path
+helm: ## build (or reuse) Helm, with the control plane's binaries, in ~/.cache/rayscale and print its path
 	@e2e/tools/helm.sh
 
 .PHONY: crds

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the local control plane's binaries (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl, kwok) from the pinned Go
+# kube-controller-manager, kube-scheduler, kubectl, kwok) and Helm from the pinned Go
 # module in this directory, into a cache outside the checkout:
 #
 #   ${RAYSCALE_CACHE:-~/.cache/rayscale}/k8s-<k8s version>-<hash>/
@@ -17,7 +17,7 @@ export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 cache_root="${RAYSCALE_CACHE:-$HOME/.cache/rayscale}"
 key="$( (cat go.mod go.sum versions.env build.sh; go env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-12)"
 bindir="${cache_root}/k8s-${K8S_VERSION}-${key}"
-binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm)
 
 complete() {
   for b in "${binaries[@]}"; do [[ -x "${bindir}/${b}" ]] || return 1; done
@@ -46,17 +46,26 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   kver+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=${build_date}"
 done
 kwokver="-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${K8S_VERSION#v}"
+# Helm's version, and the Kubernetes version `helm template` assumes (its Makefile stamps them;
+# unstamped, Helm assumes Kubernetes v1.20).
+helmver="-X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}"
+for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+  helmver+=" -X ${pkg}.k8sVersionMajor=1 -X ${pkg}.k8sVersionMinor=${minor}"
+done
 
-# One `go build` for all six: the go command schedules every package of them on every core and
-# links them side by side, instead of six builds one after the other that each end on one core
-# (a link). A -X of a package a binary does not link is ignored, so one set of flags fits all.
+# One `go build` for all seven: the go command schedules every package of them on every core and
+# links them side by side, instead of builds one after the other that each end on one core (a
+# link), and compiles the Kubernetes libraries Helm shares with the others once. A -X of a package
+# a binary does not link is ignored, so one set of flags fits all. -dwarf=false: no debug
+# information is compiled (-w drops it at the link anyway), a sixth less compile time.
 packages=(go.etcd.io/etcd/server/v3 k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
-          k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl sigs.k8s.io/kwok/cmd/kwok)
+          k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl sigs.k8s.io/kwok/cmd/kwok
+          helm.sh/helm/v3/cmd/helm)
 start=$SECONDS
 echo "localk8s: downloading modules (first run only) ..." >&2
 go mod download
 echo "localk8s: downloaded in $((SECONDS - start))s; building ${binaries[*]} ..." >&2
-go build -trimpath -ldflags "-s -w $kver $kwokver" -o "${tmp}/" "${packages[@]}"
+go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w $kver $kwokver $helmver" -o "${tmp}/" "${packages[@]}"
 mv "${tmp}/server" "${tmp}/etcd"  # go.etcd.io/etcd/server/v3: go names it after "server"
 echo "localk8s: built in $((SECONDS - start))s" >&2
 

@@ -33,12 +33,14 @@ go get "k8s.io/kubernetes@${K8S_VERSION}" \
   "go.etcd.io/etcd/client/v3@${ETCD_VERSION}" \
   "go.etcd.io/etcd/client/pkg/v3@${ETCD_VERSION}" \
   "go.etcd.io/etcd/pkg/v3@${ETCD_VERSION}" \
-  "sigs.k8s.io/kwok@${KWOK_VERSION}"
+  "sigs.k8s.io/kwok@${KWOK_VERSION}" \
+  "helm.sh/helm/v3@${HELM_VERSION}"
 go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@${K8S_VERSION}"
 go get -tool "k8s.io/kubernetes/cmd/kube-controller-manager@${K8S_VERSION}"
 go get -tool "k8s.io/kubernetes/cmd/kube-scheduler@${K8S_VERSION}"
 go get -tool "k8s.io/kubernetes/cmd/kubectl@${K8S_VERSION}"
 go get -tool "go.etcd.io/etcd/server/v3@${ETCD_VERSION}"
 go get -tool "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
+go get -tool "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
 go mod tidy
-echo "go.mod regenerated for kubernetes ${K8S_VERSION}, etcd ${ETCD_VERSION}, kwok ${KWOK_VERSION}"
+echo "go.mod regenerated for kubernetes ${K8S_VERSION}, etcd ${ETCD_VERSION}, kwok ${KWOK_VERSION}, helm ${HELM_VERSION}"

@@ -27,7 +27,7 @@ start=$SECONDS
 echo "kuberay-operator: downloading modules (first run only) ..." >&2
 go mod download
 echo "kuberay-operator: building ${module}@${KUBERAY_VERSION} ..." >&2
-go build -trimpath -ldflags "-s -w" -o "${tmp}/kuberay-operator" "$module"
+"${go_build[@]}" -o "${tmp}/kuberay-operator" "$module"
 echo "kuberay-operator: built in $((SECONDS - start))s" >&2
 dir="$(module_dir)"
 mkdir "${tmp}/crds"

@@ -29,7 +29,7 @@ start=$SECONDS
 echo "kuberay-oracle: downloading modules (first run only) ..." >&2
 go mod download
 echo "kuberay-oracle: building against ${module}@${KUBERAY_VERSION} ..." >&2
-go build -trimpath -ldflags "-s -w" -o "${tmp}/kuberay-oracle" .
+"${go_build[@]}" -o "${tmp}/kuberay-oracle" .
 echo "kuberay-oracle: built in $((SECONDS - start))s" >&2
 
 # KubeRay's CRD and samples are read from the module cache (not copied into our repo).

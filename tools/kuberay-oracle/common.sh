@@ -6,6 +6,10 @@ cd "$here"
 source ./versions.env
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 module=github.com/ray-project/kuberay/ray-operator
+# The oracle's and the operator's builds, with the same flags so the operator's reuses the
+# packages the oracle's compiled. -dwarf=false: no debug information compiled (-w drops it at
+# the link anyway), a sixth less compile time.
+go_build=(go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w")
 cache_root="${RAYSCALE_CACHE:-$HOME/.cache/rayscale}"
 
 required="$(awk -v m="$module" '$1 == m {print $2} $1 == "require" && $2 == m {print $3}' go.mod)"
