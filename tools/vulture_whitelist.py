@@ -88,3 +88,8 @@ _.raycluster_crd  # the RayCluster CRD established (tests/support/fixtures.py)
 
 # tests/support/xdist_groups.py: pytest-xdist's LoadScopeScheduling calls it (a scope per test)
 _._split_scope
+
+# operator/rayscale/slim_client.py: Python calls a module's __getattr__ (PEP 562) and a loader's
+# create_module (the import system)
+_.__getattr__
+_.create_module

@@ -235,7 +235,7 @@ class FakeApi:
         monkeypatch.setattr(ops, "get_raycluster", get)
         monkeypatch.setattr(ops, "patch_rayresourcerequest_status", status)
         monkeypatch.setattr(ops, "patch_raycluster_status", cluster_status)
-        monkeypatch.setattr(gcs_link, "GcsClient", FakeGcs)
+        monkeypatch.setattr(gcs_link, "connect", FakeGcs)
         FakeGcs.reset()
 
     def request_statuses(self) -> dict[str, dict[str, Any]]:

@@ -170,7 +170,9 @@ def test_an_unforeseen_planning_error_is_an_invalid_spec_not_a_crash(monkeypatch
 def test_one_reconcile_creates_at_most_its_budget_of_worker_pods() -> None:
     body = cluster(group("a", replicas=400, max_replicas=1000), group("b", replicas=300, max_replicas=1000),
                    group("c", replicas=5, max_replicas=10, hosts=4))  # fmt: skip
-    plan = _plan(body, [pod("h", "headgroup")])
+    unwindowed = PlannerOptions(scheduler_window=0)
+    head = [pod("h", "headgroup")]
+    plan, _ = plan_cluster(ClusterSnapshot(body, head, []), ScaleExpectations(), unwindowed)
     assert _summary(plan) == [("a", 400, 0), ("b", 100, 0)]  # 500 in all; c waits
     assert plan.requeue_after is not None
     options = PlannerOptions(max_creates=3)
@@ -199,3 +201,49 @@ def test_a_cluster_over_the_pod_limit_builds_no_pod(monkeypatch: pytest.MonkeyPa
     options = PlannerOptions(max_pods=100_000, max_creates=10)
     plan, _ = plan_cluster(ClusterSnapshot(body, [pod("h", "headgroup")], []), ScaleExpectations(), options)
     assert _summary(plan) == [("small", 10, 0)]
+
+
+def _awaiting(name: str, group_name: str) -> dict[str, Any]:
+    """A pod created and not yet looked at by the kube-scheduler: Pending, no PodScheduled."""
+    p = pod(name, group_name, phase="Pending", ready=False)
+    p["status"]["conditions"] = []
+    return p
+
+
+def _unschedulable(name: str, group_name: str) -> dict[str, Any]:
+    p = _awaiting(name, group_name)
+    p["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    return p
+
+
+def test_a_cluster_keeps_at_most_a_window_of_pods_before_the_kube_scheduler() -> None:
+    body = cluster(group("a", replicas=400, max_replicas=1000), group("b", replicas=300, max_replicas=1000))
+    head = pod("h", "headgroup")
+    options = PlannerOptions(scheduler_window=32)
+
+    def summary(pods: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
+        plan, _ = plan_cluster(ClusterSnapshot(body, [head, *pods], []), ScaleExpectations(), options)
+        if plan.steps:
+            assert plan.requeue_after is not None  # the rest follow in a later reconcile
+        return _summary(plan)
+
+    assert summary([]) == [("a", 32, 0)]  # an empty window: 32, the first group first
+    waiting = [_awaiting(f"a-{i}", "a") for i in range(20)]
+    assert summary(waiting) == [("a", 12, 0)]  # 20 of a's pods still wait for the scheduler
+    assert summary([_awaiting(f"a-{i}", "a") for i in range(32)]) == []
+    # Pods the scheduler placed, or looked at and could not place (a node to come from the cluster
+    # autoscaler), are out of the window: a scale-up waiting for nodes still shows all its pods.
+    placed = [_awaiting(f"a-{i}", "a") for i in range(200)]
+    for p in placed:
+        p["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+    unplaceable = [_unschedulable(f"a-{200 + i}", "a") for i in range(150)]
+    assert summary(placed + unplaceable) == [("a", 32, 0)]
+
+
+def test_a_group_another_scheduler_places_has_no_window() -> None:
+    gang = group("g", replicas=100, max_replicas=100)
+    gang["template"]["spec"]["schedulerName"] = "volcano"
+    body = cluster(group("a", replicas=100, max_replicas=100), gang)
+    waiting = [_awaiting(f"a-{i}", "a") for i in range(32)]
+    plan, _ = plan_cluster(ClusterSnapshot(body, [pod("h", "headgroup"), *waiting], []), ScaleExpectations())
+    assert _summary(plan) == [("g", 100, 0)]  # a waits for the kube-scheduler; g is not its to pace

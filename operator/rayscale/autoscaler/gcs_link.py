@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from rayscale.autoscaler.compat import CLUSTER_STATE, DRAIN, REPORT, GcsSupport, find_condition
 from rayscale.autoscaler.drain import DrainUnit
@@ -32,12 +33,23 @@ from rayscale.common.pods import is_head, phase
 from rayscale.common.types import ClusterKey, Obj
 from rayscale.kube import ops
 from rayscale.ray.address import AddressError, auth_token_secret, gcs_target
-from rayscale.ray.client import GcsClient, GcsError
+from rayscale.ray.errors import GcsError
 from rayscale.ray.model import ClusterState
+
+if TYPE_CHECKING:  # gRPC is loaded when a cluster first needs a GCS connection
+    from rayscale.ray.client import GcsClient
 
 __all__ = ["GcsLink"]
 
 log = logging.getLogger(__name__)
+
+
+def connect(address: str, *, token: str | None, timeout: float, retries: int) -> GcsClient:
+    """A client of the GCS at `address`. gRPC and Ray's protos load here, when a RayCluster first
+    needs its GCS (see `rayscale.ray.errors`)."""
+    from rayscale.ray.client import GcsClient
+
+    return GcsClient(address, token=token, timeout=timeout, retries=retries)
 
 
 class GcsLink:
@@ -113,7 +125,7 @@ class GcsLink:
         if cached is not None and cached[:2] == (address, token):
             return cached[2]
         await self.close(key)
-        gcs = GcsClient(
+        gcs = connect(
             address,
             token=token,
             timeout=self.shared.config.gcs_timeout,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes_asyncio import client
 
@@ -31,7 +31,9 @@ from rayscale.common.types import ClusterKey, Obj
 from rayscale.kube.events import EventSink
 from rayscale.metrics import Metrics
 from rayscale.ray.address import GcsTarget
-from rayscale.ray.client import GcsClient
+
+if TYPE_CHECKING:  # gRPC is loaded when a cluster first needs a GCS connection
+    from rayscale.ray.client import GcsClient
 
 __all__ = ["ClusterMemory", "Memories", "Served", "Shared"]
 

@@ -75,6 +75,14 @@ def is_running_ready_if_present(pod: Obj) -> bool:
     return phase(pod) == "Running" and (ready is None or ready.get("status") == "True")
 
 
+def awaits_scheduler(pod: Obj) -> bool:
+    """Created and not yet looked at by a scheduler: Pending, not terminating, and no PodScheduled
+    condition (binding sets it True; a pod that cannot be placed now gets it False)."""
+    return (
+        phase(pod) in ("", "Pending") and not is_terminating(pod) and condition(pod, "PodScheduled") is None
+    )
+
+
 def replica_index(pod: Obj) -> int | None:
     try:
         return int(pod_labels(pod)[L.REPLICA_INDEX])

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from rayscale.api.raycluster import (
     KUBERAY_MANAGER,
@@ -26,7 +27,7 @@ from rayscale.cluster import ft, naming
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
 from rayscale.cluster.validation import Invalid
 from rayscale.common import labels as L
-from rayscale.common.pods import is_head, is_terminating, is_unhealthy, pod_group, pod_name
+from rayscale.common.pods import awaits_scheduler, is_head, is_terminating, is_unhealthy, pod_group, pod_name
 from rayscale.common.types import Obj
 from rayscale.controller import ingress, redis_cleanup, services, sidecar, tokenauth, upgrade
 from rayscale.controller import pods as podspec
@@ -52,6 +53,13 @@ MAX_MESSAGE = 1000
 #: follow in the next reconciles, once the pods created are seen, so a cluster scaling by
 #: thousands never holds the operator for long.
 CREATES_PER_RECONCILE = 500
+#: Pods of one RayCluster created and not yet looked at by the kube-scheduler, at most: a large
+#: scale-up creates its pods as fast as the scheduler places them, not all at once, so the pods of
+#: a cluster created meanwhile wait behind this many of its pods in the scheduler's queue, not
+#: hundreds. Pods the scheduler could not place (PodScheduled False, e.g. waiting for a node from
+#: the cluster autoscaler) do not count, and groups placed by another scheduler have no window.
+SCHEDULER_WINDOW = 32
+DEFAULT_SCHEDULER = "default-scheduler"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +69,7 @@ class PlannerOptions:
     suffix: Callable[[], str] = random_suffix
     max_pods: int = DEFAULT_MAX_PODS  # worker pods one RayCluster may ask for (--max-pods-per-cluster)
     max_creates: int = CREATES_PER_RECONCILE  # worker pods created by one reconcile at most
+    scheduler_window: int = SCHEDULER_WINDOW  # pods awaiting the kube-scheduler at most (0: no window)
 
 
 def _service_names(snapshot: ClusterSnapshot) -> set[str]:
@@ -169,6 +178,7 @@ def _plan_cluster(
     if not _plan_head(snapshot, spec, expectations, pods, by_name, plan, options):
         return plan, spec
     budget = options.max_creates  # worker pods this reconcile may still create
+    room = _scheduler_room(pods, options.scheduler_window)  # ... of those the default scheduler places
     for group in spec.workers:
         key = (meta.namespace, meta.name, group.group_name)
         group_pods = [p for p in pods if pod_group(p) == group.group_name and not is_head(p)]
@@ -184,15 +194,32 @@ def _plan_cluster(
             group_pods,
             random_delete=options.random_delete,
             suffix=options.suffix,
-            max_creates=budget,
+            max_creates=budget
+            if room is None or not _default_scheduler(group.template)
+            else min(budget, room),
         )
         budget -= len(gp.creates)
+        if room is not None and _default_scheduler(group.template):
+            room -= len(gp.creates)
         step = Step(group=group.group_name, deletes=gp.deletes, creates=gp.creates)
         if step:
             plan.steps.append(step)
         if gp.requeue:
             plan.requeue(ERROR_REQUEUE)
     return plan, spec
+
+
+def _scheduler_room(pods: Sequence[Obj], window: int) -> int | None:
+    """How many more pods the kube-scheduler's window has room for (None: no window)."""
+    if window <= 0:
+        return None
+    return max(0, window - sum(1 for p in pods if awaits_scheduler(p)))
+
+
+def _default_scheduler(template: Mapping[str, Any]) -> bool:
+    """Whether the kube-scheduler places the pods of this template."""
+    name = (template.get("spec") or {}).get("schedulerName")
+    return name in (None, "", DEFAULT_SCHEDULER)
 
 
 def _plan_head(

@@ -31,7 +31,7 @@ from rayscale.controller.status import (
     status_changed,
     status_patch,
 )
-from rayscale.kube import ops
+from rayscale.kube import flow, ops
 from rayscale.kube.events import EventSink
 
 log = logging.getLogger(__name__)
@@ -128,9 +128,13 @@ class RayClusterController:
                 self.queue.mark(key)
 
     async def reconcile(self, key: ClusterKey) -> float | Failed | None:
-        """One reconcile; a failed API call makes it `Failed`, and the queue backs the cluster off."""
+        """One reconcile; a failed API call makes it `Failed`, and the queue backs the cluster off.
+
+        Its requests are the RayCluster's flow: the API client's rate limit serves the clusters
+        waiting for it in turn (`rayscale.kube.fairbucket`)."""
         try:
-            return await self._reconcile(key)
+            with flow.working_for(flow.cluster_flow(key)):
+                return await self._reconcile(key)
         except ops.KubeError as exc:
             return Failed(str(exc), exc.retry_after)
 

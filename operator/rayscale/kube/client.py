@@ -1,7 +1,8 @@
 """A configured kubernetes-asyncio ApiClient: in-cluster, or $KUBECONFIG / ~/.kube/config.
 
 With ``qps > 0`` every request it sends first takes a token (``--kube-api-qps`` and
-``--kube-api-burst``) from a TokenBucket, first come, first served. Events are written under a
+``--kube-api-burst``) from a FairTokenBucket, which serves the flows waiting for one in turn (a
+RayCluster's reconcile is that cluster's flow, see `rayscale.kube.flow`). Events are written under a
 bucket of their own of the same size, as client-go's event recorder has its own client (KubeRay's
 operator included): a burst of pod creates and the Events that say so do not halve each other's
 rate. kopf's own watches use kopf's session, not this client, and are not limited; kopf writes
@@ -28,6 +29,7 @@ from kubernetes_asyncio import client, config
 from rayscale import __version__
 from rayscale.fence import WriteFence
 from rayscale.kube import flow
+from rayscale.kube.fairbucket import FairTokenBucket
 from rayscale.kube.ratelimit import Limiter, TokenBucket
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -64,9 +66,10 @@ class RayscaleApiClient(client.ApiClient):
     async def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if self.fence is not None and method.upper() not in READS:
             self.fence.check(f"{method} {url}")
-        limiter = self.flow_buckets.get(flow.current(), self.bucket) if self.flow_buckets else self.bucket
+        key = flow.current()
+        limiter = self.flow_buckets.get(key, self.bucket) if self.flow_buckets else self.bucket
         if limiter is not None:
-            await limiter.take()
+            await limiter.take(key)
         return await super().request(method, url, *args, **kwargs)
 
 
@@ -122,7 +125,7 @@ async def make_api_client(
         await config.load_kube_config(config_file=path, client_configuration=cfg)
     cfg.connection_pool_maxsize = connections
     if qps > 0:
-        bucket = TokenBucket(qps, burst)
+        bucket = FairTokenBucket(qps, burst)
         events: dict[Hashable, Limiter] = {flow.EVENTS: TokenBucket(qps, burst)}
         api = RayscaleApiClient(cfg, bucket=bucket, flow_buckets=events, fence=fence)
     else:

@@ -44,6 +44,7 @@ from google.protobuf.message import Message
 
 from rayscale.fence import WRITE_FENCE
 from rayscale.ray import convert, encode, model
+from rayscale.ray.errors import GcsError
 from rayscale.ray.wire import (
     ACTOR_INFO,
     JOB_INFO,
@@ -85,20 +86,6 @@ def _serialize(message: Message) -> bytes:
     # Not `Message.SerializeToString`: that is the abstract base method (it raises), and gRPC
     # then sends an empty request instead of failing.
     return message.SerializeToString()
-
-
-class GcsError(Exception):
-    """A call to a Ray GCS (or, from ``RayletClient``, a raylet: `peer` says which) failed."""
-
-    def __init__(self, address: str, method: str, code: str, details: str, *, peer: str = "GCS") -> None:
-        super().__init__(f"{peer} {address}: {method} failed: {code}: {details}")
-        self.address = address
-        self.method = method
-        # gRPC status code name, e.g. "UNAVAILABLE"; "GCS_STATUS_<n>" for an error the GCS put in
-        # the reply's status (Ray's own status code n).
-        self.code = code
-        self.details = details
-        self.peer = peer
 
 
 class GcsUnavailable(GcsError):

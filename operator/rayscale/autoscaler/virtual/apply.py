@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rayscale.api.names import RAYVIRTUALCLUSTER
 from rayscale.api.raycluster import RayClusterSpec
@@ -25,7 +25,9 @@ from rayscale.common.types import ClusterKey, Obj
 from rayscale.kube import ops
 from rayscale.kube.events import EventSink
 from rayscale.ray import model as ray
-from rayscale.ray.client import GcsClient
+
+if TYPE_CHECKING:  # gRPC is loaded when a cluster first needs a GCS connection
+    from rayscale.ray.client import GcsClient
 
 __all__ = ["VirtualClusters"]
 

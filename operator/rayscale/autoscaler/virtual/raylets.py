@@ -8,14 +8,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from rayscale.autoscaler.virtual.model import Member
 from rayscale.autoscaler.virtual.raysync import VC_AMOUNT, resizes, wanted
 from rayscale.autoscaler.virtual.read import Reading
 from rayscale.autoscaler.virtual.report import Busy
 from rayscale.ray import model as ray
-from rayscale.ray.client import GcsClient, GcsError
-from rayscale.ray.raylet import RayletClient
+from rayscale.ray.errors import GcsError
+
+if TYPE_CHECKING:  # gRPC is loaded when a cluster first needs a GCS connection
+    from rayscale.ray.client import GcsClient
 
 __all__ = ["busy_of", "finished_jobs", "leave", "resize_members"]
 
@@ -71,6 +74,8 @@ async def leave(
             refused.add(pod)
             continue
         try:
+            from rayscale.ray.raylet import RayletClient  # gRPC on first use
+
             async with RayletClient(info.raylet_address, token=token) as raylet:
                 totals = await raylet.resize_local_resources(dict.fromkeys(keys, 0.0))
                 if any(totals.get(k, 0.0) > 0 for k in keys):
@@ -104,6 +109,8 @@ async def resize_members(
         if info is None:
             return
         try:
+            from rayscale.ray.raylet import RayletClient  # gRPC on first use
+
             async with RayletClient(info.raylet_address, token=token) as raylet:
                 await raylet.resize_local_resources(change)
         except GcsError as exc:

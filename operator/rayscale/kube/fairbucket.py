@@ -1,0 +1,101 @@
+"""A token bucket whose waiters are served by flow, the flow with the fewest waiting first.
+
+`TokenBucket` serves waiters first come, first served, as client-go's limiter does: a 500-pod
+scale-up that asked first holds the next tokens, and a new cluster's few requests wait behind all
+of them. `FairTokenBucket` has the same rate and burst, but queues a waiter under the flow it works
+for (`rayscale.kube.flow`: the controller's reconcile of one RayCluster is that cluster's flow) and
+hands each token, as it refills, to the flow with the fewest requests waiting (among equals, the
+one whose first request has waited longest): a new cluster's service, head and two workers go
+before the next of a scale-up's many creates, which take the tokens nobody else is waiting for.
+Turns in a circle were measured too: a small cluster's requests come one after the other (its
+Service, then its pods, then its status), and each waited a whole round of every cluster's turn.
+
+No request waits for ever behind smaller flows: one that has waited `PATIENCE` seconds goes first
+(the longest waiting first). While nobody waits, a request takes a token at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable
+
+from rayscale.kube.ratelimit import TokenBucket
+
+__all__ = ["PATIENCE", "FairTokenBucket"]
+
+#: Seconds a request may wait for its turn behind flows with fewer waiting; then it goes first.
+PATIENCE = 5.0
+
+
+class FairTokenBucket:
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        *,
+        patience: float = PATIENCE,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    ) -> None:
+        self._tokens = TokenBucket(qps, burst, clock=clock)
+        self._patience = patience
+        self._clock = clock
+        self._sleep = sleep
+        # each flow's waiters, oldest first, with the time each began to wait
+        self._waiting: dict[Hashable, deque[tuple[asyncio.Future[None], float]]] = {}
+        self._pump: asyncio.Task[None] | None = None
+
+    def waiters(self) -> int:
+        return sum(len(q) for q in self._waiting.values())
+
+    async def take(self, key: Hashable = None) -> None:
+        """Wait for a token, in flow `key`'s turn. A cancelled waiter takes no token."""
+        if not self._waiting and self._tokens.try_take():
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (future, self._clock())
+        self._waiting.setdefault(key, deque()).append(entry)
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.create_task(self._serve(), name="rayscale-fair-bucket")
+        try:
+            await future
+        except asyncio.CancelledError:
+            queue = self._waiting.get(key)
+            if queue is not None and entry in queue:
+                queue.remove(entry)
+                if not queue:
+                    del self._waiting[key]
+            raise
+
+    async def _serve(self) -> None:
+        """Hand out tokens as they refill, while anybody waits."""
+        while self._waiting:
+            delay = self._tokens.wait_time()
+            if delay > 0:
+                await self._sleep(delay)
+                continue
+            if not self._tokens.try_take():
+                continue
+            future = self._next()
+            if future is None:  # every waiter was cancelled meanwhile
+                self._tokens.refund()
+            else:
+                future.set_result(None)
+
+    def _next(self) -> asyncio.Future[None] | None:
+        """The first live waiter of the flow whose turn it is, taken off its queue."""
+        while self._waiting:
+            oldest = min(self._waiting, key=lambda k: self._waiting[k][0][1])
+            if self._clock() - self._waiting[oldest][0][1] >= self._patience:
+                key = oldest
+            else:
+                key = min(self._waiting, key=lambda k: (len(self._waiting[k]), self._waiting[k][0][1]))
+            queue = self._waiting[key]
+            future, _ = queue.popleft()
+            if not queue:
+                del self._waiting[key]
+            if not future.done():  # a waiter cancelled, and not yet off its queue
+                return future
+        return None
