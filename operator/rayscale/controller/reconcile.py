@@ -187,6 +187,7 @@ def _plan_cluster(
             if deadline is not None:
                 plan.requeue(deadline + 0.1)
             continue
+        windowed = room is not None and _default_scheduler(group.template)
         gp = plan_group(
             meta,
             spec,
@@ -194,12 +195,10 @@ def _plan_cluster(
             group_pods,
             random_delete=options.random_delete,
             suffix=options.suffix,
-            max_creates=budget
-            if room is None or not _default_scheduler(group.template)
-            else min(budget, room),
+            max_creates=min(budget, room) if windowed and room is not None else budget,
         )
         budget -= len(gp.creates)
-        if room is not None and _default_scheduler(group.template):
+        if windowed and room is not None:
             room -= len(gp.creates)
         step = Step(group=group.group_name, deletes=gp.deletes, creates=gp.creates)
         if step:

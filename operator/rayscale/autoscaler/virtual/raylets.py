@@ -19,11 +19,19 @@ from rayscale.ray.errors import GcsError
 
 if TYPE_CHECKING:  # gRPC is loaded when a cluster first needs a GCS connection
     from rayscale.ray.client import GcsClient
+    from rayscale.ray.raylet import RayletClient
 
 __all__ = ["busy_of", "finished_jobs", "leave", "resize_members"]
 
 log = logging.getLogger(__name__)
 FINISHED = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+
+
+def _raylet(address: str, token: str | None) -> RayletClient:
+    """A client of the raylet at `address`; gRPC loads here, on first use (`rayscale.ray.errors`)."""
+    from rayscale.ray.raylet import RayletClient
+
+    return RayletClient(address, token=token)
 
 
 async def finished_jobs(reading: Reading, gcs: GcsClient | None) -> frozenset[str]:
@@ -74,9 +82,7 @@ async def leave(
             refused.add(pod)
             continue
         try:
-            from rayscale.ray.raylet import RayletClient  # gRPC on first use
-
-            async with RayletClient(info.raylet_address, token=token) as raylet:
+            async with _raylet(info.raylet_address, token) as raylet:
                 totals = await raylet.resize_local_resources(dict.fromkeys(keys, 0.0))
                 if any(totals.get(k, 0.0) > 0 for k in keys):
                     await raylet.resize_local_resources(dict.fromkeys(keys, VC_AMOUNT))
@@ -109,9 +115,7 @@ async def resize_members(
         if info is None:
             return
         try:
-            from rayscale.ray.raylet import RayletClient  # gRPC on first use
-
-            async with RayletClient(info.raylet_address, token=token) as raylet:
+            async with _raylet(info.raylet_address, token) as raylet:
                 await raylet.resize_local_resources(change)
         except GcsError as exc:
             log.warning("VC resources of Ray node %s (pod %s) not set: %s", info.node_id, pod, exc)
