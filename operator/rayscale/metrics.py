@@ -184,6 +184,8 @@ class Metrics:
                                        "provisioned in time", [*CLUSTER, "group"], registry=r)
         self.groups_backing_off = Gauge(f"{a}_groups_backing_off", "Worker groups backing off after failed "
                                         "launches", CLUSTER, registry=r)
+        self.quiet_reads = Counter(f"{a}_quiet_reads", "Reads of Ray's state between rounds that found "
+                                   "nothing new, so no round followed (--gcs-poll-interval)", registry=r)
         self.gcs_errors = Counter(f"{a}_gcs_errors", "Autoscaling rounds that could not read the cluster's "
                                   "GCS", CLUSTER, registry=r)
         self.gcs_reachable = Gauge(f"{a}_gcs_reachable", "1 when the latest read of the cluster's GCS "

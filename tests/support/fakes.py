@@ -254,10 +254,14 @@ def autoscaler(
     *,
     allow_override: bool = False,
     max_pods: int = DEFAULT_MAX_PODS,
+    poll: float = 0,
 ) -> Autoscaler:
-    """The autoscaler on `source`, in virtual time, rounds every 5 s (no API client: `FakeApi`)."""
+    """The autoscaler on `source`, in virtual time, rounds every 5 s (no API client: `FakeApi`);
+    with `poll`, Ray's state read that often between them (poll.py)."""
     clock = clock or LoopClock()
-    config = AutoscalerConfig(interval=5, allow_gcs_address_override=allow_override, max_pods=max_pods)
+    config = AutoscalerConfig(
+        interval=5, gcs_poll_interval=poll, allow_gcs_address_override=allow_override, max_pods=max_pods
+    )
     return Autoscaler(None, source, events or EventLog(), config, clock=clock.mono, wall_clock=clock.now)  # type: ignore[arg-type]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -435,7 +436,9 @@ async def test_without_the_gcs_a_half_drained_replica_stays(monkeypatch: pytest.
 # ---- what Ray is told (ReportAutoscalingState), and whether rayscale can serve this Ray ----
 
 
-async def test_every_round_reports_to_ray_with_increasing_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_rounds_report_to_ray_what_it_does_not_hold_with_increasing_versions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     Api(monkeypatch)
     FakeGcs.state = gcs_state()
     source = Source(rc(group("cpu", replicas=0), gpu_group()), requests=[rrr(2)])
@@ -443,14 +446,23 @@ async def test_every_round_reports_to_ray_with_increasing_versions(monkeypatch: 
     scaler = autoscaler(source, clock=clock)
     for _ in range(3):
         await scaler.step(KEY)
-    first, *later = FakeGcs.reports
-    assert len(later) == 2
-    versions = [r.autoscaler_state_version for r in FakeGcs.reports]
-    assert versions == sorted(set(versions)), versions  # strictly increasing, even at the same instant
-    assert versions[0] >= int(clock.now().timestamp() * 1000)  # never below the wall clock (restarts)
-    assert {r.last_seen_cluster_resource_state_version for r in FakeGcs.reports} == {1}
+    (first,) = FakeGcs.reports  # the same report is not sent again
     assert [r.ray_node_type_name for r in first.pending_instance_requests] == ["gpu", "gpu"]
+    FakeGcs.state = dataclasses.replace(gcs_state(), version=2)  # only the GCS's version moved
+    await scaler.step(KEY)
+    assert len(FakeGcs.reports) == 1
+    FakeGcs.state = gcs_state(session="s2")  # a restarted GCS holds nothing
+    await scaler.step(KEY)
+    assert len(FakeGcs.reports) == 2
+    clock.advance(AutoscalerConfig().status_refresh_seconds)  # sent again at least this often
+    await scaler.step(KEY)
+    assert len(FakeGcs.reports) == 3
+    versions = [r.autoscaler_state_version for r in FakeGcs.reports]
+    assert versions == sorted(set(versions)), versions  # strictly increasing
+    assert versions[0] >= int(Clock().now().timestamp() * 1000)  # never below the wall clock (restarts)
+    assert [r.last_seen_cluster_resource_state_version for r in FakeGcs.reports] == [1, 1, 1]
     FakeGcs.state = None  # unreachable: nothing to report to
+    clock.advance(AutoscalerConfig().status_refresh_seconds)
     await scaler.step(KEY)
     assert len(FakeGcs.reports) == 3
 

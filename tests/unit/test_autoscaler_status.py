@@ -21,6 +21,7 @@ from rayscale.autoscaler.scheduling.model import (
     Target,
 )
 from rayscale.autoscaler.status import (
+    REFRESH_SECONDS,
     GcsHealth,
     autoscaler_patch,
     autoscaler_status,
@@ -149,12 +150,12 @@ def test_patch_only_when_something_but_the_timestamps_changed_or_it_is_old() -> 
     snapshot = Snapshot(groups=(CPU,))
     first = status(snapshot)
     assert autoscaler_patch(None, first, NOW) == {"status": {"autoscaler": first}}
-    later = NOW + timedelta(seconds=30)
+    later = NOW + timedelta(seconds=REFRESH_SECONDS - 1)
     same = autoscaler_status(snapshot, schedule(snapshot), UP, {}, later, first)
     assert same["lastDecisionTime"] != first["lastDecisionTime"]
     assert autoscaler_patch(first, same, later) is None
-    much_later = NOW + timedelta(seconds=61)
-    assert autoscaler_patch(first, same, much_later) is not None  # refreshed once a minute
+    much_later = NOW + timedelta(seconds=REFRESH_SECONDS + 1)
+    assert autoscaler_patch(first, same, much_later) is not None  # refreshed every REFRESH_SECONDS
     changed = status(Snapshot(groups=(CPU,), constraints=(Constraint({"CPU": 4}, 1),)))
     assert autoscaler_patch(first, changed, NOW) is not None
 

@@ -105,6 +105,8 @@ spec:
             - --kube-api-qps={{ $values.kubeClient.qps }}
             - --kube-api-burst={{ $values.kubeClient.burst }}
             - --autoscaler-interval={{ $values.autoscaler.interval }}
+            - --gcs-poll-interval={{ $values.autoscaler.gcsPollInterval }}
+            - --autoscaler-concurrency={{ $values.autoscaler.concurrency }}
             - --max-node-provision-seconds={{ $values.autoscaler.maxNodeProvisionSeconds }}
             - --max-node-boot-seconds={{ $values.autoscaler.maxNodeBootSeconds }}
             - --head-restart-grace-seconds={{ $values.autoscaler.headRestartGraceSeconds }}

@@ -11,13 +11,19 @@ from rayscale.autoscaler.status import REFRESH_SECONDS
 from rayscale.autoscaler.trust import DEFAULT_GRACE_SECONDS
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
 
-__all__ = ["AutoscalerConfig"]
+__all__ = ["DEFAULT_AUTOSCALER_CONCURRENCY", "DEFAULT_GCS_POLL_SECONDS", "AutoscalerConfig"]
+
+# --autoscaler-concurrency: rounds in flight. A round mostly waits for its cluster's GCS; at one read a
+# second per cluster, N clusters whose GCS answers in L seconds keep N * L rounds in flight.
+DEFAULT_AUTOSCALER_CONCURRENCY = 64
+DEFAULT_GCS_POLL_SECONDS = 1.0  # --gcs-poll-interval: read Ray's demand this often between rounds (poll.py)
 
 
 @dataclasses.dataclass(frozen=True)
 class AutoscalerConfig:
     interval: float = 5.0
-    concurrency: int = 16
+    gcs_poll_interval: float = DEFAULT_GCS_POLL_SECONDS  # 0: no reads between full rounds
+    concurrency: int = DEFAULT_AUTOSCALER_CONCURRENCY
     gcs_timeout: float = 2.0
     gcs_retries: int = 1
     max_node_provision_seconds: float = 900.0

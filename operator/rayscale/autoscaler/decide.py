@@ -19,8 +19,10 @@ import logging
 import time
 from collections.abc import Sequence
 
+from rayscale.autoscaler import poll
 from rayscale.autoscaler.drain import drain_plan, still_draining, without
 from rayscale.autoscaler.gcs_link import GcsLink
+from rayscale.autoscaler.history import PERIODIC
 from rayscale.autoscaler.memory import Shared
 from rayscale.autoscaler.patch import build_patch, writable
 from rayscale.autoscaler.provision_events import ProvisionEvents
@@ -72,6 +74,14 @@ class Round:
         self, key: ClusterKey, cluster: Obj, requests: Sequence[Obj], trigger: str
     ) -> float | Failed | None:
         """The round of a cluster rayscale takes; the seconds to the next one."""
+        memory = self.memories.of(key)
+        config, now = self.shared.config, self.shared.clock()
+        if trigger == PERIODIC and not poll.due(memory.full_at, now, config, calm=memory.settled):
+            polled = await self.link.poll(key)
+            if polled is not None and poll.fingerprint(polled) == memory.seen:
+                self.shared.metrics.quiet_reads.inc()
+                return poll.delay(polled, config)  # Ray reads as at the last full round
+            trigger = poll.RAY_STATE if polled is not None else trigger
         try:
             scaling = self._read(cluster)
         except SpecError as exc:
@@ -81,6 +91,7 @@ class Round:
             await self._unscalable(key, requests, exc)
             return None
         state = await self.link.state(key, scaling)
+        memory.seen, memory.full_at = poll.fingerprint(state), now
         held = self._trust(key, state)
         refused = ""
         for _ in range(CONFLICT_ATTEMPTS):
@@ -104,8 +115,9 @@ class Round:
             await self.reporter.write_statuses(key, requests, status)
             await self.link.tell_ray(key, planned.snapshot, planned.decision, state)
             observed = self.reporter.observe(key, scaling, planned, state, held, trigger)
+            memory.settled = state is not None and poll.settled(planned.snapshot, held is not None)
             await self.reporter.report(key, scaling, observed)
-            return self.shared.config.interval
+            return poll.delay(state, config)
         # Refused every time, even on the cluster read fresh: a 422 that is no test failure (the
         # patch breaks a validation rule), or a cluster changing under every patch. Back off.
         return Failed(f"patch refused {CONFLICT_ATTEMPTS} times, the last: {refused}")

@@ -14,6 +14,7 @@ the annotation to override it (``AutoscalerConfig.allow_gcs_address_override``, 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -88,6 +89,17 @@ class GcsLink:
             memory.warned = False
             self.shared.events.post(cluster.meta.subject(), *gcs_reachable(address))
         return state
+
+    async def poll(self, key: ClusterKey) -> ClusterState | None:
+        """Ray's state read on the client the last round dialed (poll.py); None without one or when
+        the call fails (the full round that follows reads again and records why)."""
+        gcs = self.memories.of(key).client()
+        if gcs is None:
+            return None
+        try:
+            return await gcs.get_cluster_resource_state()
+        except GcsError:
+            return None
 
     def support(self, key: ClusterKey, written: Obj | None) -> GcsSupport:
         """What the GCS answered so far; after a restart, what the condition `written` in
@@ -178,6 +190,14 @@ class GcsLink:
         report = autoscaling_state(
             snapshot, decision, state, failures, now, version=version, pods=list(self.shared.pods(key))
         )
+        # What Ray holds already need not be sent again: the same report (its versions aside) to
+        # the same session, sent less than a status refresh ago.
+        told = (state.session_name, dataclasses.replace(report, last_seen_cluster_resource_state_version=0,
+                                                        autoscaler_state_version=0))  # fmt: skip
+        clock = self.shared.clock()
+        fresh = memory.told is not None and clock - memory.told[2] < self.shared.config.status_refresh_seconds
+        if fresh and memory.told is not None and memory.told[:2] == told:
+            return
         try:
             await gcs.report_autoscaling_state(report)
         except GcsError as exc:
@@ -185,6 +205,7 @@ class GcsLink:
             log.info("report to the GCS of %s/%s failed: %s", *key, exc)
             return
         memory.report_version = version
+        memory.told = (*told, clock)
         self._seen(key, REPORT, None)
 
     async def close(self, key: ClusterKey) -> None:

@@ -12,7 +12,7 @@ parts of the autoscaler share.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from rayscale.common.types import ClusterKey, Obj
 from rayscale.kube.events import EventSink
 from rayscale.metrics import Metrics
 from rayscale.ray.address import GcsTarget
+from rayscale.ray.model import AutoscalingState
 
 if TYPE_CHECKING:  # gRPC is loaded when a cluster first needs a GCS connection
     from rayscale.ray.client import GcsClient
@@ -82,6 +83,7 @@ class ClusterMemory:
     refused: str | None = None  # the refusal last posted as an Event (outlives `_forget`)
     failures: tuple[LaunchFailure, ...] = ()  # recent launch failures (Ray's "Recent failures")
     report_version: int | None = None  # the version of the last report to Ray
+    told: tuple[str, AutoscalingState, float] | None = None  # its session, content, when (monotonic)
     # request -> (its resourceVersion, the status patch written from it): the watch may not show
     # a write before the next round, which must not write (and post its Event) again (outlives `_forget`)
     written: dict[str, tuple[Any, dict[str, Any]]] = dataclasses.field(default_factory=dict)
@@ -89,6 +91,10 @@ class ClusterMemory:
     # made by `forgotten` and not used by a round since: holds nothing but what outlives `_forget`,
     # so forgetting it again (every pod event of a cluster rayscale does not autoscale) keeps it
     dormant: bool = False
+    # what the last full round read from Ray (poll.fingerprint) and when it ran (monotonic)
+    seen: Hashable = None
+    full_at: float | None = None
+    settled: bool = False  # the last full round found nothing that time alone changes (poll.settled)
 
     def forgotten(self, clock: Callable[[], float], *, keep_backoff: bool) -> ClusterMemory:
         """What outlives `Autoscaler._forget`; the backoff only when `keep_backoff` (the cluster

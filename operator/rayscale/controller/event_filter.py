@@ -2,8 +2,8 @@
 
 Every event only marks its RayCluster dirty; the controller's work queue then runs one
 level-based reconcile per cluster at a time (`rayscale.controller.runner`), and the autoscaler's
-queue one autoscaling round. A RayCluster event marks the controller only when something it
-reconciles changed (`reconciled_facts`); the autoscaler is told of every change. Service events
+queue one autoscaling round. A RayCluster event marks each only when something it acts on changed
+(`reconciled_facts`): status writes alone start no autoscaling round. Service events
 mark only the controller; RayResourceRequest and RayVirtualCluster events only the autoscaler.
 Nothing is marked for another shard's RayCluster.
 """
@@ -32,24 +32,28 @@ class AutoscalerQueue(Protocol):
         """`reason`: the kind of object that changed, the next round's trigger."""
 
 
-def reconciled_facts(body: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What of a RayCluster, when it changes, the controller reconciles: its spec (generation),
-    labels, annotations, finalizers, deletion, and its status's state and conditions (a step such
-    as suspending acts on the condition the step before wrote). A status write that moves only
-    the worker counts or times (most of this controller's own) is not reconciled; the autoscaler
-    is told of every change."""
+def reconciled_facts(body: Mapping[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """What of a RayCluster, when it changes, each half acts on: (the autoscaler's, the
+    controller's).
+
+    The autoscaler reads the metadata and the spec (generation), and of the status only what it
+    wrote itself: a status write (the controller's worker counts and conditions, its own
+    ``status.autoscaler``) starts no round. The controller reconciles the same, and the status's
+    state and conditions too (a step such as suspending acts on the condition the step before
+    wrote); a status write that moves only the worker counts or times (most of its own) is not
+    reconciled."""
     meta = body.get("metadata") or {}
     status = body.get("status") or {}
-    return (
+    scaled = (
         meta.get("uid"),
         meta.get("generation"),
         meta.get("deletionTimestamp"),
-        dict(meta.get("labels") or {}),
-        dict(meta.get("annotations") or {}),
-        list(meta.get("finalizers") or []),
-        status.get("state"),
-        [(c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or []],
+        tuple(sorted((meta.get("labels") or {}).items())),
+        tuple(sorted((meta.get("annotations") or {}).items())),
+        tuple(meta.get("finalizers") or ()),
     )
+    conditions = [(c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or []]
+    return scaled, (*scaled, status.get("state"), tuple(conditions))
 
 
 class EventFilter:
@@ -63,16 +67,18 @@ class EventFilter:
         self.controller: ControllerQueue | None = None
         self.autoscaler: AutoscalerQueue | None = None
         # What of each RayCluster handed to the controller and the autoscaler, when it changes,
-        # the controller acts on (`reconciled_facts`). One that leaves the scope is handed over
-        # once more, so that both let go of it.
-        self.facts: dict[ClusterKey, tuple[Any, ...]] = {}
+        # each acts on (`reconciled_facts`). One that leaves the scope is handed over once more,
+        # so that both let go of it.
+        self.facts: dict[ClusterKey, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
 
-    def _hand(self, key: ClusterKey, reason: str, *, controller: bool = True) -> None:
-        """Mark `key` for the controller (unless `controller` is False) and the autoscaler, which
-        records `reason` (the kind of object that changed) as its next round's trigger."""
+    def _hand(
+        self, key: ClusterKey, reason: str, *, controller: bool = True, autoscaler: bool = True
+    ) -> None:
+        """Mark `key` for the controller and the autoscaler (unless told not to), which records
+        `reason` (the kind of object that changed) as its next round's trigger."""
         if controller and self.controller is not None:
             self.controller.mark(key)
-        if self.autoscaler is not None:
+        if autoscaler and self.autoscaler is not None:
             self.autoscaler.mark(key, reason)
 
     def _foreign(self, key: ClusterKey) -> bool:
@@ -88,10 +94,12 @@ class EventFilter:
         if self.metrics is not None:
             named = {"metadata": {"namespace": key[0], "name": key[1]}}
             self.metrics.raycluster_watched(body if body is not None else named, deleted=not ours)
-        controller = True
+        controller = autoscaler = True
         if body is not None and ours:
             facts = reconciled_facts(body)
-            controller = self.facts.get(key) != facts
+            before = self.facts.get(key)
+            autoscaler = before is None or before[0] != facts[0]
+            controller = before is None or before[1] != facts[1]
             self.facts[key] = facts
         else:
             self.facts.pop(key, None)
@@ -99,7 +107,7 @@ class EventFilter:
                 log.info(
                     "RayCluster %s/%s left this operator's scope (%s): let go", *key, self.scope.describe()
                 )
-        self._hand(key, RAYCLUSTER.kind, controller=controller)
+        self._hand(key, RAYCLUSTER.kind, controller=controller, autoscaler=autoscaler)
 
     def pod_changed(self, key: ClusterKey) -> None:
         """A pod of `key` came, changed or went."""
