@@ -177,6 +177,10 @@ bench-fleet: install cluster-build ## one operator, 1,000 RayClusters / 10,000 p
 bench-autoscaler: install cluster-build ## the autoscaler on the local control plane: RayResourceRequest -> patched replicas -> Running pods
 	$(PY) -m bench.autoscaler_reaction --write-docs
 
+.PHONY: bench-autoscaler-fleet
+bench-autoscaler-fleet: install cluster-build ## one operator autoscaling 100 and 1,000 RayClusters whose demand changes, beside Ray's autoscaler sidecar on a real Ray head: demand to patch, CPU and RSS per cluster (about 40 min)
+	$(PY) -m bench.autoscaler_fleet --write-docs $(FLEET_ARGS)
+
 .PHONY: bench-vs-kuberay
 bench-vs-kuberay: install cluster-build kuberay-operator ## the controller beside KubeRay's own operator (its defaults; rayscale's settings): scale-up, 50 and 1,000 clusters, head of line, scale-down, CPU, RSS (about an hour; VS_ARGS="--reps 2 --cases ..." for less)
 	$(PY) -m bench.vs_kuberay --write-docs $(VS_ARGS)

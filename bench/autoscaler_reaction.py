@@ -296,7 +296,7 @@ def summarize(samples: list[float]) -> dict[str, float]:
 async def run(cluster: testcluster.ClusterHandle, args: argparse.Namespace) -> dict[str, Any]:
     async with contextlib.AsyncExitStack() as stack:
         core, objects = await stack.enter_async_context(kube_apis(cluster))
-        ns = await stack.enter_async_context(bench_namespace(cluster, core, objects, "bench-react"))
+        ns, _ = await stack.enter_async_context(bench_namespace(cluster, core, objects, "bench-react"))
         b = await stack.enter_async_context(board(core, objects, ns))
         addresses = {
             "fake": await stack.enter_async_context(fake_gcs(b.running_workers)),

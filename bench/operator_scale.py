@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -238,10 +238,13 @@ def rayscale_command(namespace: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def operator(cluster: testcluster.ClusterHandle, namespace: str) -> Iterator[subprocess.Popen[bytes]]:
-    """`rayscale run --namespace NS` (`rayscale_command`) as a subprocess, stopped on the way out."""
+def operator(
+    cluster: testcluster.ClusterHandle, namespace: str, extra: Sequence[str] = (), log: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`rayscale run --namespace NS` (`rayscale_command`, then the flags `extra`) as a subprocess,
+    its output in `log` (kept) or a temporary file; stopped on the way out."""
     env = {**cluster.env, "PYTHONPATH": str(ROOT / "operator")}
-    with process(rayscale_command(namespace), env, "rayscale", namespace) as proc:
+    with process([*rayscale_command(namespace), *extra], env, "rayscale", namespace, log) as proc:
         yield proc
 
 
@@ -249,12 +252,13 @@ def operator(cluster: testcluster.ClusterHandle, namespace: str) -> Iterator[sub
 def process(
     cmd: list[str], env: dict[str, str], label: str, namespace: str, log: Path | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """An operator's process, its output in a log file (`log`, else a new temporary file); stopped on
-    the way out (and if we die).
+    """An operator's process, its output in a log file (`log`, kept; else a new temporary file);
+    stopped on the way out (and if we die).
 
     SIGTERM to its process group, then SIGKILL; the log is printed (its end) when the body failed,
     else removed.
     """
+    temporary = log is None
     if log is None:
         log = Path(tempfile.mkstemp(prefix=f"{label}-bench-{namespace}-", suffix=".log")[1])
     with log.open("ab") as out:
@@ -282,7 +286,7 @@ def process(
                 proc.wait(timeout=10)
         if failed:
             print(f"--- {label} log ({log}) ---\n{log.read_text(errors='replace')[-4000:]}", file=sys.stderr)
-        else:
+        elif temporary:
             log.unlink(missing_ok=True)
 
 
@@ -304,9 +308,15 @@ async def create_namespace(core: Any, prefix: str) -> str:
 
 
 async def delete_namespace(core: Any, objects: Any, name: str, limit: float = 300) -> None:
-    """Delete and wait until gone; past half the time, strip finalizers that hold it."""
+    """Delete and wait until gone; past half the time, strip finalizers that hold it.
+
+    Once the namespace is terminating nothing new can be created in it, so its pods are deleted
+    at once, all in one call and without a grace period (kwok's pods run nothing), instead of one
+    by one by the namespace controller: thousands of pods then go in seconds, not minutes."""
     with contextlib.suppress(ApiException):
         await core.delete_namespace(name)
+    with contextlib.suppress(ApiException):
+        await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
     deadline = time.monotonic() + limit
     stripped = False
     while True:
@@ -340,13 +350,21 @@ async def strip_finalizers(core: Any, objects: Any, ns: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def bench_namespace(cluster: testcluster.ClusterHandle, core: Any, objects: Any, prefix: str) -> Any:
-    """A fresh namespace with its operator; on the way out the namespace goes, then the operator."""
+async def bench_namespace(
+    cluster: testcluster.ClusterHandle,
+    core: Any,
+    objects: Any,
+    prefix: str,
+    extra: Sequence[str] = (),
+    log: Path | None = None,
+) -> AsyncIterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A fresh namespace and its operator (`operator`: `extra` flags, `log`); on the way out the
+    namespace goes, then the operator."""
     ns = await create_namespace(core, prefix)
     try:
-        with operator(cluster, ns):
+        with operator(cluster, ns, extra, log) as proc:
             try:
-                yield ns
+                yield ns, proc
             finally:
                 await delete_namespace(core, objects, ns)
     finally:
@@ -374,7 +392,7 @@ async def scale_up(
     cluster: testcluster.ClusterHandle, core: Any, objects: Any, replicas: int, limit: float
 ) -> dict[str, Any]:
     async with (
-        bench_namespace(cluster, core, objects, "bench-scale") as ns,
+        bench_namespace(cluster, core, objects, "bench-scale") as (ns, _),
         watching(core, ns) as (watch, task),
     ):
         await warm_up(objects, watch, task, ns)
@@ -412,7 +430,7 @@ async def many_clusters(
         return labels.get("ray.io/cluster") in wanted
 
     async with (
-        bench_namespace(cluster, core, objects, "bench-many") as ns,
+        bench_namespace(cluster, core, objects, "bench-many") as (ns, _),
         watching(core, ns) as (watch, task),
     ):
         await warm_up(objects, watch, task, ns)

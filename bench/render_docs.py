@@ -22,6 +22,7 @@ from e2e import report
 from e2e.chaos import results as chaos
 
 from bench import (
+    autoscaler_fleet_docs,
     autoscaler_reaction,
     ci_stages_docs,
     docs,
@@ -58,6 +59,12 @@ GENERATED = (
     Generated(scheduler_vs_ray.DOCS, docs.SCHEDULER, docs.render),
     Generated(operator_scale.DOCS, operator_scale.BLOCK, operator_scale.render),
     Generated(autoscaler_reaction.DOCS, autoscaler_reaction.BLOCK, autoscaler_reaction.render),
+    Generated(autoscaler_fleet_docs.BENCHMARKS, autoscaler_fleet_docs.BLOCK, autoscaler_fleet_docs.render),
+    Generated(
+        autoscaler_fleet_docs.SCALING,
+        autoscaler_fleet_docs.SCALING_BLOCK,
+        autoscaler_fleet_docs.render_scaling,
+    ),
     Generated(report.DOCS, report.BLOCK, report.render),
     Generated(operator_scale.DOCS, operator_fleet.BLOCK, operator_fleet.render),
     Generated(operator_scale.DOCS, vs_kuberay.BLOCK, vs_kuberay.render),
