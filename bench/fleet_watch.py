@@ -37,7 +37,6 @@ class Fleet:
     heads: set[str] = field(default_factory=set)  # clusters whose head runs
     replicas: dict[str, int] = field(default_factory=dict)
     open: dict[str, list[Wave]] = field(default_factory=dict)  # waves waiting for their patch
-    pod_cluster: dict[str, str] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def pod(self, kind: str, pod: dict[str, Any]) -> None:
