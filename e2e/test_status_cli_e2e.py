@@ -8,9 +8,9 @@ group (at maxReplicas) cannot take. Each point is first awaited on the CLI's own
 operator's view: replica states, demand, the decision that repeats), then its text and JSON are
 compared with the golden files in e2e/data/status/ after normalising what varies from run to run:
 ages and times, pod name suffixes, Ray node and placement group ids, ports, round counts, what
-triggered a round (a pod event or the interval, whichever came first), Ray's memory and object
-store sizes (from this machine's memory), the order of Ray's nodes and of Events of the same few
-seconds; runs of spaces are collapsed, as column widths follow those values. The raw outputs of
+triggered a round (a pod event, the interval or a read of Ray's state, whichever came first),
+Ray's memory and object store sizes (from this machine's memory), the order of Ray's nodes and
+of Events of the same few seconds; runs of spaces are collapsed, as column widths follow those values. The raw outputs of
 the last run are in e2e/.results/status/. After a deliberate change of the output, rewrite the
 golden files with ``RAYSCALE_UPDATE_GOLDEN=1 pytest e2e/test_status_cli_e2e.py`` and review the
 diff.
@@ -162,9 +162,8 @@ def normal_text(text: str, namespace: str) -> str:
     text = re.sub(r"\b\d+(?:s|m|h|d)(?:\d+[sm])?\b", "<age>", text)  # 45s, 3m12s, 5h, ...
     text = re.sub(r"(?m)^( +)\S+/\S+ (memory|object_store_memory)$", r"\1<bytes>/<bytes> \2", text)
     text = re.sub(r"the same in \d+ more rounds?", "the same in <n> more rounds", text)
-    text = re.sub(
-        r"(?m)^(  <age> +)(periodic|pod|RayCluster|RayResourceRequest)(?:, \w+)*\b", r"\1<trigger>", text
-    )
+    triggers = r"(?:periodic|pod|RayCluster|RayResourceRequest|Ray state)"
+    text = re.sub(rf"(?m)^(  <age> +){triggers}(?:, {triggers})*(?= {{2,}}|$)", r"\1<trigger>", text)
     text = re.sub(r"(?<=\S) {2,}", "  ", text)
     text = re.sub(r"(?m)^ {6,}", " " * 6, text)  # a table's lines under its last column
     sections = [_sorted_events(section) for section in text.split("\n\n")]

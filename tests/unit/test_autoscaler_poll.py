@@ -48,6 +48,9 @@ async def test_new_demand_is_decided_at_the_next_read_and_named_as_its_trigger(
     assert await scaler.step(KEY) == 1  # Ray reads the same: nothing more
     assert FakeGcs.calls[calls:] == ["GetClusterResourceState"]
     assert (api.patches, len(triggers(scaler))) == ([], 1)
+    view = scaler.view(KEY)
+    assert view is not None
+    assert view["decisions"][0]["repeats"] == 1  # the read stands for a round deciding the same
     FakeGcs.state = demand(2)
     clock.t += 1
     assert await scaler.step(KEY) == 1

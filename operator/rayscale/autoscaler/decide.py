@@ -80,6 +80,7 @@ class Round:
             polled = await self.link.poll(key)
             if polled is not None and poll.fingerprint(polled) == memory.seen:
                 self.shared.metrics.quiet_reads.inc()
+                self.memories.served(key).history.confirm(self.shared.wall_clock())
                 return poll.delay(polled, config)  # Ray reads as at the last full round
             trigger = poll.RAY_STATE if polled is not None else trigger
         try:

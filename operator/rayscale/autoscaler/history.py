@@ -292,6 +292,13 @@ class DecisionHistory:
                 self._records[-1 - self._scenarios] = dataclasses.replace(old, snapshot=None)
         return True
 
+    def confirm(self, at: datetime) -> None:
+        """A read of Ray's state that found nothing new (poll.py) stands for a round deciding the same:
+        the newest record repeats."""
+        if self._records:
+            last = self._records[-1]
+            self._records[-1] = dataclasses.replace(last, last_seen=at, repeats=last.repeats + 1)
+
     def newest_first(self) -> list[DecisionRecord]:
         return list(reversed(self._records))
 

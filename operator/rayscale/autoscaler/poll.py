@@ -11,7 +11,8 @@ waits for the full round every ``interval``; Kubernetes changes start a full rou
 before. A cluster whose last full round found nothing time can change (`settled`: every worker
 busy and running, or none; no demand; no backoff; no hold) waits for the full round only as
 long as its status may go unwritten (``status_refresh_seconds``). A cluster whose GCS did not
-answer is read again only at its next full round.
+answer is read again only at its next full round. A read that finds nothing new counts in the
+decision history as a round that decided the same (the newest decision repeats).
 """
 
 from __future__ import annotations
