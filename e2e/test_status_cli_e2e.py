@@ -3,17 +3,16 @@ scaling cluster: the local control plane, `rayscale run --status-port`, a real R
 bridge, and a Ray driver whose work scales a group up.
 
 The CLI runs as a subprocess, as a user runs it, at three scripted points: the cluster idle, a
-placement group of 2 bundles placed on the 2 workers it launched, and one more actor that the
-group (at maxReplicas) cannot take. Each point is first awaited on the CLI's own JSON (the
-operator's view: replica states, demand, the decision that repeats), then its text and JSON are
-compared with the golden files in e2e/data/status/ after normalising what varies from run to run:
-ages and times, pod name suffixes, Ray node and placement group ids, ports, round counts, what
-triggered a round (a pod event, the interval or a read of Ray's state, whichever came first),
-Ray's memory and object store sizes (from this machine's memory), the order of Ray's nodes and
-of Events of the same few seconds; runs of spaces are collapsed, as column widths follow those values. The raw outputs of
-the last run are in e2e/.results/status/. After a deliberate change of the output, rewrite the
-golden files with ``RAYSCALE_UPDATE_GOLDEN=1 pytest e2e/test_status_cli_e2e.py`` and review the
-diff.
+placement group of 2 bundles placed on the 2 workers it launched, and one more actor that the group
+(at maxReplicas) cannot take. Each point is first awaited on the CLI's own JSON (the operator's
+view: replica states, demand, the decision that repeats), then its text and JSON are compared with
+the golden files in e2e/data/status/ after normalising what varies from run to run: ages and times,
+pod name suffixes, Ray node and placement group ids, ports, round counts, what triggered a round (a
+pod event, the interval or a read of Ray's state, whichever came first), Ray's memory and object
+store sizes (from this machine's memory), the order of Ray's nodes and of Events of the same few
+seconds; runs of spaces are collapsed, as column widths follow those values. The raw outputs of the
+last run are in e2e/.results/status/. After a deliberate change of the output, rewrite the golden
+files with ``RAYSCALE_UPDATE_GOLDEN=1 pytest e2e/test_status_cli_e2e.py`` and review the diff.
 """
 
 from __future__ import annotations
