@@ -194,9 +194,9 @@ class GcsLink:
         # the same session, sent less than a status refresh ago.
         told = (state.session_name, dataclasses.replace(report, last_seen_cluster_resource_state_version=0,
                                                         autoscaler_state_version=0))  # fmt: skip
-        clock = self.shared.clock()
-        fresh = memory.told is not None and clock - memory.told[2] < self.shared.config.status_refresh_seconds
-        if fresh and memory.told is not None and memory.told[:2] == told:
+        clock, last = self.shared.clock(), memory.told
+        refresh = self.shared.config.status_refresh_seconds
+        if last is not None and last[:2] == told and clock - last[2] < refresh:
             return
         try:
             await gcs.report_autoscaling_state(report)
