@@ -26,6 +26,7 @@ from google.protobuf.message_factory import GetMessageClass
 from rayscale.autoscaler import gcs_link
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
+from rayscale.common.retry import Failed
 from rayscale.common.types import ClusterKey
 from rayscale.kube import ops
 from rayscale.ray import model as ray
@@ -247,6 +248,16 @@ class FakeApi:
         return [op["value"] for patch in self.patches for op in patch if op["path"].endswith("/replicas")]
 
 
+class SettledAutoscaler(Autoscaler):
+    """The autoscaler whose `step` returns once the status it handed over is written (the writer
+    writes it in a task of its own, status_writer.py)."""
+
+    async def step(self, key: ClusterKey) -> float | Failed | None:
+        out = await super().step(key)
+        await self.reporter.writer.idle()
+        return out
+
+
 def autoscaler(
     source: FakeSource,
     events: EventLog | None = None,
@@ -262,7 +273,8 @@ def autoscaler(
     config = AutoscalerConfig(
         interval=5, gcs_poll_interval=poll, allow_gcs_address_override=allow_override, max_pods=max_pods
     )
-    return Autoscaler(None, source, events or EventLog(), config, clock=clock.mono, wall_clock=clock.now)  # type: ignore[arg-type]
+    events = events or EventLog()
+    return SettledAutoscaler(None, source, events, config, clock=clock.mono, wall_clock=clock.now)  # type: ignore[arg-type]
 
 
 def token_cluster(monkeypatch: pytest.MonkeyPatch, annotation: str | None) -> tuple[FakeApi, FakeSource]:

@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 import yaml
 from tests.support.builders import gpu_group, group, pod, rc, rrr
-from tests.support.fakes import HEAD_GCS, KEY, FakeGcs, autoscaler, gcs_state, token_cluster
+from tests.support.fakes import (
+    HEAD_GCS,
+    KEY,
+    FakeGcs,
+    SettledAutoscaler,
+    autoscaler,
+    gcs_state,
+    token_cluster,
+)
 from tests.support.fakes import EventLog as Events
 from tests.support.fakes import FakeApi as Api
 from tests.support.fakes import FakeSource as Source
@@ -575,7 +583,7 @@ async def test_a_compatible_ray_gets_a_true_condition_and_no_event(monkeypatch: 
 def _beside_kuberay(source: Source, events: Events) -> Autoscaler:
     config = AutoscalerConfig(interval=5, beside_kuberay=True)
     clock = Clock()
-    return Autoscaler(None, source, events, config, clock=clock.mono, wall_clock=clock.now)  # type: ignore[arg-type]
+    return SettledAutoscaler(None, source, events, config, clock=clock.mono, wall_clock=clock.now)  # type: ignore[arg-type]
 
 
 async def test_beside_kuberay_only_opted_in_clusters_without_ray_autoscaler_are_taken(

@@ -9,6 +9,7 @@ import pytest
 from tests.support.polling import until
 
 from rayscale.kube.fairbucket import FairTokenBucket
+from rayscale.kube.flow import report_flow
 
 
 class Clock:
@@ -112,3 +113,38 @@ async def test_a_cancelled_waiter_takes_no_token_and_leaves_its_flow_alone() -> 
     await kept
     assert clock.now == pytest.approx(1.0)  # the next token went to y, the one left waiting
     assert bucket.waiters() == 0
+
+
+async def test_reports_wait_while_other_flows_wait() -> None:
+    """A report flow with fewer waiting still goes after every flow that does more than report."""
+    clock = Clock()
+    bucket = fair(10, 1, clock)
+    await bucket.take("x")
+    report = report_flow(("ns", "a"))
+    order = await served(bucket, clock, [report] + ["big"] * 5 + ["small"])
+    assert [k for k, _ in order] == ["small"] + ["big"] * 5 + [report]
+
+
+async def test_a_report_waits_no_longer_than_its_own_patience() -> None:
+    clock = Clock()
+    bucket = FairTokenBucket(10, 1, patience=100.0, report_patience=2.0, clock=clock, sleep=clock.sleep)
+    await bucket.take("x")
+    report = report_flow(("ns", "a"))
+    order = await served(bucket, clock, [report] + [f"f-{i}" for i in range(40)])
+    served_at = dict(order)
+    # the others, never past their patience, went first until the report's patience ran out
+    assert served_at[report] == pytest.approx(2.0)
+    assert [k for k, _ in order[:19]] == [f"f-{i}" for i in range(19)]
+
+
+async def test_past_their_patience_the_furthest_past_goes_first() -> None:
+    """Under a backlog every request is past its patience, and a report goes only when it is further
+    past its own than the others are past theirs: here, after every request that asked with it
+    (each waits 1 s longer past its patience than the report)."""
+    clock = Clock()
+    bucket = FairTokenBucket(10, 1, patience=1.0, report_patience=2.0, clock=clock, sleep=clock.sleep)
+    await bucket.take("x")
+    report = report_flow(("ns", "a"))
+    order = await served(bucket, clock, [report] + ["big"] * 40)
+    served_at = dict(order)
+    assert served_at[report] == pytest.approx(4.1)

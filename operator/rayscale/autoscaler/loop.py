@@ -42,7 +42,7 @@ from rayscale.common.pods import is_head, is_terminating
 from rayscale.common.retry import Failed, spec_version
 from rayscale.common.types import ClusterKey, Obj
 from rayscale.common.workqueue import WorkQueue
-from rayscale.kube import ops
+from rayscale.kube import flow, ops
 from rayscale.kube.events import EventSink
 from rayscale.metrics import Metrics
 
@@ -138,9 +138,11 @@ class Autoscaler:
             await self.close()
 
     async def close(self) -> None:
-        """Close every cached GCS channel (`run` does so when it ends)."""
+        """Close every cached GCS channel and drop the status writes not yet sent (`run` does so
+        when it ends)."""
         for key in [k for k, m in self._memory.items() if m.gcs is not None]:
             await self.link.close(key)
+        await self.reporter.writer.close()
 
     # ---- one round ----
 
@@ -148,7 +150,8 @@ class Autoscaler:
         """One round; a failed API call (the patch above all) makes it `Failed`, and the queue backs
         the cluster off (rayscale.common.retry) while other clusters keep their rounds."""
         try:
-            return await self._step(key)
+            with flow.working_for(flow.cluster_flow(key)):  # the rate limit serves clusters in turn
+                return await self._step(key)
         except ops.KubeError as exc:
             return Failed(str(exc), exc.retry_after)
 
@@ -204,6 +207,7 @@ class Autoscaler:
     async def _forget(self, key: ClusterKey, *, keep_backoff: bool) -> None:
         self.queue.forget(key)
         self.vclusters.forget(key)
+        self.reporter.writer.forget(key)
         memory = self._memory.pop(key, None)
         if memory is not None:
             dormant = memory.dormant and keep_backoff

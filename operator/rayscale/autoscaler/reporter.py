@@ -4,7 +4,8 @@ After the decision: each RayResourceRequest gets its status (an ``InvalidBundles
 request became so), the patch that landed its ``ScaledUp``/``ScaledDown``/``RayNodeDied``/
 ``BackingOff`` Events and metrics (launch failures it names start their group's backoff and are
 remembered for Ray's "Recent failures"), every replica's life its Events (lifecycle.py), and the
-RayCluster its ``status.autoscaler`` (a merge patch of that one key, only when it changed) with the
+RayCluster its ``status.autoscaler`` (only when it changed, written off the round by
+status_writer.py) with the
 ``RayCompatible`` condition (compat.py; an Event when it changes) and, when
 ``rayscale.io/gcs-address`` names another address than the head Service, the ``GcsAddressOverride``
 condition (gcs_override.py; an Event when it changes), an ``UnmetDemand`` Event when the unmet
@@ -43,6 +44,7 @@ from rayscale.autoscaler.status import (
     unmet_notice,
     waiting_bundles,
 )
+from rayscale.autoscaler.status_writer import StatusWriter
 from rayscale.autoscaler.texts import backing_off, ray_node_died, refused, resized
 from rayscale.autoscaler.trust import Hold
 from rayscale.autoscaler.view import Observed
@@ -71,6 +73,7 @@ class Reporter:
         self.shared = shared
         self.memories = shared.memories
         self.link = link  # which GCS methods answered (the RayCompatible condition)
+        self.writer = StatusWriter(self._write_status, shared.clock)  # status.autoscaler
 
     def refused(self, key: ClusterKey, cluster: Obj, refusal: str) -> None:
         """An ``AutoscalingRefused`` Warning, once per refusal."""
@@ -165,7 +168,7 @@ class Reporter:
     async def report(self, key: ClusterKey, cluster: ScalingSpec, seen: Observed) -> None:
         """The RayCluster's ``status.autoscaler``, its conditions' Events, ``UnmetDemand``, metrics."""
         now = datetime.now(UTC)
-        old = cluster.written
+        old = self.writer.latest(key, cluster.written)  # with the status on its way, if any
         snapshot, decision = seen.snapshot, seen.decision
         compat = self._compatible(key, cluster, old, now)
         override = self._overridden(key, cluster, old, now)
@@ -191,8 +194,8 @@ class Reporter:
         pending, unmet = waiting_bundles(decision), unmet_by_reason(decision)
         backing_off = sum(1 for g in snapshot.groups if g.backoff)
         self.shared.metrics.round(key, pending=pending, unmet=unmet, backing_off=backing_off)
-        patch = autoscaler_patch(old, new, now, refresh_seconds=self.shared.config.status_refresh_seconds)
-        await self.write_cluster_status(key, patch)
+        if autoscaler_patch(old, new, now, refresh_seconds=self.shared.config.status_refresh_seconds):
+            self.writer.submit(key, cluster.written, new)
 
     def _compatible(self, key: ClusterKey, cluster: ScalingSpec, old: Obj | None, now: datetime) -> Obj:
         """The RayCompatible condition now; an Event when it changed since the last one reported."""
@@ -220,7 +223,12 @@ class Reporter:
             self.shared.events.post(cluster.meta.subject(), *event)  # the recorder logs it too
         return condition
 
+    async def _write_status(self, key: ClusterKey, patch: dict[str, Any]) -> None:
+        await ops.patch_raycluster_status(self.shared.api, key[0], key[1], patch)
+
     async def write_cluster_status(self, key: ClusterKey, patch: dict[str, Any] | None) -> None:
+        """Write `patch` now (what the writer had on its way for `key` is dropped)."""
+        self.writer.forget(key)
         if patch is None:
             return
         try:

@@ -39,6 +39,7 @@ __all__ = [
     "autoscaler_status",
     "clear_autoscaler_patch",
     "describe_unmet",
+    "merge_patch",
     "shape_text",
     "unmet_by_reason",
     "unmet_key",
@@ -206,13 +207,13 @@ def _without_times(status: Obj) -> dict[str, Any]:
     return out
 
 
-def _diff(old: Obj, new: Obj) -> dict[str, Any]:
+def merge_patch(old: Obj, new: Obj) -> dict[str, Any]:
     """A JSON merge patch (RFC 7386) turning `old` into `new`: removed keys become null."""
     patch: dict[str, Any] = {k: None for k in old if k not in new}
     for key, value in new.items():
         before = old.get(key)
         if isinstance(value, Mapping) and isinstance(before, Mapping):
-            patch[key] = _diff(before, value)
+            patch[key] = merge_patch(before, value)
         else:
             patch[key] = value
     return patch
@@ -227,7 +228,7 @@ def autoscaler_patch(
         written = parse_time(old.get("lastDecisionTime"))
         if written is not None and (now - written).total_seconds() < refresh_seconds:
             return None
-    return {"status": {"autoscaler": _diff(old, new)}}
+    return {"status": {"autoscaler": merge_patch(old, new)}}
 
 
 def clear_autoscaler_patch(old: Obj | None) -> dict[str, Any] | None:

@@ -10,8 +10,13 @@ before the next of a scale-up's many creates, which take the tokens nobody else 
 Turns in a circle were measured too: a small cluster's requests come one after the other (its
 Service, then its pods, then its status), and each waited a whole round of every cluster's turn.
 
-No request waits for ever behind smaller flows: one that has waited `PATIENCE` seconds goes first
-(the longest waiting first). While nobody waits, a request takes a token at once.
+Report flows (`rayscale.kube.flow.is_report`: writes that only say what happened, such as
+``status.autoscaler``) are served only while no other flow waits: a fleet's status writes never
+delay an autoscaler's ``replicas`` patch or a controller's pod create.
+
+No request waits for ever: one that has waited its patience (`PATIENCE` seconds, a report's
+`REPORT_PATIENCE`) goes first, the one furthest past its patience first. While nobody waits, a
+request takes a token at once.
 """
 
 from __future__ import annotations
@@ -21,12 +26,15 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 
+from rayscale.kube.flow import is_report
 from rayscale.kube.ratelimit import TokenBucket
 
-__all__ = ["PATIENCE", "FairTokenBucket"]
+__all__ = ["PATIENCE", "REPORT_PATIENCE", "FairTokenBucket"]
 
 #: Seconds a request may wait for its turn behind flows with fewer waiting; then it goes first.
 PATIENCE = 5.0
+#: ... a report's request, behind every other flow.
+REPORT_PATIENCE = 30.0
 
 
 class FairTokenBucket:
@@ -36,11 +44,13 @@ class FairTokenBucket:
         burst: int,
         *,
         patience: float = PATIENCE,
+        report_patience: float = REPORT_PATIENCE,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self._tokens = TokenBucket(qps, burst, clock=clock)
         self._patience = patience
+        self._report_patience = report_patience
         self._clock = clock
         self._sleep = sleep
         # each flow's waiters, oldest first, with the time each began to wait
@@ -87,11 +97,7 @@ class FairTokenBucket:
     def _next(self) -> asyncio.Future[None] | None:
         """The first live waiter of the flow whose turn it is, taken off its queue."""
         while self._waiting:
-            oldest = min(self._waiting, key=lambda k: self._waiting[k][0][1])
-            if self._clock() - self._waiting[oldest][0][1] >= self._patience:
-                key = oldest
-            else:
-                key = min(self._waiting, key=lambda k: (len(self._waiting[k]), self._waiting[k][0][1]))
+            key = self._turn()
             queue = self._waiting[key]
             future, _ = queue.popleft()
             if not queue:
@@ -99,3 +105,16 @@ class FairTokenBucket:
             if not future.done():  # a waiter cancelled, and not yet off its queue
                 return future
         return None
+
+    def _turn(self) -> Hashable:
+        """The flow whose turn it is: the one furthest past its patience, else among the flows
+        that do not only report (else among those that do) the one with the fewest waiting."""
+        now = self._clock()
+        overdue = max(self._waiting, key=lambda k: now - self._waiting[k][0][1] - self._patience_of(k))
+        if now - self._waiting[overdue][0][1] >= self._patience_of(overdue):
+            return overdue
+        working = [k for k in self._waiting if not is_report(k)] or list(self._waiting)
+        return min(working, key=lambda k: (len(self._waiting[k]), self._waiting[k][0][1]))
+
+    def _patience_of(self, key: Hashable) -> float:
+        return self._report_patience if is_report(key) else self._patience

@@ -3,7 +3,9 @@
 The Event recorder's workers run as the `EVENTS` flow, which the API client gives a token bucket of
 its own (`rayscale.kube.client`). Every other flow shares the main bucket, which serves the flows
 waiting for a token in turn (`rayscale.kube.fairbucket`): the controller's reconcile of a
-RayCluster runs as that cluster's flow (`cluster_flow`), the rest as the ``None`` flow.
+RayCluster and its autoscaling round run as that cluster's flow (`cluster_flow`), the writes that
+only report (``status.autoscaler``) as its report flow (`report_flow`, served after every other
+flow's waiting requests, see `is_report`), the rest as the ``None`` flow.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import contextlib
 from collections.abc import Hashable, Iterator
 from contextvars import ContextVar
 
-__all__ = ["EVENTS", "cluster_flow", "current", "working_for"]
+__all__ = ["EVENTS", "cluster_flow", "current", "is_report", "report_flow", "working_for"]
 
 #: The flow of the Event recorder's writes.
 EVENTS = "rayscale.events"
@@ -21,6 +23,19 @@ EVENTS = "rayscale.events"
 def cluster_flow(key: tuple[str, str]) -> Hashable:
     """The flow of the work for the RayCluster `key` (namespace, name)."""
     return ("raycluster", *key)
+
+
+REPORT = "rayscale.report"
+
+
+def report_flow(key: tuple[str, str]) -> Hashable:
+    """The flow of the writes that only report on the RayCluster `key` (its ``status.autoscaler``)."""
+    return (REPORT, *key)
+
+
+def is_report(flow: Hashable) -> bool:
+    """Whether `flow` only reports: its requests wait while requests of other flows do."""
+    return isinstance(flow, tuple) and len(flow) > 0 and flow[0] == REPORT
 
 
 _FLOW: ContextVar[Hashable] = ContextVar("rayscale_flow", default=None)
