@@ -35,6 +35,7 @@ import contextlib
 import math
 import os
 import random
+import re
 import statistics
 import sys
 import time
@@ -54,6 +55,7 @@ from rayscale.api.names import RAYCLUSTER
 
 IDLE_TIMEOUT = 30
 CREATES_IN_FLIGHT = 50
+SETTLE_SECONDS = 60  # after the run, how long the last waves may wait for their patch
 PODS_PER_NODE = 110
 
 
@@ -127,17 +129,59 @@ COUNTED = {  # of the operator's metrics: what a window counts
 
 
 async def scrape(port: int) -> dict[str, float]:
-    """The operator's counters of `COUNTED`, summed over their series."""
+    """Every sample the operator serves, by its line's name and labels (``name{labels}``)."""
     import aiohttp
 
     async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/metrics") as reply:
         text = await reply.text()
-    out = dict.fromkeys(COUNTED, 0.0)
+    out: dict[str, float] = {}
     for line in text.splitlines():
-        name, _, value = line.partition(" ")
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def counted(samples: dict[str, float]) -> dict[str, float]:
+    """The counters of `COUNTED`, summed over their series."""
+    out = dict.fromkeys(COUNTED, 0.0)
+    for name, value in samples.items():
         for key, metric in COUNTED.items():
             if name.split("{")[0] == metric:
-                out[key] += float(value.split()[0])
+                out[key] += value
+    return out
+
+
+def client_requests(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
+    """Requests per second of the operator's API client in the window, by ``verb resource``."""
+    out: dict[str, float] = {}
+    for name, value in after.items():
+        if name.startswith("rayscale_kube_requests_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', name))
+            rate = (value - before.get(name, 0.0)) / seconds
+            if rate > 0:
+                out[f"{labels['verb']} {labels['resource']}"] = rate
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def rate_limit_waits(before: dict[str, float], after: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Per flow: requests in the window and the bucket bound under which 50 % and 99 % of them
+    waited for their rate-limit token (seconds; inf: above the largest bucket)."""
+    buckets: dict[str, list[tuple[float, float]]] = {}
+    prefix = "rayscale_kube_rate_limit_wait_seconds_bucket{"
+    for name, value in after.items():
+        if name.startswith(prefix):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', name))
+            bound = float(labels["le"].replace("+Inf", "inf"))
+            buckets.setdefault(labels["flow"], []).append((bound, value - before.get(name, 0.0)))
+    out = {}
+    for flow, counts in sorted(buckets.items()):
+        counts.sort()
+        total = counts[-1][1]
+        if total <= 0:
+            continue
+        bound_of = lambda q: next(b for b, c in counts if c >= q * total)  # noqa: E731
+        out[flow] = {"requests": total, "p50_le_s": bound_of(0.5), "p99_le_s": bound_of(0.99)}
     return out
 
 
@@ -148,15 +192,28 @@ def quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(ordered, n=100, method="inclusive")[round(q * 100) - 1]
 
 
-def latencies(plan: list[Wave]) -> dict[str, Any]:
+def latencies(plan: list[Wave], end: float) -> dict[str, Any]:
+    """Demand to patch of the waves that needed one. A wave not patched by `end` counts with what it
+    had waited by then (a lower bound: `unpatched` says how many)."""
     needed = [w for w in plan if w.needed]
-    done = [w.patched - w.started for w in needed if w.patched is not None]
+    done = [(w.patched if w.patched is not None else end) - w.started for w in needed]
     real = [w.patched - w.started for w in needed if w.patched is not None and w.cluster.startswith("real-")]
-    out: dict[str, Any] = {"waves": len(plan), "needing_patch": len(needed), "patched": len(done)}
+    unpatched = sum(1 for w in needed if w.patched is None)
+    out: dict[str, Any] = {"waves": len(plan), "needing_patch": len(needed), "patched": len(needed) - unpatched,
+                           "unpatched": unpatched}  # fmt: skip
     if done:
         out |= {"median_s": statistics.median(done), "p90_s": quantile(done, 0.9),
                 "p99_s": quantile(done, 0.99), "max_s": max(done), "real_heads_s": real}  # fmt: skip
     return out
+
+
+async def settle(fleet: Fleet, seconds: float) -> None:
+    """Wait until no wave waits for its patch, `seconds` at most."""
+    deadline = time.monotonic() + seconds
+    while any(fleet.open.values()) and time.monotonic() < deadline:
+        fleet.changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(fleet.changed.wait(), max(0.0, deadline - time.monotonic()))
 
 
 async def autoscaled_fleet(
@@ -219,13 +276,16 @@ async def measure_fleet(cluster: testcluster.ClusterHandle, args: argparse.Names
             control_plane_cpu(cluster),
             sum(r.calls for r in rays.values()),
         )
-        load0, start, counted0 = os.getloadavg(), time.monotonic(), await scrape(port)
+        load0, start, samples0 = os.getloadavg(), time.monotonic(), await scrape(port)
         await drive(fleet, plan, rays, drivers, start, args.task_seconds)
         await asyncio.sleep(max(0.0, start + args.duration - time.monotonic()))  # the rest of the run
         elapsed = time.monotonic() - start
         cpu, plane = tree_cpu_seconds(proc.pid) - cpu0, control_plane_cpu(cluster)
         calls = sum(r.calls for r in rays.values()) - calls0
-        counted = {k: v - counted0[k] for k, v in (await scrape(port)).items()}
+        samples = await scrape(port)
+        count = {k: v - counted(samples0)[k] for k, v in counted(samples).items()}
+        await settle(fleet, SETTLE_SECONDS)  # the last waves' patches
+        settled = time.monotonic()
         memory = tree_memory_kib(proc.pid)
         result |= {
             "clusters": args.clusters,
@@ -234,9 +294,11 @@ async def measure_fleet(cluster: testcluster.ClusterHandle, args: argparse.Names
             "heads_running_s": ready - created,
             "rounds_per_s": calls / elapsed,
             "rounds_per_cluster_s": calls / elapsed / max(1, len(rays)),
-            "full_rounds_per_s": counted["rounds"] / elapsed,
-            "quiet_reads_per_s": counted["quiet_reads"] / elapsed,
-            "demand_to_patch": latencies(plan),
+            "full_rounds_per_s": count["rounds"] / elapsed,
+            "quiet_reads_per_s": count["quiet_reads"] / elapsed,
+            "demand_to_patch": latencies(plan, settled),
+            "api_requests_per_s": client_requests(samples0, samples, elapsed),
+            "rate_limit_wait": rate_limit_waits(samples0, samples),
             "operator_cpu_s": cpu,
             "operator_cores": cpu / elapsed,
             "operator_rss_peak_mib": memory["VmHWM"] / 1024,

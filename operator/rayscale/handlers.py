@@ -204,12 +204,17 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     settings.networking.connect_timeout = 10
     settings.networking.error_backoffs = API_RETRY_BACKOFFS
 
-    api = await make_api_client(qps=runtime.kube_api_qps, burst=runtime.kube_api_burst, fence=WRITE_FENCE)
-    runtime.recorder = EventRecorder(api)
-    runtime.recorder.start()
     if runtime.metrics is None:  # `rayscale run` serves them before the leader election
         runtime.metrics = Metrics(process_registry())
     metrics = runtime.metrics
+    api = await make_api_client(
+        qps=runtime.kube_api_qps,
+        burst=runtime.kube_api_burst,
+        fence=WRITE_FENCE,
+        observe=metrics.kube_request,
+    )
+    runtime.recorder = EventRecorder(api)
+    runtime.recorder.start()
     index = indexes(runtime)
     source = IndexSource(index)
     runtime.health = WatchHealth(

@@ -45,6 +45,7 @@ CLUSTER = ("namespace", "cluster")
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6,
                      0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9,
                      10, 15, 20, 25, 30, 40, 50, 60)  # fmt: skip
+WAIT_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 DECISION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 # KubeRay's RayCluster series: names, help texts and labels exactly as KubeRay (v1.6.2) exports them
 KUBERAY_CLUSTER = ("name", "namespace", "uid")
@@ -167,6 +168,14 @@ class Metrics:
                                  "that wait for their retry (exponential backoff)", per, registry=r)
         self.leader = Gauge("leader_election_master_status", "1 while this replica holds the Lease "
                             "(--leader-elect), else 0", ["name"], registry=r)
+        self.kube_requests = Counter("rayscale_kube_requests", "Requests rayscale's API client sent to the "
+                                     "API server (watches aside), by verb and resource", ["verb", "resource"],
+                                     registry=r)
+        self.rate_limit_wait = Histogram("rayscale_kube_rate_limit_wait_seconds", "Time a request waited for "
+                                         "a token of the client-side rate limit (--kube-api-qps), by flow: "
+                                         "cluster (a RayCluster's reconcile or autoscaling round), report "
+                                         "(status.autoscaler), events, other", ["flow"], buckets=WAIT_BUCKETS,
+                                         registry=r)
         a = "rayscale_autoscaler"
         self.decision_duration = Histogram(f"{a}_decision_duration_seconds", "Time to build one cluster's "
                                            "snapshot and run the scheduler", buckets=DECISION_BUCKETS,
@@ -197,6 +206,11 @@ class Metrics:
         self._provisioned_uids: dict[ClusterKey, set[str]] = {}
         self._lock = threading.Lock()
         r.register(RayClusterCollector(self))
+
+    def kube_request(self, verb: str, resource: str, flow: str, waited: float) -> None:
+        """One request of the API client, and how long it waited for its token."""
+        self.kube_requests.labels(verb, resource).inc()
+        self.rate_limit_wait.labels(flow).observe(waited)
 
     def queue(self, controller: str) -> QueueMetrics:
         return QueueMetrics(self, controller)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.autoscaler_fleet import latencies, sidecar_schedule, waves
+from bench.autoscaler_fleet import client_requests, latencies, rate_limit_waits, sidecar_schedule, waves
 from bench.autoscaler_fleet_docs import per_cluster, render, render_scaling
 from bench.fake_gcs_fleet import FakeRay, node_id
 from bench.fleet_watch import Fleet, Wave
@@ -75,8 +75,30 @@ def test_a_wave_is_timed_until_replicas_cover_it() -> None:
     assert wave.patched is not None
     assert fleet.open["c"] == []
     late = Wave("c", 1.0, 3, started=wave.patched + 1, needed=True)
-    summary = latencies([wave, late, Wave("c", 2.0, 1)])
+    summary = latencies([wave, late, Wave("c", 2.0, 1)], end=late.started + 30)
     assert (summary["waves"], summary["needing_patch"], summary["patched"]) == (3, 2, 1)
+    assert summary["unpatched"] == 1
+    # the unpatched wave counts with what it waited: a lower bound
+    assert summary["max_s"] == max(wave.patched - wave.started, 30)
+
+
+def test_the_clients_requests_and_waits_come_from_two_scrapes() -> None:
+    before = {
+        'rayscale_kube_requests_total{resource="pods",verb="create"}': 10.0,
+        'rayscale_kube_rate_limit_wait_seconds_bucket{flow="cluster",le="0.1"}': 5.0,
+        'rayscale_kube_rate_limit_wait_seconds_bucket{flow="cluster",le="1.0"}': 5.0,
+        'rayscale_kube_rate_limit_wait_seconds_bucket{flow="cluster",le="+Inf"}': 5.0,
+    }
+    after = {
+        'rayscale_kube_requests_total{resource="pods",verb="create"}': 30.0,
+        'rayscale_kube_requests_total{resource="rayclusters/status",verb="patch"}': 4.0,
+        'rayscale_kube_rate_limit_wait_seconds_bucket{flow="cluster",le="0.1"}': 104.0,
+        'rayscale_kube_rate_limit_wait_seconds_bucket{flow="cluster",le="1.0"}': 104.0,
+        'rayscale_kube_rate_limit_wait_seconds_bucket{flow="cluster",le="+Inf"}': 105.0,
+    }
+    assert client_requests(before, after, 2.0) == {"create pods": 10.0, "patch rayclusters/status": 2.0}
+    waits = rate_limit_waits(before, after)
+    assert waits == {"cluster": {"requests": 100.0, "p50_le_s": 0.1, "p99_le_s": 0.1}}
 
 
 def test_every_cluster_gets_a_wave_a_period_and_the_sidecar_the_same_kind() -> None:

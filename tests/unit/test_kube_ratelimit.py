@@ -9,7 +9,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from rayscale.kube.client import RayscaleApiClient
-from rayscale.kube.flow import EVENTS, working_for
+from rayscale.kube.flow import EVENTS, cluster_flow, report_flow, working_for
 from rayscale.kube.ratelimit import TokenBucket
 
 
@@ -138,3 +138,25 @@ async def test_a_request_body_of_plain_json_is_sent_as_it_is_not_copied() -> Non
         assert api.sanitize_for_serialization(("a", 1)) == ("a", 1)  # anything else as before
     finally:
         await api.close()
+
+
+async def test_each_request_is_told_to_the_observer_with_its_kind_and_flow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def fake_request(self: Any, method: str, url: str, **_: Any) -> object:
+        return object()
+
+    monkeypatch.setattr(client.ApiClient, "request", fake_request)
+    seen: list[tuple[str, str, str]] = []
+    cfg = client.Configuration(host="https://example.invalid")
+    api = RayscaleApiClient(cfg, observe=lambda verb, resource, flow, _: seen.append((verb, resource, flow)))
+    try:
+        core: Any = client.CoreV1Api(api)
+        with working_for(cluster_flow(("a", "rc"))):
+            await core.create_namespaced_pod("a", {}, _preload_content=False)
+        with working_for(report_flow(("a", "rc"))):
+            await core.patch_namespaced_pod_status("p", "a", {}, _preload_content=False)
+        await core.list_namespaced_pod("a", _preload_content=False)
+    finally:
+        await api.close()
+    assert seen == [("create", "pods", "cluster"), ("patch", "pods/status", "report"), ("list", "pods", "other")]

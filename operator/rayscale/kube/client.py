@@ -9,6 +9,9 @@ rate. kopf's own watches use kopf's session, not this client, and are not limite
 nothing (rayscale's handlers only index and queue). The pod informer has a client of its own,
 without a limit (`rayscale.handlers`).
 
+With an `observe`, each request sent is told to it: its verb and resource (`request_kind`), its
+flow's kind and how long it waited for its token (the operator's ``rayscale_kube_*`` metrics).
+
 With a `fence`, every write (any method but GET, HEAD and OPTIONS) checks it twice: when the
 request is made (before waiting for a rate-limit token) and again once it has its connection, just
 before its first byte is sent, so a write that waited for a token or for a free connection while
@@ -19,8 +22,9 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import types
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import aiohttp
@@ -31,6 +35,10 @@ from rayscale.fence import WriteFence
 from rayscale.kube import flow
 from rayscale.kube.fairbucket import FairTokenBucket
 from rayscale.kube.ratelimit import Limiter, TokenBucket
+from rayscale.kube.request_kind import request_kind
+
+#: Told of each request sent: its verb, its resource, its flow's kind, seconds it waited for a token.
+Observe = Callable[[str, str, str, float], None]
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -47,11 +55,13 @@ class RayscaleApiClient(client.ApiClient):
         bucket: Limiter | None = None,
         flow_buckets: Mapping[Hashable, Limiter] | None = None,
         fence: WriteFence | None = None,
+        observe: Observe | None = None,
     ) -> None:
         super().__init__(configuration=configuration)
         self.bucket = bucket
         self.flow_buckets = dict(flow_buckets or {})
         self.fence = fence
+        self.observe = observe
         if fence is not None:
             _fence_connections(self.rest_client, fence)
 
@@ -68,8 +78,13 @@ class RayscaleApiClient(client.ApiClient):
             self.fence.check(f"{method} {url}")
         key = flow.current()
         limiter = self.flow_buckets.get(key, self.bucket) if self.flow_buckets else self.bucket
+        waited = 0.0
         if limiter is not None:
+            asked = time.monotonic()
             await limiter.take(key)
+            waited = time.monotonic() - asked
+        if self.observe is not None:
+            self.observe(*request_kind(method, url), flow.kind_of(key), waited)
         return await super().request(method, url, *args, **kwargs)
 
 
@@ -114,9 +129,10 @@ async def make_api_client(
     burst: int = 0,
     fence: WriteFence | None = None,
     connections: int = 64,
+    observe: Observe | None = None,
 ) -> client.ApiClient:
     """The client; `qps` <= 0 means no client-side limit (`burst` is then ignored); at most
-    `connections` requests at once (0: no limit)."""
+    `connections` requests at once (0: no limit); each request told to `observe`, if given."""
     cfg = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG")
     if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -127,9 +143,9 @@ async def make_api_client(
     if qps > 0:
         bucket = FairTokenBucket(qps, burst)
         events: dict[Hashable, Limiter] = {flow.EVENTS: TokenBucket(qps, burst)}
-        api = RayscaleApiClient(cfg, bucket=bucket, flow_buckets=events, fence=fence)
+        api = RayscaleApiClient(cfg, bucket=bucket, flow_buckets=events, fence=fence, observe=observe)
     else:
-        api = RayscaleApiClient(cfg, fence=fence)
+        api = RayscaleApiClient(cfg, fence=fence, observe=observe)
     api.user_agent = user_agent()
     return api
 

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Hashable, Iterator
 from contextvars import ContextVar
 
-__all__ = ["EVENTS", "cluster_flow", "current", "is_report", "report_flow", "working_for"]
+__all__ = ["EVENTS", "cluster_flow", "current", "is_report", "kind_of", "report_flow", "working_for"]
 
 #: The flow of the Event recorder's writes.
 EVENTS = "rayscale.events"
@@ -36,6 +36,15 @@ def report_flow(key: tuple[str, str]) -> Hashable:
 def is_report(flow: Hashable) -> bool:
     """Whether `flow` only reports: its requests wait while requests of other flows do."""
     return isinstance(flow, tuple) and len(flow) > 0 and flow[0] == REPORT
+
+
+def kind_of(flow: Hashable) -> str:
+    """The kind of `flow`, as the metrics label it: cluster, report, events or other."""
+    if flow == EVENTS:
+        return "events"
+    if is_report(flow):
+        return "report"
+    return "cluster" if isinstance(flow, tuple) and flow[:1] == ("raycluster",) else "other"
 
 
 _FLOW: ContextVar[Hashable] = ContextVar("rayscale_flow", default=None)
