@@ -180,9 +180,13 @@ def rate_limit_waits(before: dict[str, float], after: dict[str, float]) -> dict[
         total = counts[-1][1]
         if total <= 0:
             continue
-        bound_of = lambda q: next(b for b, c in counts if c >= q * total)  # noqa: E731
-        out[flow] = {"requests": total, "p50_le_s": bound_of(0.5), "p99_le_s": bound_of(0.99)}
+        out[flow] = {"requests": total, "p50_le_s": _bound(counts, 0.5), "p99_le_s": _bound(counts, 0.99)}
     return out
+
+
+def _bound(counts: list[tuple[float, float]], q: float) -> float:
+    """The smallest bucket bound holding a `q` share of the (cumulative, sorted) counts."""
+    return next(b for b, c in counts if c >= q * counts[-1][1])
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -199,8 +203,8 @@ def latencies(plan: list[Wave], end: float) -> dict[str, Any]:
     done = [(w.patched if w.patched is not None else end) - w.started for w in needed]
     real = [w.patched - w.started for w in needed if w.patched is not None and w.cluster.startswith("real-")]
     unpatched = sum(1 for w in needed if w.patched is None)
-    out: dict[str, Any] = {"waves": len(plan), "needing_patch": len(needed), "patched": len(needed) - unpatched,
-                           "unpatched": unpatched}  # fmt: skip
+    out: dict[str, Any] = {"waves": len(plan), "needing_patch": len(needed),
+                           "patched": len(needed) - unpatched, "unpatched": unpatched}  # fmt: skip
     if done:
         out |= {"median_s": statistics.median(done), "p90_s": quantile(done, 0.9),
                 "p99_s": quantile(done, 0.99), "max_s": max(done), "real_heads_s": real}  # fmt: skip

@@ -159,4 +159,8 @@ async def test_each_request_is_told_to_the_observer_with_its_kind_and_flow(
         await core.list_namespaced_pod("a", _preload_content=False)
     finally:
         await api.close()
-    assert seen == [("create", "pods", "cluster"), ("patch", "pods/status", "report"), ("list", "pods", "other")]
+    assert seen == [
+        ("create", "pods", "cluster"),
+        ("patch", "pods/status", "report"),
+        ("list", "pods", "other"),
+    ]
