@@ -167,26 +167,47 @@ def client_requests(before: dict[str, float], after: dict[str, float], seconds: 
 def rate_limit_waits(before: dict[str, float], after: dict[str, float]) -> dict[str, dict[str, float]]:
     """Per flow: requests in the window and the bucket bound under which 50 % and 99 % of them
     waited for their rate-limit token (seconds; inf: above the largest bucket)."""
+    return histogram(before, after, "rayscale_kube_rate_limit_wait_seconds", by="flow")
+
+
+def histogram(
+    before: dict[str, float], after: dict[str, float], metric: str, by: str | None = None
+) -> dict[str, dict[str, float]]:
+    """A histogram's observations in the window (per value of label `by`, else under ""): how
+    many, and the bucket bounds under which 50 % and 99 % fell."""
     buckets: dict[str, list[tuple[float, float]]] = {}
-    prefix = "rayscale_kube_rate_limit_wait_seconds_bucket{"
+    prefix = metric + "_bucket{"
     for name, value in after.items():
         if name.startswith(prefix):
             labels = dict(re.findall(r'(\w+)="([^"]*)"', name))
             bound = float(labels["le"].replace("+Inf", "inf"))
-            buckets.setdefault(labels["flow"], []).append((bound, value - before.get(name, 0.0)))
+            series = labels.get(by, "") if by else ""
+            buckets.setdefault(series, []).append((bound, value - before.get(name, 0.0)))
     out = {}
-    for flow, counts in sorted(buckets.items()):
+    for series, counts in sorted(buckets.items()):
         counts.sort()
         total = counts[-1][1]
-        if total <= 0:
-            continue
-        out[flow] = {"requests": total, "p50_le_s": _bound(counts, 0.5), "p99_le_s": _bound(counts, 0.99)}
+        if total > 0:
+            p50, p99 = _bound(counts, 0.5), _bound(counts, 0.99)
+            out[series] = {"requests": total, "p50_le_s": p50, "p99_le_s": p99}
     return out
 
 
 def _bound(counts: list[tuple[float, float]], q: float) -> float:
     """The smallest bucket bound holding a `q` share of the (cumulative, sorted) counts."""
     return next(b for b, c in counts if c >= q * counts[-1][1])
+
+
+BUSY: list[float] = []  # the autoscaler's rounds in progress, sampled during a run
+
+
+async def sample_busy(port: int) -> None:
+    """Sample the rounds in progress (``controller_runtime_active_workers``) every 5 s into `BUSY`."""
+    BUSY.clear()
+    while True:
+        await asyncio.sleep(5)  # a sampling period, not a synchronisation
+        samples = await scrape(port)
+        BUSY.append(samples.get('controller_runtime_active_workers{controller="autoscaler"}', 0.0))
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -281,10 +302,14 @@ async def measure_fleet(cluster: testcluster.ClusterHandle, args: argparse.Names
             sum(r.calls for r in rays.values()),
         )
         load0, start, samples0 = os.getloadavg(), time.monotonic(), await scrape(port)
+        own0 = time.process_time()
+        busy = asyncio.create_task(sample_busy(port))
         await drive(fleet, plan, rays, drivers, start, args.task_seconds)
         await asyncio.sleep(max(0.0, start + args.duration - time.monotonic()))  # the rest of the run
         elapsed = time.monotonic() - start
+        busy.cancel()
         cpu, plane = tree_cpu_seconds(proc.pid) - cpu0, control_plane_cpu(cluster)
+        own = time.process_time() - own0
         calls = sum(r.calls for r in rays.values()) - calls0
         samples = await scrape(port)
         count = {k: v - counted(samples0)[k] for k, v in counted(samples).items()}
@@ -303,6 +328,9 @@ async def measure_fleet(cluster: testcluster.ClusterHandle, args: argparse.Names
             "demand_to_patch": latencies(plan, settled),
             "api_requests_per_s": client_requests(samples0, samples, elapsed),
             "rate_limit_wait": rate_limit_waits(samples0, samples),
+            "gcs_read": histogram(samples0, samples, "rayscale_autoscaler_gcs_read_seconds").get(""),
+            "autoscaler_busy": statistics.mean(BUSY) if BUSY else None,
+            "bench_process_cores": own / elapsed,
             "operator_cpu_s": cpu,
             "operator_cores": cpu / elapsed,
             "operator_rss_peak_mib": memory["VmHWM"] / 1024,

@@ -197,6 +197,9 @@ class Metrics:
                                    "nothing new, so no round followed (--gcs-poll-interval)", registry=r)
         self.gcs_errors = Counter(f"{a}_gcs_errors", "Autoscaling rounds that could not read the cluster's "
                                   "GCS", CLUSTER, registry=r)
+        self.gcs_read = Histogram(f"{a}_gcs_read_seconds", "Time one read of a cluster's state from its GCS "
+                                  "(GetClusterResourceState) took, failed ones included",
+                                  buckets=DECISION_BUCKETS, registry=r)
         self.gcs_reachable = Gauge(f"{a}_gcs_reachable", "1 when the latest read of the cluster's GCS "
                                    "succeeded, else 0", CLUSTER, registry=r)
         self.provisioned_duration = Gauge(*PROVISIONED_DURATION, KUBERAY_CLUSTER, registry=r)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -70,7 +71,7 @@ class GcsLink:
             memory.target = target
             address = target.address
             gcs = await self._client(key, cluster, address)
-            state = await gcs.get_cluster_resource_state()
+            state = await self._read(gcs)
         except (AddressError, GcsError, ops.KubeError) as exc:
             if isinstance(exc, GcsError):
                 memory.support = support.seen(CLUSTER_STATE, exc.code)
@@ -97,9 +98,17 @@ class GcsLink:
         if gcs is None:
             return None
         try:
-            return await gcs.get_cluster_resource_state()
+            return await self._read(gcs)
         except GcsError:
             return None
+
+    async def _read(self, gcs: GcsClient) -> ClusterState:
+        """One ``GetClusterResourceState``, timed (`rayscale_autoscaler_gcs_read_seconds`)."""
+        started = time.perf_counter()
+        try:
+            return await gcs.get_cluster_resource_state()
+        finally:
+            self.shared.metrics.gcs_read.observe(time.perf_counter() - started)
 
     def support(self, key: ClusterKey, written: Obj | None) -> GcsSupport:
         """What the GCS answered so far; after a restart, what the condition `written` in
