@@ -202,10 +202,10 @@ BUSY: list[float] = []  # the autoscaler's rounds in progress, sampled during a 
 
 
 async def sample_busy(port: int) -> None:
-    """Sample the rounds in progress (``controller_runtime_active_workers``) every 5 s into `BUSY`."""
+    """Sample the rounds in progress (``controller_runtime_active_workers``) every 15 s into `BUSY`."""
     BUSY.clear()
     while True:
-        await asyncio.sleep(5)  # a sampling period, not a synchronisation
+        await asyncio.sleep(15)  # a sampling period (as a Prometheus scrape), not a synchronisation
         samples = await scrape(port)
         BUSY.append(samples.get('controller_runtime_active_workers{controller="autoscaler"}', 0.0))
 

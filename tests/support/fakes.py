@@ -268,10 +268,15 @@ def autoscaler(
     poll: float = 0,
 ) -> Autoscaler:
     """The autoscaler on `source`, in virtual time, rounds every 5 s (no API client: `FakeApi`);
-    with `poll`, Ray's state read that often between them (poll.py)."""
+    with `poll`, Ray's state read that often between them (poll.py). Each round's status is
+    written before `step` returns (unpaced: status_writer.py's own tests pace it)."""
     clock = clock or LoopClock()
     config = AutoscalerConfig(
-        interval=5, gcs_poll_interval=poll, allow_gcs_address_override=allow_override, max_pods=max_pods
+        interval=5,
+        gcs_poll_interval=poll,
+        allow_gcs_address_override=allow_override,
+        max_pods=max_pods,
+        status_pace_seconds=0,
     )
     events = events or EventLog()
     return SettledAutoscaler(None, source, events, config, clock=clock.mono, wall_clock=clock.now)  # type: ignore[arg-type]

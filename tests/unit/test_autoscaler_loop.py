@@ -581,7 +581,7 @@ async def test_a_compatible_ray_gets_a_true_condition_and_no_event(monkeypatch: 
 
 
 def _beside_kuberay(source: Source, events: Events) -> Autoscaler:
-    config = AutoscalerConfig(interval=5, beside_kuberay=True)
+    config = AutoscalerConfig(interval=5, beside_kuberay=True, status_pace_seconds=0)
     clock = Clock()
     return SettledAutoscaler(None, source, events, config, clock=clock.mono, wall_clock=clock.now)  # type: ignore[arg-type]
 

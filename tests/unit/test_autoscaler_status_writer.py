@@ -140,3 +140,30 @@ async def test_clusters_are_written_side_by_side(clusters: int) -> None:
     server.gate.set()
     await writer.idle()
     assert sorted(p["v"] for p in server.patches) == list(range(clusters))
+
+
+async def test_a_clusters_writes_are_paced_and_what_changes_meanwhile_goes_in_one() -> None:
+    server, clock = Server(), Clock()
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:  # virtual: the pace passes at once
+        slept.append(seconds)
+        clock.now += seconds
+
+    writer = StatusWriter(server.write, clock, pace=5.0, sleep=sleep)
+    writer.submit(KEY, None, {"v": 1})
+    await writer.idle()
+    assert (server.patches, slept) == ([{"v": 1}], [])  # the first goes at once
+    clock.now += 2
+    writer.submit(KEY, None, {"v": 2})
+    writer.submit(KEY, None, {"v": 3})
+    await writer.idle()
+    assert server.patches == [{"v": 1}, {"v": 3}]
+    assert slept == [3.0]  # 5 s after the first write
+    clock.now += 60
+    writer.submit(KEY, None, {"v": 4})
+    await writer.idle()
+    assert slept == [3.0]  # after a quiet spell: at once
+    writer.submit(("ns", "other"), None, {"v": 1})
+    await writer.idle()
+    assert slept == [3.0]  # each cluster has its own pace

@@ -11,11 +11,19 @@ from rayscale.autoscaler.status import REFRESH_SECONDS
 from rayscale.autoscaler.trust import DEFAULT_GRACE_SECONDS
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
 
-__all__ = ["DEFAULT_AUTOSCALER_CONCURRENCY", "DEFAULT_GCS_POLL_SECONDS", "AutoscalerConfig"]
+__all__ = [
+    "DEFAULT_AUTOSCALER_CONCURRENCY",
+    "DEFAULT_GCS_POLL_SECONDS",
+    "STATUS_PACE_SECONDS",
+    "AutoscalerConfig",
+]
 
 # --autoscaler-concurrency: rounds in flight. A round mostly waits for its cluster's GCS; at one read a
 # second per cluster, N clusters whose GCS answers in L seconds keep N * L rounds in flight.
 DEFAULT_AUTOSCALER_CONCURRENCY = 64
+# status.autoscaler of a cluster is written at most this often (status_writer.py): at 1,000 clusters
+# whose replicas move every few seconds, a write per move was 30 whole-RayCluster writes a second.
+STATUS_PACE_SECONDS = 5.0
 DEFAULT_GCS_POLL_SECONDS = 1.0  # --gcs-poll-interval: read Ray's demand this often between rounds (poll.py)
 
 
@@ -31,6 +39,7 @@ class AutoscalerConfig:
     unprovisioned_grace_seconds: float = 120.0  # unschedulable, no node being provisioned: fails then
     head_restart_grace_seconds: float = DEFAULT_GRACE_SECONDS  # no removals this long after a session change
     status_refresh_seconds: float = REFRESH_SECONDS  # rewrite an unchanged status.autoscaler this often
+    status_pace_seconds: float = STATUS_PACE_SECONDS  # write a cluster's status.autoscaler at most this often
     beside_kuberay: bool = False  # --mode autoscaler: only opted-in clusters (eligibility.py)
     max_pods: int = DEFAULT_MAX_PODS  # --max-pods-per-cluster: never more worker pods than this
     # --allow-gcs-address-override: follow rayscale.io/gcs-address (and send the token there)

@@ -73,7 +73,8 @@ class Reporter:
         self.shared = shared
         self.memories = shared.memories
         self.link = link  # which GCS methods answered (the RayCompatible condition)
-        self.writer = StatusWriter(self._write_status, shared.clock)  # status.autoscaler
+        pace = shared.config.status_pace_seconds
+        self.writer = StatusWriter(self._write_status, shared.clock, pace=pace)  # status.autoscaler
 
     def refused(self, key: ClusterKey, cluster: Obj, refusal: str) -> None:
         """An ``AutoscalingRefused`` Warning, once per refusal."""

@@ -13,6 +13,10 @@ newest status. Until the watch shows that write, or for `SETTLE_SECONDS` at most
 the newest status handed over (written or not) for the next round to compare with: a round never
 writes again what is on its way. A failed write is logged and forgotten; the next round that finds
 the status changed writes it from what the watch shows.
+
+A cluster's status is written at most once every `pace` seconds (``STATUS_PACE_SECONDS``): a replica
+moving from booting to ready to idle in a few seconds is one write, not three. The first write of a
+cluster, and one after a quiet spell, go at once.
 """
 
 from __future__ import annotations
@@ -47,10 +51,20 @@ class _Cluster:
 
 
 class StatusWriter:
-    def __init__(self, write: Write, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        write: Write,
+        clock: Callable[[], float],
+        *,
+        pace: float = 0.0,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    ) -> None:
         self._write = write  # raises on failure
         self._clock = clock
+        self._pace = pace
+        self._sleep = sleep
         self._clusters: dict[ClusterKey, _Cluster] = {}
+        self._written_at: dict[ClusterKey, float] = {}  # when each cluster's last write went
 
     def latest(self, key: ClusterKey, watched: Obj | None) -> Obj | None:
         """The status of `key` a round compares with: the newest handed over while it is on its way
@@ -79,6 +93,7 @@ class StatusWriter:
 
     def forget(self, key: ClusterKey) -> None:
         """Drop what is kept about `key`; a write not yet sent is not sent."""
+        self._written_at.pop(key, None)
         entry = self._clusters.pop(key, None)
         if entry is not None and entry.task is not None:
             entry.task.cancel()
@@ -95,10 +110,14 @@ class StatusWriter:
     async def _run(self, key: ClusterKey, entry: _Cluster) -> None:
         try:
             while entry.held is not entry.newest:
+                wait = self._written_at.get(key, -self._pace) + self._pace - self._clock()
+                if wait > 0:
+                    await self._sleep(wait)  # the pace: what changes meanwhile goes in this write
                 status = entry.newest
                 patch = {"status": {"autoscaler": merge_patch(entry.held or {}, status)}}
                 with flow.working_for(flow.report_flow(key)):
                     await self._write(key, patch)
+                self._written_at[key] = self._clock()
                 entry.held = status
             entry.landed_at = self._clock()
         except asyncio.CancelledError:
