@@ -110,9 +110,8 @@ def verdicts(results: dict[str, Any]) -> str:
             ""
             if c["kept_up"]
             else (
-                f"; the operator read only {c['reads']:.2f} times a second per cluster instead of once, its"
-                " rounds waiting for the API server's writes and the saturated machine, so this share is"
-                " below what the work needs"
+                f"; the operator read only {c['reads']:.2f} times a second per cluster instead of once, on"
+                " a machine it shared with everything else, so this share is below what the work needs"
             )
         )
         parts.append(
@@ -136,6 +135,50 @@ def verdicts(results: dict[str, Any]) -> str:
     text += f" met at {', '.join(met)} clusters" if met else " met at no size"
     text += f"; not met at {', '.join(missed)}." if missed else "."
     return text
+
+
+def where_time_went(results: dict[str, Any]) -> list[str]:
+    """What the operator's own metrics said during the runs (results from before they were recorded
+    give no table)."""
+    sizes = {size: runs for size, runs in by_size(results).items() if all("gcs_read" in r for r in runs)}
+    if not sizes:
+        return []
+    lines = [
+        "| clusters | API requests/s | of them `status` patches (as reports) | `replicas` patches"
+        " | rate-limit wait p99, cluster / report | GCS read p50 / p99 | rounds in flight"
+        " | benchmark process CPU cores |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size, runs in sizes.items():
+        api = [r["api_requests_per_s"] for r in runs]
+        reports = [
+            r["rate_limit_wait"].get("report", {}).get("requests", 0.0) / r["duration_s"] for r in runs
+        ]
+        lines.append(
+            f"| {size:,} | {spread([sum(a.values()) for a in api], '{:.0f}')}"
+            f" | {spread([a.get('patch rayclusters/status', 0.0) for a in api], '{:.0f}')}"
+            f" ({spread(reports, '{:.0f}')})"
+            f" | {spread([a.get('patch rayclusters', 0.0) for a in api], '{:.0f}')}"
+            f" | <= {_worst(runs, 'rate_limit_wait', 'cluster')}"
+            f" / <= {_worst(runs, 'rate_limit_wait', 'report')}"
+            f" | <= {_worst(runs, 'gcs_read', None, 'p50_le_s')} / <= {_worst(runs, 'gcs_read', None)}"
+            f" | {spread([r['autoscaler_busy'] for r in runs], '{:.0f}')}"
+            f" | {spread([r['bench_process_cores'] for r in runs])} |"
+        )
+    return [
+        "What the operator's metrics said in the same runs (`rayscale_kube_requests_total`,"
+        " `rayscale_kube_rate_limit_wait_seconds`, `rayscale_autoscaler_gcs_read_seconds` as bucket"
+        ' bounds, `controller_runtime_active_workers{controller="autoscaler"}` sampled every 15 s):',
+        "",
+        *lines,
+        "",
+    ]
+
+
+def _worst(runs: list[dict[str, Any]], field: str, series: str | None, bound: str = "p99_le_s") -> str:
+    """The largest bucket bound of `field` (of its `series`) over the runs, in seconds."""
+    values = [(r[field].get(series, {}) if series else r[field]).get(bound, 0.0) for r in runs]
+    return f"{max(values):g} s"
 
 
 def render(results: dict[str, Any]) -> str:
@@ -168,6 +211,7 @@ def render(results: dict[str, Any]) -> str:
         *paragraphs(TITLE, about, side, measured(results, f"`make bench-autoscaler-fleet` (or `{COMMAND}`)")),
         *fleet_table(results),
         "",
+        *where_time_went(results),
         *sidecar_table(results),
         "",
         *paragraphs("", verdicts(results))[2:],

@@ -44,6 +44,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mappin
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from hack.localk8s import launcher, testcluster
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -312,10 +313,12 @@ async def delete_namespace(core: Any, objects: Any, name: str, limit: float = 30
 
     Once the namespace is terminating nothing new can be created in it, so its pods are deleted
     at once, all in one call and without a grace period (kwok's pods run nothing), instead of one
-    by one by the namespace controller: thousands of pods then go in seconds, not minutes."""
+    by one by the namespace controller: thousands of pods then go in seconds, not minutes. That call
+    can outlast the API server's request timeout on a busy machine (the connection drops): the
+    namespace controller deletes what it left."""
     with contextlib.suppress(ApiException):
         await core.delete_namespace(name)
-    with contextlib.suppress(ApiException):
+    with contextlib.suppress(ApiException, aiohttp.ClientError, asyncio.TimeoutError):
         await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
     deadline = time.monotonic() + limit
     stripped = False
