@@ -50,7 +50,7 @@ async def test_request_scales_only_the_gpu_group_and_is_pending_while_it_launche
     assert await autoscaler(source, events).step(KEY) == 5
     assert api.patches == [
         [
-            {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
+            {"op": "test", "path": "/metadata/generation", "value": 1},
             {"op": "replace", "path": "/spec/workerGroupSpecs/1/replicas", "value": 3},
         ]
     ]
@@ -96,10 +96,11 @@ async def test_missing_cluster_leaves_requests_pending(monkeypatch: pytest.Monke
 
 async def test_conflict_replans_on_the_fresh_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     fresh = rc(group("cpu", replicas=0), gpu_group(replicas=1), rv="43")
+    fresh["metadata"]["generation"] = 2  # somebody changed the spec
     api = Api(monkeypatch, conflicts=1, fresh=fresh)
     source = Source(rc(group("cpu", replicas=0), gpu_group()), requests=[rrr(3)])
     assert await autoscaler(source).step(KEY) == 5
-    assert [p[0]["value"] for p in api.patches] == ["42", "43"]
+    assert [p[0]["value"] for p in api.patches] == [1, 2]
     assert api.patches[1][1] == {"op": "replace", "path": "/spec/workerGroupSpecs/1/replicas", "value": 3}
 
 

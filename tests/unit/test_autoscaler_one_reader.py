@@ -83,7 +83,7 @@ async def test_a_scale_up_for_a_request_reads_the_manifest_once(monkeypatch: pyt
     events = Events()
     source = Source(manifest(body), requests=[rrr(3)])
     assert await autoscaler(source, events).step(KEY) == 5
-    assert api.patches[0][0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "42"}
+    assert api.patches[0][0] == {"op": "test", "path": "/metadata/generation", "value": 1}
     assert api.patches[0][1:] == [{"op": "replace", "path": "/spec/workerGroupSpecs/1/replicas", "value": 3}]
     assert [name for name, _ in api.statuses] == ["reserve"]  # the request is bound to the cluster
     assert ("Normal", "ScaledUp", "group gpu: 0 -> 3 replicas") in events.posted
@@ -109,11 +109,13 @@ async def test_an_idle_removal_reads_the_manifest_once(monkeypatch: pytest.Monke
 
 
 async def test_a_conflict_replans_on_the_fresh_manifest_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    fresh = manifest(rc(group("cpu", replicas=0), gpu_group(replicas=1), rv="43"))
+    changed = rc(group("cpu", replicas=0), gpu_group(replicas=1), rv="43")
+    changed["metadata"]["generation"] = 2  # somebody changed the spec
+    fresh = manifest(changed)
     api = Api(monkeypatch, conflicts=1, fresh=fresh)
     source = Source(manifest(rc(group("cpu", replicas=0), gpu_group())), requests=[rrr(3)])
     assert await autoscaler(source).step(KEY) == 5
-    assert [p[0]["value"] for p in api.patches] == ["42", "43"]
+    assert [p[0]["value"] for p in api.patches] == [1, 2]
     assert fresh.sealed
 
 

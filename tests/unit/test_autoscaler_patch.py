@@ -15,7 +15,7 @@ from rayscale.autoscaler.snapshot import UNBORN_PREFIX, build_snapshot
 from rayscale.autoscaler.spec_reader import ScalingSpec, read_spec
 from rayscale.ray import model as ray
 
-TEST = {"op": "test", "path": "/metadata/resourceVersion", "value": "42"}
+TEST = {"op": "test", "path": "/metadata/generation", "value": 1}
 
 
 def decide(groups: dict[str, tuple[int, int]], *removals: tuple[str, str]) -> Decision:
@@ -146,10 +146,15 @@ def test_groups_missing_from_the_spec_are_ignored() -> None:
     assert build_patch(read(body), decide({"gone": (5, 0)}), set()) is None
 
 
-def test_resource_version_required() -> None:
+def test_the_generation_is_tested_else_the_resource_version_and_one_is_required() -> None:
     body = rc(group("a", replicas=0))
+    assert build_patch(read(body), decide({"a": (1, 0)}), set()).ops[0] == TEST  # type: ignore[union-attr]
+    del body["metadata"]["generation"]
+    without = build_patch(read(body), decide({"a": (1, 0)}), set())
+    assert without is not None
+    assert without.ops[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "42"}
     del body["metadata"]["resourceVersion"]
-    with pytest.raises(ValueError, match="resourceVersion"):
+    with pytest.raises(ValueError, match="generation or resourceVersion"):
         build_patch(read(body), decide({"a": (1, 0)}), set())
 
 

@@ -360,7 +360,7 @@ async def test_a_patch_refused_because_the_cluster_moved_is_not_planned_again(
     source = Source(body, requests=[rrr(3)])
     loop = Autoscaler(None, source, EventLog(), config, clock=clock.mono, wall_clock=clock.now)  # type: ignore[arg-type]
     assert await loop.step(KEY) is None
-    assert [p[0]["value"] for p in api.patches] == ["42"]  # the one refused; none on the moved cluster
+    assert [p[0]["value"] for p in api.patches] == [1]  # the one refused; none on the moved cluster
     assert api.statuses == []
 
 

@@ -8,7 +8,7 @@ recent GCS session change, the GCS's view settled after an outage) -> ``build_sn
 (virtual/branch.py) -> drop the removals the patch would not write (``writable``) -> drain the
 hosts of the IDLE and DRAINED removals left, host by host (refused replicas stay; accepted hosts
 are remembered as draining until their removal is written) -> ``build_patch`` -> one JSON patch
-guarded by a resourceVersion ``test``. A failed test (409/422) re-plans on the cluster read fresh
+guarded by a ``test`` of the generation planned on. A failed test (409/422) re-plans on the cluster read fresh
 from the API server. Then the reporter (reporter.py) tells the requests, Ray and the RayCluster.
 """
 
@@ -54,11 +54,11 @@ __all__ = ["Round"]
 
 log = logging.getLogger(__name__)
 CONFLICT_ATTEMPTS = 3
-TEST_FAILED = (409, 422)  # what the API server answers when the resourceVersion test fails
+TEST_FAILED = (409, 422)  # what the API server answers when the generation test fails
 
 
 class Conflict(Exception):
-    """The patch's resourceVersion test failed (or the API server refused it with 422)."""
+    """The patch's generation test failed (or the API server refused it with 422)."""
 
 
 class Round:
@@ -143,7 +143,7 @@ class Round:
         requests: Sequence[Obj],
         held: Hold | None = None,
     ) -> Planned:
-        """The decision once applied (or a no-op); Conflict when the resourceVersion test failed."""
+        """The decision once applied (or a no-op); Conflict when the generation test failed."""
         pods = list(self.shared.pods(key))
         pod_names = {pod_name(p) for p in pods}
         memory = self.memories.of(key)

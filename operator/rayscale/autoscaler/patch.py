@@ -1,13 +1,16 @@
 """One decision as one RFC 6902 JSON patch of the RayCluster (what KubeRay's autoscaler writes).
 
-    [{"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+    [{"op": "test", "path": "/metadata/generation", "value": g},
      {"op": "replace", "path": "/spec/workerGroupSpecs/<i>/replicas", "value": n},
      {"op": "replace", "path": "/spec/workerGroupSpecs/<i>/scaleStrategy",
       "value": {"workersToDelete": [...]}}]
 
-The ``test`` makes the API server refuse the patch if the cluster changed since it was read (the
+The ``test`` makes the API server refuse the patch if the spec changed since it was read (the
 group index ``<i>`` was looked up by ``groupName`` in that version), so a racing edit is never
-overwritten: the caller re-plans on fresh state. A field the object lacks is ``add``-ed (RFC 6902
+overwritten: the caller re-plans on fresh state. It tests ``metadata.generation``, which only a
+change of the spec moves: the status writes of the controller and of the autoscaler itself, many
+a second across a fleet, do not refuse a patch planned on the same spec. (A manifest without a
+generation is tested on its ``resourceVersion``.) A field the object lacks is ``add``-ed (RFC 6902
 ``replace`` needs the target to exist).
 
 Like Ray's KubeRay provider: while pods named in a group's ``workersToDelete`` still exist, the
@@ -54,7 +57,7 @@ class GroupPatch:
 class ClusterPatch:
     """One decision as a patch of the RayCluster."""
 
-    ops: JsonPatch  # the RFC 6902 JSON patch to send, its resourceVersion test first
+    ops: JsonPatch  # the RFC 6902 JSON patch to send, its generation test first
     groups: tuple[GroupPatch, ...]  # the groups it changes, in the spec's order
 
 
@@ -63,7 +66,7 @@ def build_patch(cluster: ScalingSpec, decision: Decision, pod_names: Collection[
     would change nothing.
 
     `pod_names` are the cluster's pods that exist now (terminating ones included).
-    Raises ValueError when `cluster` has no ``metadata.resourceVersion``.
+    Raises ValueError when `cluster` has neither ``metadata.generation`` nor ``resourceVersion``.
     """
     ops: JsonPatch = []
     groups: list[GroupPatch] = []
@@ -77,11 +80,16 @@ def build_patch(cluster: ScalingSpec, decision: Decision, pod_names: Collection[
             ops += _group_ops(f"/spec/workerGroupSpecs/{index}", change)
     if not ops:
         return None
-    version = cluster.resource_version
-    if not version:
-        raise ValueError("the RayCluster has no metadata.resourceVersion to test")
-    test = {"op": "test", "path": "/metadata/resourceVersion", "value": version}
-    return ClusterPatch([test, *ops], tuple(groups))
+    return ClusterPatch([_test(cluster), *ops], tuple(groups))
+
+
+def _test(cluster: ScalingSpec) -> dict[str, Any]:
+    """The op that refuses the patch when the spec read is no longer the cluster's."""
+    if cluster.generation is not None:
+        return {"op": "test", "path": "/metadata/generation", "value": cluster.generation}
+    if not cluster.resource_version:
+        raise ValueError("the RayCluster has no metadata.generation or resourceVersion to test")
+    return {"op": "test", "path": "/metadata/resourceVersion", "value": cluster.resource_version}
 
 
 def _blocked(spec: WorkerGroupSpec, pod_names: Collection[str]) -> bool:

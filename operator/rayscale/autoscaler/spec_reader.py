@@ -2,8 +2,8 @@
 
 The typed cluster (`ScalingSpec`) carries everything a round reads of the RayCluster: its spec
 (``workersToDelete`` included), its metadata (annotations, and the subject of its Events), its
-resourceVersion and the ``status.autoscaler`` last written. After `read_spec` a round never reads
-the manifest again.
+generation, its resourceVersion and the ``status.autoscaler`` last written. After `read_spec` a
+round never reads the manifest again.
 
 The live loop and ``rayscale simulate`` (a scenario's ``cluster:``, ``--from-cluster``) both read
 a cluster here, so a spec simulates exactly as the operator scales it.
@@ -50,6 +50,7 @@ class ScalingSpec:
     options: Options
     meta: ClusterMeta = dataclasses.field(default_factory=lambda: ClusterMeta("", "", ""))
     resource_version: str | None = None
+    generation: int | None = None  # metadata.generation: moves with the spec alone
     written: Mapping[str, Any] | None = None  # status.autoscaler as last written (None: never)
 
     @property
@@ -84,6 +85,7 @@ def read_spec(manifest: Mapping[str, Any], *, check: bool = True, max_pods: int 
         cap = max_pods if options.max_workers is None else min(options.max_workers, max_pods)
         options = dataclasses.replace(options, max_workers=cap)
     version = (manifest.get("metadata") or {}).get("resourceVersion")
+    generation = (manifest.get("metadata") or {}).get("generation")
     written = (manifest.get("status") or {}).get("autoscaler")
     return ScalingSpec(
         spec,
@@ -91,6 +93,7 @@ def read_spec(manifest: Mapping[str, Any], *, check: bool = True, max_pods: int 
         options,
         meta=meta,
         resource_version=None if version is None else str(version),
+        generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else None,
         written=written if isinstance(written, Mapping) else None,
     )
 

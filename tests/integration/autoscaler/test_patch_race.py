@@ -4,8 +4,10 @@ The autoscaler plans on the RayCluster its watch delivered, which can be a versi
 server: a user (kubectl, a CI job) edits the cluster in between. Its JSON patch addresses groups by
 index and rewrites whole fields (``replicas``, ``scaleStrategy``) computed from the old version, so
 applied blindly it would undo or misplace the edit. The patch starts with
-``{"op": "test", "path": "/metadata/resourceVersion", "value": <the planned-on version>}``: the
-API server refuses it (422), and the loop re-plans on the cluster read fresh.
+``{"op": "test", "path": "/metadata/generation", "value": <the planned-on generation>}``: the
+API server refuses it (422), and the loop re-plans on the cluster read fresh. A status write in
+between (the controller's, every few seconds on a busy cluster) leaves the generation alone: the
+patch lands without a second read.
 
 The in-process tests make the race deterministic: an ``Autoscaler`` (rayscale.autoscaler.loop) runs
 one round against the local control plane with a source whose RayCluster is a copy taken *before*
@@ -176,13 +178,16 @@ def cpu_request(count: int) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Round:
-    stale_version: str  # the resourceVersion the autoscaler planned on first
+    stale_version: int  # the generation the autoscaler planned on first
     after: float | Failed | None  # what the round returned (seconds to the next one)
     groups: Groups  # as the API server has them after the round
 
 
-async def race_one_round(api: client.ApiClient, namespace: str, race: Race) -> Round:
-    """Create the cluster, take the autoscaler's copy, make the user's edit, run one round."""
+async def race_one_round(
+    api: client.ApiClient, namespace: str, race: Race, status: dict[str, Any] | None = None
+) -> Round:
+    """Create the cluster, take the autoscaler's copy, make the user's edit (and the `status`
+    write, if any), run one round."""
     kube = Kube(api, namespace)
     stale = await kube.create(cluster_body(race))
     requests = []
@@ -192,7 +197,10 @@ async def race_one_round(api: client.ApiClient, namespace: str, race: Race) -> R
                 *RAYRESOURCEREQUEST.at(namespace), cpu_request(race.cpu_bundles)
             )
         )
-    await kube.patch_json(NAME, race.edit)  # the user, after the copy was taken
+    if race.edit:
+        await kube.patch_json(NAME, race.edit)  # the user, after the copy was taken
+    if status is not None:
+        assert await ops.patch_raycluster_status(api, namespace, NAME, {"status": status})
     pods = [worker_pod(n, namespace) for n in race.pods]
     config = AutoscalerConfig(gcs_timeout=0.5, gcs_retries=0)
     # What the autoscaler's watch-fed indexes hold: the cluster as it was before the user's edit.
@@ -204,7 +212,7 @@ async def race_one_round(api: client.ApiClient, namespace: str, race: Race) -> R
         await autoscaler.close()  # the GCS channel
     specs = (await kube.get(NAME))["spec"]["workerGroupSpecs"]
     groups = {g["groupName"]: g for g in specs}
-    return Round(stale["metadata"]["resourceVersion"], after, groups)
+    return Round(stale["metadata"]["generation"], after, groups)
 
 
 # ----------------------------------------------------------------------------- tests
@@ -218,7 +226,7 @@ async def test_a_stale_patch_is_refused_and_the_round_replans_on_fresh_state(
     done = await race_one_round(api, namespace, race)
 
     first, status = spy.patches[0]
-    assert first[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": done.stale_version}
+    assert first[0] == {"op": "test", "path": "/metadata/generation", "value": done.stale_version}
     assert status in decide.TEST_FAILED, f"the stale patch was not refused: {status}"
     assert spy.reads == 1, "the round did not re-read the cluster"
     assert all(s == 200 for _, s in spy.patches[1:])
@@ -231,7 +239,7 @@ async def test_a_stale_patch_is_refused_and_the_round_replans_on_fresh_state(
 async def test_without_the_test_op_the_edit_is_lost(
     api: client.ApiClient, namespace: str, raycluster_crd: None, race: Race, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The control: the same round with the resourceVersion test stripped from the patch."""
+    """The control: the same round with the generation test stripped from the patch."""
     build = build_patch  # the round's, which the test replaces
 
     def untested(*args: Any) -> ClusterPatch | None:
@@ -242,6 +250,19 @@ async def test_without_the_test_op_the_edit_is_lost(
     done = await race_one_round(api, namespace, race)
     assert race.lost(done.groups), done.groups
     assert not race.honoured(done.groups)
+
+
+async def test_a_status_write_in_between_refuses_nothing(
+    api: client.ApiClient, namespace: str, raycluster_crd: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller writes the status after the autoscaler's copy was taken: the resourceVersion
+    moved, the spec did not, and the patch planned on the copy lands at once."""
+    spy = Spy(monkeypatch)
+    untouched = replace(RACES[2], edit=[])  # two bundles requested, nobody edits the spec
+    done = await race_one_round(api, namespace, untouched, status={"observedGeneration": 1})
+    assert [s for _, s in spy.patches] == [200]
+    assert spy.reads == 0
+    assert done.groups["cpu"]["replicas"] == 2
 
 
 async def test_user_edits_while_the_operator_scales(
