@@ -144,10 +144,10 @@ def where_time_went(results: dict[str, Any]) -> list[str]:
     if not sizes:
         return []
     lines = [
-        "| clusters | API requests/s | of them `status` patches (as reports) | `replicas` patches"
-        " | rate-limit wait p99, cluster / report | GCS read p50 / p99 | rounds in flight"
-        " | benchmark process CPU cores |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| clusters | API requests/s | `status` patches | of them `status.autoscaler` (reports)"
+        " | `replicas` patches | rate-limit wait p99, cluster / report | GCS read p50 / p99"
+        " | rounds in flight | benchmark process CPU cores |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for size, runs in sizes.items():
         api = [r["api_requests_per_s"] for r in runs]
@@ -157,7 +157,7 @@ def where_time_went(results: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {size:,} | {spread([sum(a.values()) for a in api], '{:.0f}')}"
             f" | {spread([a.get('patch rayclusters/status', 0.0) for a in api], '{:.0f}')}"
-            f" ({spread(reports, '{:.0f}')})"
+            f" | {spread(reports, '{:.0f}')}"
             f" | {spread([a.get('patch rayclusters', 0.0) for a in api], '{:.0f}')}"
             f" | <= {_worst(runs, 'rate_limit_wait', 'cluster')}"
             f" / <= {_worst(runs, 'rate_limit_wait', 'report')}"
@@ -165,14 +165,12 @@ def where_time_went(results: dict[str, Any]) -> list[str]:
             f" | {spread([r['autoscaler_busy'] for r in runs], '{:.0f}')}"
             f" | {spread([r['bench_process_cores'] for r in runs])} |"
         )
-    return [
+    about = (
         "What the operator's metrics said in the same runs (`rayscale_kube_requests_total`,"
         " `rayscale_kube_rate_limit_wait_seconds`, `rayscale_autoscaler_gcs_read_seconds` as bucket"
-        ' bounds, `controller_runtime_active_workers{controller="autoscaler"}` sampled every 15 s):',
-        "",
-        *lines,
-        "",
-    ]
+        ' bounds, `controller_runtime_active_workers{controller="autoscaler"}` sampled every 15 s):'
+    )
+    return [*paragraphs("", about)[2:], *lines, ""]
 
 
 def _worst(runs: list[dict[str, Any]], field: str, series: str | None, bound: str = "p99_le_s") -> str:
