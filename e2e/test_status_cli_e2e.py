@@ -218,9 +218,15 @@ def _group(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _steady(doc: dict[str, Any]) -> bool:
-    """The newest decision has repeated: no round is deciding anything new."""
+    """The newest decision has repeated (no round is deciding anything new), and the RayCluster's
+    ``status.autoscaler`` (written after the rounds, at most every 5 s) counts the replicas as the
+    view does."""
     decisions = (doc["view"] or {}).get("decisions") or []
-    return bool(decisions) and decisions[0]["repeats"] >= 1
+    if not decisions or decisions[0]["repeats"] < 1:
+        return False
+    viewed = {g["name"]: g["states"] for g in doc["view"].get("groups") or [] if g.get("states")}
+    written = ((doc["kubernetes"].get("rayCluster") or {}).get("autoscaler") or {}).get("replicas") or {}
+    return bool(written.get("counts", {}) == viewed)
 
 
 async def view_where(rayscale: Cli, what: str, check: Any) -> dict[str, Any]:
