@@ -1,6 +1,7 @@
 """The names of rayscale's custom resources, spelled once: group, version, plural and kind.
 
-Everything that calls the Kubernetes API for a RayCluster, RayResourceRequest or RayVirtualCluster
+Everything that calls the Kubernetes API for a RayCluster, RayJob, RayCronJob, RayResourceRequest or
+RayVirtualCluster
 (the operator, `rayscale status`, the tests, e2e and the benchmarks) takes the names from here;
 `rayscale.api.registry` builds the CustomResourceDefinitions from them.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["RAYCLUSTER", "RAYRESOURCEREQUEST", "RAYVIRTUALCLUSTER", "ResourceName"]
+__all__ = ["RAYCLUSTER", "RAYCRONJOB", "RAYJOB", "RAYRESOURCEREQUEST", "RAYVIRTUALCLUSTER", "ResourceName"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +44,8 @@ class ResourceName:
 
 
 RAYCLUSTER = ResourceName("ray.io", "v1", "rayclusters", "RayCluster", "raycluster")
+RAYJOB = ResourceName("ray.io", "v1", "rayjobs", "RayJob", "rayjob")
+RAYCRONJOB = ResourceName("ray.io", "v1", "raycronjobs", "RayCronJob", "raycronjob")
 RAYRESOURCEREQUEST = ResourceName(
     "rayscale.io", "v1alpha1", "rayresourcerequests", "RayResourceRequest", "rayresourcerequest"
 )
