@@ -1,8 +1,8 @@
 """The names of rayscale's custom resources, spelled once: group, version, plural and kind.
 
 Everything that calls the Kubernetes API for a RayCluster, RayJob, RayCronJob, RayResourceRequest or
-RayVirtualCluster
-(the operator, `rayscale status`, the tests, e2e and the benchmarks) takes the names from here;
+RayVirtualCluster (the operator, `rayscale status`, the tests, e2e and the benchmarks) takes the
+names from here;
 `rayscale.api.registry` builds the CustomResourceDefinitions from them.
 """
 
