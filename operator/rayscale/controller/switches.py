@@ -38,6 +38,8 @@ def head_cluster_ip_service() -> bool:
     return _is("ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE", "true")
 
 
-def container_command() -> list[str]:
-    """The shell a generated command runs in: ``/bin/bash -c --`` (``-cl`` with a login shell)."""
-    return ["/bin/bash", "-cl" if _is("ENABLE_LOGIN_SHELL", "true") else "-c", "--"]
+def container_command(options: str = "") -> list[str]:
+    """The shell a generated command runs in: ``/bin/bash -c --`` (``-cl`` with a login shell),
+    with bash's `options` after the ``c`` (``"e"``: ``-ce``, as the RayJob submitter runs)."""
+    login = "l" if _is("ENABLE_LOGIN_SHELL", "true") else ""
+    return ["/bin/bash", f"-c{options}{login}", "--"]
