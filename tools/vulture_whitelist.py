@@ -40,6 +40,27 @@ _.last_update_time
 _.ray_resource
 _.job_clusters
 _.model_config  # pydantic's class configuration
+# The RayJob and RayCronJob models (api/rayjob.py, rayjob_v1alpha1.py, raycronjob.py): KubeRay's fields
+_.active_deadline_seconds
+_.deletion_rules
+_.deletion_strategy
+_.end_time
+_.entrypoint_num_cpus
+_.entrypoint_num_gpus
+_.entrypoint_resources
+_.job_deployment_status
+_.job_template
+_.last_schedule_time
+_.pre_running_deadline_seconds
+_.ray_cluster_spec
+_.ray_cluster_status
+_.ray_job_info
+_.runtime_env_yaml
+_.shutdown_after_job_finishes
+_.start_time
+_.submitter_config
+_.submitter_pod_template
+_.time_zone
 
 # UpscalingMode.AGGRESSIVE: a value of spec.autoscalerOptions.upscalingMode, read by UpscalingMode(value)
 _.AGGRESSIVE
