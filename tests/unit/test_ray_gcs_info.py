@@ -61,7 +61,7 @@ def test_method_paths_come_from_each_service() -> None:
     )
     with pytest.raises(KeyError):
         method_path("GetAllNodeInfo")  # not a method of the AutoscalerStateService
-    assert len({s.full_name for s in SERVICES}) == len(SERVICES) == 6
+    assert len({s.full_name for s in SERVICES}) == len(SERVICES) == 7
 
 
 # ---- proto -> model ----

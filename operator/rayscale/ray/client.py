@@ -1,11 +1,13 @@
-"""An async client for the GCS of one Ray cluster: its ``AutoscalerStateService`` and the info
-services that list the cluster's nodes, jobs, actors and placement groups.
+"""An async client for the GCS of one Ray cluster: its ``AutoscalerStateService``, the info
+services that list the cluster's nodes, jobs, actors and placement groups, and the job
+submissions Ray's job manager keeps in the GCS's internal key-value store.
 
     async with GcsClient("head-svc.ns.svc.cluster.local:6379", token=token) as gcs:
         state = await gcs.get_cluster_resource_state()
         await gcs.report_autoscaling_state(autoscaling_state)
         result = await gcs.drain_node(node.node_id)
         nodes = await gcs.get_all_node_info()
+        submission = await gcs.get_submission("rayjob-sample-x7k2p")
 
 Every call has a per-attempt timeout and is retried, with exponential backoff and jitter, when
 the GCS is unreachable or slow (``UNAVAILABLE``, ``DEADLINE_EXCEEDED``); every method is
@@ -47,6 +49,7 @@ from rayscale.ray import convert, encode, model
 from rayscale.ray.errors import GcsError
 from rayscale.ray.wire import (
     ACTOR_INFO,
+    INTERNAL_KV,
     JOB_INFO,
     NODE_INFO,
     PLACEMENT_GROUP_INFO,
@@ -71,6 +74,7 @@ MUTATING: Final = frozenset(
         "ResizeLocalResourceInstances",
     }
 )
+GCS_NOT_FOUND: Final = 17  # Ray's StatusCode::NotFound: InternalKVGet of a missing key
 MAX_MESSAGE_BYTES: Final = 256 * 1024 * 1024  # a 10,000-node state is a few MB; gRPC's default is 4
 _CHANNEL_OPTIONS: Final = (
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -278,6 +282,50 @@ class GcsClient(RpcClient):
         reply = await self._call(PLACEMENT_GROUP_INFO, method, request, service_pb.GetAllPlacementGroupReply)
         self._check(method, reply.status)
         return [convert.placement_group_info(p) for p in reply.placement_group_table_data]
+
+    # ---- job submissions, from the internal key-value store ----
+
+    async def get_submission(self, submission_id: str) -> model.SubmissionInfo | None:
+        """What Ray's job manager records of one job submission (``ray job status``); None when
+        the GCS holds no such submission. Read from the GCS, so it answers while the dashboard
+        (where the job manager runs) is down. ValueError for a record that is not Ray's JSON."""
+        method = "InternalKVGet"
+        request = service_pb.InternalKVGetRequest(
+            key=convert.submission_key(submission_id), namespace=convert.SUBMISSION_NAMESPACE
+        )
+        reply = await self._call(INTERNAL_KV, method, request, service_pb.InternalKVGetReply)
+        if reply.status.code == GCS_NOT_FOUND:
+            return None
+        self._check(method, reply.status)
+        return convert.submission_info(reply.value)
+
+    async def list_submissions(self) -> dict[str, model.SubmissionInfo]:
+        """Every job submission the GCS holds, by submission id: their keys, then one read of
+        them all. A record that is not Ray's JSON is left out (and logged)."""
+        method = "InternalKVKeys"
+        keys_request = service_pb.InternalKVKeysRequest(
+            prefix=convert.SUBMISSION_KEY_PREFIX, namespace=convert.SUBMISSION_NAMESPACE
+        )
+        keys = await self._call(INTERNAL_KV, method, keys_request, service_pb.InternalKVKeysReply)
+        self._check(method, keys.status)
+        if not keys.results:
+            return {}
+        method = "InternalKVMultiGet"
+        request = service_pb.InternalKVMultiGetRequest(
+            keys=keys.results, namespace=convert.SUBMISSION_NAMESPACE
+        )
+        reply = await self._call(INTERNAL_KV, method, request, service_pb.InternalKVMultiGetReply)
+        self._check(method, reply.status)
+        out: dict[str, model.SubmissionInfo] = {}
+        for entry in reply.results:  # a key deleted since InternalKVKeys is simply not here
+            submission_id = convert.submission_id_of(entry.key)
+            if submission_id is None:
+                continue
+            try:
+                out[submission_id] = convert.submission_info(entry.value)
+            except ValueError as exc:
+                log.warning("GCS %s: job submission %r: %s", self.address, submission_id, exc)
+        return out
 
     def _check(self, method: str, status: service_pb.GcsStatus) -> None:
         """The GCS answers its info calls with gRPC OK and puts its own error in the reply."""

@@ -1,11 +1,13 @@
 """Protobuf messages of ``ray.rpc.autoscaler`` and of the GCS info services (``ray.rpc``) to
-``rayscale.ray.model`` values; encode.py is the way back.
+``rayscale.ray.model`` values; encode.py is the way back. Also the JSON record Ray's job manager
+keeps of each job submission in the GCS's internal key-value store.
 
 Pure functions; with encode.py the only place that knows both representations.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 
@@ -21,6 +23,8 @@ __all__ = [
     "JOB_SUBMISSION_ID",
     "LABEL_OPERATORS",
     "STRATEGIES",
+    "SUBMISSION_KEY_PREFIX",
+    "SUBMISSION_NAMESPACE",
     "actor_info",
     "cluster_state",
     "gang_request",
@@ -31,6 +35,9 @@ __all__ = [
     "placement_group_info",
     "resource_demand",
     "resource_request",
+    "submission_id_of",
+    "submission_info",
+    "submission_key",
 ]
 
 _NODE_STATUS = {
@@ -63,6 +70,11 @@ _PLACEMENT_GROUP_STATE = _enum_names(gcs_pb.PlacementGroupTableData.PlacementGro
 ACTOR_STATES: tuple[str, ...] = tuple(_ACTOR_STATE.values())
 # The job config metadata key under which the job submission API records a job's submission id.
 JOB_SUBMISSION_ID = "job_submission_id"
+# Where Ray's job manager (ray.dashboard.modules.job.common.JobInfoStorageClient, Ray 2.60) keeps
+# each job submission: in the GCS's internal key-value store, namespace "job", under the key
+# "_ray_internal_job_info_<submission id>"; the value is its JobInfo as JSON (JobInfo.to_json).
+SUBMISSION_NAMESPACE = b"job"
+SUBMISSION_KEY_PREFIX = b"_ray_internal_job_info_"
 # GCS writes a placement group's `details` as "<id hex>:<STRATEGY>|<STATE>".
 _GANG_DETAILS = re.compile(r"^(?P<id>[0-9a-fA-F]+):(?P<strategy>[A-Z_]+)(?:\|(?P<state>[A-Z_]+))?$")
 
@@ -257,4 +269,68 @@ def placement_group_info(msg: gcs_pb.PlacementGroupTableData) -> model.Placement
         job_id=msg.creator_job_id.hex(),
         detached=msg.is_detached,
         name=msg.name,
+    )
+
+
+# ---- job submissions (JSON in the internal key-value store) -> model ----
+
+
+def submission_key(submission_id: str) -> bytes:
+    return SUBMISSION_KEY_PREFIX + submission_id.encode()
+
+
+def submission_id_of(key: bytes) -> str | None:
+    """The submission id in a key of `SUBMISSION_NAMESPACE`; None for any other key there (Ray
+    keeps e.g. "head_node_id" in it too)."""
+    if not key.startswith(SUBMISSION_KEY_PREFIX):
+        return None
+    return key[len(SUBMISSION_KEY_PREFIX) :].decode(errors="replace")
+
+
+def _text(record: Mapping[str, object], name: str) -> str:
+    value = record.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"job submission record: {name} is {value!r}, not a string")
+    return value
+
+
+def _millis(record: Mapping[str, object], name: str) -> int:
+    value = record.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"job submission record: {name} is {value!r}, not a number")
+    return int(value)
+
+
+def submission_info(value: bytes | str) -> model.SubmissionInfo:
+    """Ray's JSON record of one job submission (``JobInfo.to_json``) as a ``SubmissionInfo``.
+
+    Ray writes null for what it does not know yet (message, error_type, end_time,
+    driver_exit_code, metadata); they become "", 0, None and {}. ValueError when `value` is not
+    such a record (not JSON, not an object, no status).
+    """
+    record = json.loads(value)
+    if not isinstance(record, dict):
+        raise ValueError(f"job submission record: a JSON object expected, not {type(record).__name__}")
+    status = _text(record, "status")
+    if not status:
+        raise ValueError("job submission record without a status")
+    metadata = record.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ValueError(f"job submission record: metadata is {metadata!r}, not an object")
+    exit_code = record.get("driver_exit_code")
+    if exit_code is not None and (isinstance(exit_code, bool) or not isinstance(exit_code, int)):
+        raise ValueError(f"job submission record: driver_exit_code is {exit_code!r}, not an integer")
+    return model.SubmissionInfo(
+        status=status,
+        entrypoint=_text(record, "entrypoint"),
+        message=_text(record, "message"),
+        error_type=_text(record, "error_type"),
+        start_time_ms=_millis(record, "start_time"),
+        end_time_ms=_millis(record, "end_time"),
+        metadata={str(k): str(v) for k, v in metadata.items()},
+        driver_exit_code=exit_code,
     )

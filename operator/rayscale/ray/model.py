@@ -8,7 +8,8 @@ maps hold Ray's numbers as they are (``memory`` and ``object_store_memory`` in b
 ``NodeInfo``, ``JobInfo``, ``ActorInfo`` and ``PlacementGroupInfo`` are the GCS's tables of
 nodes, jobs, actors and placement groups (``GetAllNodeInfo``, ``GetAllJobInfo``,
 ``GetAllActorInfo``, ``GetAllPlacementGroup``), with the same encodings undone; their states are
-Ray's enum value names (e.g. ``"ALIVE"``, ``"CREATED"``).
+Ray's enum value names (e.g. ``"ALIVE"``, ``"CREATED"``). ``SubmissionInfo`` is what Ray's job
+manager records of one job submission in the GCS's internal key-value store.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "RayNodeState",
     "ResourceDemand",
     "ResourceRequest",
+    "SubmissionInfo",
 ]
 
 
@@ -310,6 +312,33 @@ class JobInfo:
     # The submitted job's status (PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED); None for a job
     # the job submission API did not start.
     status: str | None = None
+
+
+# The job submission statuses after which a submission never changes again.
+_TERMINAL_SUBMISSION = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionInfo:
+    """One job submission as Ray's job manager records it (its ``JobInfo``, what ``ray job status``
+    shows), read from the GCS's internal key-value store.
+
+    Times are Unix milliseconds, 0 when Ray has none (`end_time_ms` until the job ends).
+    """
+
+    status: str  # PENDING | RUNNING | STOPPED | SUCCEEDED | FAILED
+    entrypoint: str
+    message: str = ""  # Ray's own description of the status ("Job failed." or the driver's last logs)
+    error_type: str = ""  # Ray's JobErrorType when it failed, e.g. "JOB_ENTRYPOINT_COMMAND_ERROR"
+    start_time_ms: int = 0
+    end_time_ms: int = 0
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    driver_exit_code: int | None = None  # None until the driver exits (or when it never ran)
+
+    @property
+    def terminal(self) -> bool:
+        """STOPPED, SUCCEEDED or FAILED: Ray changes it no more."""
+        return self.status in _TERMINAL_SUBMISSION
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ except ImportError as exc:  # pragma: no cover - a checkout without `make proto`
 
 __all__ = [
     "ACTOR_INFO",
+    "INTERNAL_KV",
     "JOB_INFO",
     "NODE_INFO",
     "NODE_MANAGER",
@@ -54,6 +55,8 @@ ACTOR_INFO: ServiceDescriptor = gcs_service_pb2.DESCRIPTOR.services_by_name["Act
 PLACEMENT_GROUP_INFO: ServiceDescriptor = gcs_service_pb2.DESCRIPTOR.services_by_name[
     "PlacementGroupInfoGcsService"
 ]
+# The GCS's internal key-value store (ray.rpc.InternalKVGcsService): rayscale only reads it.
+INTERNAL_KV: ServiceDescriptor = gcs_service_pb2.DESCRIPTOR.services_by_name["InternalKVGcsService"]
 # Each raylet's ray.rpc.NodeManagerService.
 NODE_MANAGER: ServiceDescriptor = node_manager_pb2.DESCRIPTOR.services_by_name["NodeManagerService"]
 
@@ -64,6 +67,7 @@ SERVICES: tuple[ServiceDescriptor, ...] = (
     JOB_INFO,
     ACTOR_INFO,
     PLACEMENT_GROUP_INFO,
+    INTERNAL_KV,
     NODE_MANAGER,
 )
 
