@@ -55,6 +55,24 @@ with singleNamespaceInstall the release namespace. */}}
 - apiGroups: ["ray.io"]
   resources: ["rayclusters/status"]
   verbs: ["get", "patch"]
+# RayJobs, and RayCronJobs (which create RayJobs).
+- apiGroups: ["ray.io"]
+  resources: ["rayjobs"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["ray.io"]
+  resources: ["rayjobs/status"]
+  verbs: ["get", "update", "patch"]
+- apiGroups: ["ray.io"]
+  resources: ["raycronjobs"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["ray.io"]
+  resources: ["raycronjobs/status"]
+  verbs: ["get", "update", "patch"]
+# Objects owned by a RayJob or RayCronJob with blockOwnerDeletion (its RayCluster, submitter Job,
+# RayJobs): the API server's OwnerReferencesPermissionEnforcement asks for update on its finalizers.
+- apiGroups: ["ray.io"]
+  resources: ["rayjobs/finalizers", "raycronjobs/finalizers"]
+  verbs: ["update"]
 - apiGroups: ["rayscale.io"]
   resources: ["rayresourcerequests"]
   verbs: ["get", "list", "watch", "patch"]
@@ -84,9 +102,10 @@ with singleNamespaceInstall the release namespace. */}}
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
   verbs: ["create"]
+# Jobs: the GCS fault-tolerance Redis cleanup, and the RayJobs' submitters (K8sJobMode).
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "create"]
+  verbs: ["get", "list", "watch", "create", "delete"]
 {{- if eq .Values.mode "controller" }}
 # Ray's autoscaler sidecar of autoscaling clusters: its ServiceAccount, Role and RoleBinding. The
 # Role grants pods patch and pods/resize patch, which Kubernetes lets only a holder grant.

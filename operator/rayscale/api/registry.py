@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from rayscale.api import names
+from rayscale.api import names, rayjob_v1alpha1
 from rayscale.api import raycluster_v1alpha1 as v1alpha1
 from rayscale.api.crd import CrdDefinition, OlderVersion, PrinterColumn
 from rayscale.api.raycluster import RayClusterSpec, RayClusterStatus
+from rayscale.api.raycronjob import RayCronJobSpec, RayCronJobStatus
+from rayscale.api.rayjob import RayJobSpec, RayJobStatus
 from rayscale.api.rayresourcerequest import RayResourceRequestSpec, RayResourceRequestStatus
 from rayscale.api.rayvirtualcluster import (
     RAYVIRTUALCLUSTER_VALIDATIONS,
@@ -36,6 +38,45 @@ RAYCLUSTER = CrdDefinition(
     ),
 )
 
+# RayJob and RayCronJob: KubeRay's printer columns and categories (no short names), and no `spec`
+# required at the top, as KubeRay's CRDs (a superset of each: KubeRay's API server admits a RayJob
+# without a spec, the controller then refuses it).
+RAYJOB = CrdDefinition(
+    names.RAYJOB,
+    spec_model=RayJobSpec,
+    status_model=RayJobStatus,
+    categories=("all",),
+    printer_columns=(
+        PrinterColumn("job status", "string", ".status.jobStatus"),
+        PrinterColumn("deployment status", "string", ".status.jobDeploymentStatus"),
+        PrinterColumn("ray cluster name", "string", ".status.rayClusterName"),
+        PrinterColumn("start time", "string", ".status.startTime"),
+        PrinterColumn("end time", "string", ".status.endTime"),
+        PrinterColumn("age", "date", ".metadata.creationTimestamp"),
+    ),
+    spec_required=False,
+    # As KubeRay's CRD: v1alpha1 served with its own (older) schema, v1 stored, no conversion.
+    older_versions=(
+        OlderVersion(
+            "v1alpha1", rayjob_v1alpha1.RayJobSpec, rayjob_v1alpha1.RayJobStatus, spec_required=False
+        ),
+    ),
+)
+
+RAYCRONJOB = CrdDefinition(
+    names.RAYCRONJOB,
+    spec_model=RayCronJobSpec,
+    status_model=RayCronJobStatus,
+    categories=("all",),
+    printer_columns=(
+        PrinterColumn("schedule", "string", ".spec.schedule"),
+        PrinterColumn("last schedule", "string", ".status.lastScheduleTime"),
+        PrinterColumn("age", "date", ".metadata.creationTimestamp"),
+        PrinterColumn("suspend", "boolean", ".spec.suspend"),
+    ),
+    spec_required=False,
+)
+
 RAYRESOURCEREQUEST = CrdDefinition(
     names.RAYRESOURCEREQUEST,
     spec_model=RayResourceRequestSpec,
@@ -62,4 +103,4 @@ RAYVIRTUALCLUSTER = CrdDefinition(
     validations=RAYVIRTUALCLUSTER_VALIDATIONS,
 )
 
-CRDS: tuple[CrdDefinition, ...] = (RAYCLUSTER, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER)
+CRDS: tuple[CrdDefinition, ...] = (RAYCLUSTER, RAYJOB, RAYCRONJOB, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER)
