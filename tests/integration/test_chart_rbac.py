@@ -78,7 +78,8 @@ class Release:
 @pytest.fixture
 def release(cluster: ClusterHandle, helm: str, namespace: str) -> Iterator[Release]:
     cluster.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-    cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd/rayclusters.ray.io")
+    cluster.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd/rayclusters.ray.io",
+                        "crd/rayjobs.ray.io", "crd/raycronjobs.ray.io")  # fmt: skip
     rel = Release(cluster, helm, namespace)
     rel.install()
     try:
@@ -109,12 +110,17 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("create", "ingresses.networking.k8s.io"),
         ("create", "jobs.batch"),
         ("get", "jobs.batch"),
+        ("list", "jobs.batch"),  # RayJob submitters
+        ("watch", "jobs.batch"),
+        ("delete", "jobs.batch"),
         ("create", "events"),
         ("list", "events"),  # node provisioners' Events on unschedulable pods
         ("watch", "rayvirtualclusters.rayscale.io"),
         ("patch", "rayvirtualclusters.rayscale.io"),
         ("get", "secrets/raycluster-basic"),
     ]
+    for verb in ("get", "list", "watch", "create", "update", "patch", "delete"):
+        needed += [(verb, "rayjobs.ray.io"), (verb, "raycronjobs.ray.io")]
     for verb, resource in needed:
         assert can_i(cluster, kubeconfig, verb, resource, "-n", namespace), f"cannot {verb} {resource}"
     # ... and subresources (`kubectl auth can-i VERB TYPE/NAME` names an object, not a subresource).
@@ -124,6 +130,9 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("patch", "rayvirtualclusters.rayscale.io", "status"),
         ("update", "rayvirtualclusters.rayscale.io", "finalizers"),
     ]
+    for kind in ("rayjobs.ray.io", "raycronjobs.ray.io"):
+        subresources += [("get", kind, "status"), ("update", kind, "status"), ("patch", kind, "status"),
+                         ("update", kind, "finalizers")]  # fmt: skip
     for verb, resource, sub in subresources:
         assert can_i(cluster, kubeconfig, verb, resource, f"--subresource={sub}", "-n", namespace), (
             f"cannot {verb} {resource}/{sub}"
@@ -156,6 +165,13 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("delete", "rayvirtualclusters.rayscale.io", "-n", namespace),
         ("update", "rayvirtualclusters.rayscale.io", "--subresource=status", "-n", namespace),
         ("watch", "rayvirtualclusters.rayscale.io", "-n", "default"),
+        ("watch", "rayjobs.ray.io", "-n", "default"),
+        ("create", "raycronjobs.ray.io", "-n", "default"),
+        ("list", "jobs.batch", "-n", "default"),
+        ("patch", "jobs.batch", "-n", namespace),
+        ("update", "jobs.batch", "-n", namespace),
+        ("deletecollection", "rayjobs.ray.io", "-n", namespace),
+        ("patch", "rayjobs.ray.io", "--subresource=finalizers", "-n", namespace),
         ("create", "deployments.apps", "-n", namespace),
         ("patch", "pods", "-n", namespace),
         ("list", "pods", "-n", "default"),
