@@ -30,7 +30,7 @@ from typing import Any
 import kopf
 
 from rayscale import gc_tuning
-from rayscale.api.names import RAYCLUSTER, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
+from rayscale.api.names import RAYCLUSTER, RAYJOB, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.common import labels as L
 from rayscale.common.tasks import cancel_and_wait
@@ -47,6 +47,8 @@ from rayscale.kube.raycluster_index import RayClusterIndex
 from rayscale.kube.scope import Scope
 from rayscale.kube.watchhealth import WatchHealth
 from rayscale.metrics import Metrics, process_registry
+from rayscale.rayjob.controller import RayJobController, RayJobIndex
+from rayscale.rayjob.ray_link import RayJobRay
 
 log = logging.getLogger(__name__)
 registry = kopf.OperatorRegistry()
@@ -88,6 +90,10 @@ class Runtime:
     hand_over: Callable[[], Awaitable[None]] | None = None
     # Which RayClusters are this operator's (--cluster-selector; its namespaces are kopf's)
     scope: Scope = dataclasses.field(default_factory=Scope)
+    # RayJobs, their submitter Jobs and head Services (kopf's handlers), and their controller
+    rayjobs: RayJobIndex = dataclasses.field(default_factory=RayJobIndex)
+    rayjob_controller: RayJobController | None = None
+    rayjob_ray: RayJobRay | None = None
 
 
 def indexes(runtime: Runtime) -> Indexes:
@@ -130,8 +136,28 @@ def _indexes(memo: Any) -> Indexes:
 
 @kopf.on.event(*RAYCLUSTER.path, registry=registry)
 async def raycluster_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
-    """A RayCluster listed, changed or deleted: the RayCluster index follows it."""
+    """A RayCluster listed, changed or deleted: the RayCluster index follows it (and a RayJob
+    that made it is looked at again)."""
     _follow(event, _indexes(memo).clusters)
+    controller = memo.runtime.rayjob_controller
+    if controller is not None:
+        controller.mark_cluster(event["object"])
+
+
+# ---- RayJobs and their submitter Jobs (labelled ray.io/originated-from-crd=RayJob): few objects,
+# kopf's own watches carry them. The RayJobs' head Services are an informer's (below), with the
+# label as its selector: a kopf watch would decode every Service of the namespaces.
+_MADE_BY_RAYJOB = {L.ORIGINATED_FROM_CRD: "RayJob"}
+
+
+@kopf.on.event(*RAYJOB.path, registry=registry)
+async def rayjob_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
+    memo.runtime.rayjobs.rayjob_event(event["type"], event["object"])
+
+
+@kopf.on.event("batch", "v1", "jobs", labels=_MADE_BY_RAYJOB, registry=registry)
+async def submitter_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
+    memo.runtime.rayjobs.submitter_event(event["type"], event["object"])
 
 
 @kopf.on.event(*RAYRESOURCEREQUEST.path, registry=registry)
@@ -231,6 +257,16 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
         )
         for kind, sink in ((PODS, index.pods), (SERVICES, index.services))
     ]
+    if runtime.run_controller:
+        runtime.informers.append(
+            Informer(
+                runtime.watch_api,
+                runtime.rayjobs,
+                kind=SERVICES,
+                label_selector=f"{L.ORIGINATED_FROM_CRD}=RayJob",
+                namespaces=runtime.namespaces,
+            )
+        )
     for informer in runtime.informers:
         runtime.tasks.append(
             asyncio.create_task(informer.run(), name=f"rayscale-{informer.kind.plural}-watch")
@@ -244,6 +280,21 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
         )
         runtime.tasks.append(
             asyncio.create_task(_once_indexed(runtime, runtime.controller.run), name="rayscale-controller")
+        )
+        allow = runtime.autoscaler_config is not None and runtime.autoscaler_config.allow_gcs_address_override
+        runtime.rayjob_ray = RayJobRay(api, allow_gcs_address_override=allow)
+        runtime.rayjob_controller = RayJobController(
+            api,
+            runtime.rayjobs,
+            source,
+            runtime.rayjob_ray,
+            runtime.recorder,
+            observer=metrics.queue("rayjob"),
+        )
+        runtime.tasks.append(
+            asyncio.create_task(
+                _once_indexed(runtime, runtime.rayjob_controller.run), name="rayscale-rayjobs"
+            )
         )
     if runtime.autoscaler_config is not None:
         runtime.autoscaler = marks.autoscaler = Autoscaler(
@@ -284,6 +335,8 @@ async def shutdown(memo: Any, **_: Any) -> None:
     if runtime.hand_over is not None:
         await runtime.hand_over()
     await cancel_and_wait([*runtime.tasks, *([runtime.listing] if runtime.listing is not None else [])])
+    if runtime.rayjob_ray is not None:
+        await runtime.rayjob_ray.close()
     try:
         if runtime.recorder is not None:
             with contextlib.suppress(Fenced):  # a replica that lost the Lease posts no more Events

@@ -6,10 +6,10 @@ import copy
 from typing import Any
 
 import pytest
+from tests.support.rayjob_sim import run_case
 
 from rayscale.rayjob import consts as C
 from rayscale.rayjob.build import submit_command
-from tests.support.rayjob_sim import run_case
 
 CLUSTER_SPEC: dict[str, Any] = {
     "rayVersion": "2.60.0",
@@ -81,7 +81,8 @@ def test_k8s_job_mode_happy_path_then_cluster_deleted() -> None:
     ]
     first, created, ready = result["steps"][:3]
     assert first["finalizers"] == [C.FINALIZER]
-    assert first["status"]["jobId"] == "job-00001" and first["status"]["rayClusterName"] == "job-00002"
+    assert first["status"]["jobId"] == "job-00001"
+    assert first["status"]["rayClusterName"] == "job-00002"
     assert kinds(created) == ["RayCluster"]
     assert kinds(ready) == ["Job", "RayCluster"]
     submitter = next(o for o in ready["objects"] if o["kind"] == "Job")
@@ -92,7 +93,9 @@ def test_k8s_job_mode_happy_path_then_cluster_deleted() -> None:
     assert "--submission-id job-00001" in args
     assert kinds(result["steps"][3]) == ["Job", "RayCluster", "Service"]
     complete = result["steps"][4]["status"]
-    assert complete["jobStatus"] == "SUCCEEDED" and complete["succeeded"] == 1 and complete["failed"] == 0
+    assert complete["jobStatus"] == "SUCCEEDED"
+    assert complete["succeeded"] == 1
+    assert complete["failed"] == 0
     assert "RayCluster" in kinds(result["steps"][5])  # the TTL has not passed
     assert result["steps"][5]["result"]["requeueAfter"] == pytest.approx(12)
     assert "RayCluster" not in kinds(result["steps"][6])
@@ -180,7 +183,8 @@ def test_backoff_limit_retries_with_a_new_cluster() -> None:
     )
     assert states(result) == [C.INITIALIZING, C.INITIALIZING, C.RUNNING, C.RETRYING, C.RETRYING, C.NEW]
     retrying = result["steps"][3]["status"]
-    assert retrying["failed"] == 1 and retrying["reason"] == C.SUBMISSION_FAILED
+    assert retrying["failed"] == 1
+    assert retrying["reason"] == C.SUBMISSION_FAILED
 
 
 def test_active_deadline_fails_without_retry() -> None:
@@ -265,7 +269,9 @@ def test_deleting_a_running_job_stops_it_and_lets_go() -> None:
 
 def test_managed_by_another_controller_is_left_alone() -> None:
     step = run_case({"rayjob": rayjob(managedBy="kueue.x-k8s.io/multikueue"), "steps": [{}]})["steps"][0]
-    assert step["status"] == {} and step["objects"] == [] and step["finalizers"] == []
+    assert step["status"] == {}
+    assert step["objects"] == []
+    assert step["finalizers"] == []
 
 
 def test_cluster_selector_missing_cluster() -> None:
@@ -291,7 +297,8 @@ def test_submit_command_has_kuberays_shape() -> None:
     cmd = " ".join(submit_command(job, C.K8S_JOB_MODE))
     assert cmd == (
         "if ! ray job status --address http://svc:8265 id-1 >/dev/null 2>&1 ; then ray job submit --address "
-        'http://svc:8265 --no-wait --runtime-env-json "{\\"env_vars\\":{\\"A\\":\\"b\\"},\\"pip\\":[\\"requests\\"]}" '
+        "http://svc:8265 --no-wait --runtime-env-json "
+        '"{\\"env_vars\\":{\\"A\\":\\"b\\"},\\"pip\\":[\\"requests\\"]}" '
         '--metadata-json "{\\"team\\":\\"x\\"}" --submission-id id-1 --entrypoint-num-cpus 1.500000 '
         '--entrypoint-resources "{\\"r\\": 1}" -- python -c \'print(1)\' ; fi ; ray job logs --address '
         "http://svc:8265 --follow id-1"

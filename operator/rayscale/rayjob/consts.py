@@ -49,11 +49,10 @@ DELETE_SELF: Final = "DeleteSelf"
 POLICY_IMPACT: Final = {DELETE_NONE: 1, DELETE_WORKERS: 2, DELETE_CLUSTER: 3, DELETE_SELF: 4}
 
 FINALIZER: Final = "ray.io/rayjob-finalizer"
-CLUSTER_SELECTOR_KEY: Final = "ray.io/cluster"
+CLUSTER_SELECTOR_LABEL: Final = "ray.io/cluster"  # the clusterSelector key naming the RayCluster
 SUBMISSION_MODE_LABEL: Final = "ray.io/job-submission-mode"
 DISABLE_HEAD_RESTART_ANNOTATION: Final = "ray.io/disable-provisioned-head-restart"
 CRD_LABEL_VALUE: Final = "RayJob"
-KUBERAY_CONTROLLER: Final = "ray.io/kuberay-operator"  # spec.managedBy values that are ours
 SUBMITTER_CONTAINER: Final = "ray-job-submitter"
 DASHBOARD_PORT_NAME: Final = "dashboard"
 DEFAULT_DASHBOARD_PORT: Final = 8265

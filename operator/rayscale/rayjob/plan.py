@@ -14,7 +14,9 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from rayscale.api.raycluster import KUBERAY_MANAGER
 from rayscale.cluster import naming
+from rayscale.common import labels as L
 from rayscale.common.timefmt import rfc3339
 from rayscale.common.types import Obj
 from rayscale.rayjob import checks
@@ -90,7 +92,7 @@ class _Plan:
 
     def run(self) -> Step:
         manager = self.spec.get("managedBy")
-        if manager is not None and manager != C.KUBERAY_CONTROLLER:
+        if manager is not None and manager != KUBERAY_MANAGER:
             return self.step
         if self.meta.get("deletionTimestamp"):
             return self._deleting()
@@ -149,7 +151,7 @@ class _Plan:
         if self.mode != C.INTERACTIVE_MODE and not s.get("jobId"):
             s["jobId"] = self.spec.get("jobId") or f"{name}-{self.w.suffixes[0]}"
         if not s.get("rayClusterName"):
-            selected = (self.spec.get("clusterSelector") or {}).get(C.CLUSTER_SELECTOR_KEY)
+            selected = (self.spec.get("clusterSelector") or {}).get(C.CLUSTER_SELECTOR_LABEL)
             s["rayClusterName"] = selected or f"{name}-{self.w.suffixes[1]}"
         s.setdefault("jobStatus", C.JOB_NEW)
         s["jobDeploymentStatus"] = C.INITIALIZING
@@ -352,8 +354,8 @@ class _Plan:
         if old is None:
             self.actions.append(CreateService(wanted))
             return
-        selected = ((old.get("spec") or {}).get("selector") or {}).get("ray.io/cluster")
-        if selected == wanted["spec"]["selector"].get("ray.io/cluster"):
+        selected = ((old.get("spec") or {}).get("selector") or {}).get(L.RAY_CLUSTER)
+        if selected == wanted["spec"]["selector"].get(L.RAY_CLUSTER):
             return
         cluster_ip = (old.get("spec") or {}).get("clusterIP")
         if cluster_ip:

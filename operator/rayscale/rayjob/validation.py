@@ -100,7 +100,7 @@ def validate_spec_only(spec: Mapping[str, Any], annotations: Mapping[str, str]) 
     if cluster_spec is None and not selector:
         return _SPEC + "one of RayClusterSpec or ClusterSelector must be set"
     if selector:
-        if not selector.get(C.CLUSTER_SELECTOR_KEY):
+        if not selector.get(C.CLUSTER_SELECTOR_LABEL):
             return "cluster name in ClusterSelector should not be empty"
         if mode == C.SIDECAR_MODE:
             return "ClusterSelector is not supported in SidecarMode"

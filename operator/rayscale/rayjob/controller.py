@@ -1,0 +1,332 @@
+"""The RayJob controller: reads a RayJob's world from the indexes (and Ray's GCS), runs the plan,
+carries out its actions in order, then writes the status. I/O.
+
+kopf's handlers keep `RayJobIndex` (RayJobs, their submitter Jobs and head Services) and mark the
+RayJob's key; RayClusters, pods and the clusters' Services come from the operator's indexes. One
+reconcile per RayJob at a time (the work queue); a failed action ends the reconcile there, with no
+status write, and the RayJob is retried after its backoff, as KubeRay requeues on an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from rayscale.api.names import RAYCLUSTER, RAYJOB
+from rayscale.cluster import naming
+from rayscale.common import labels as L
+from rayscale.common.retry import Failed
+from rayscale.common.types import ClusterKey, Obj
+from rayscale.common.workqueue import QueueObserver, WorkQueue
+from rayscale.kube import rayjob_ops as ops
+from rayscale.kube.events import EventSink
+from rayscale.kube.ops import KubeError, create_job, create_service
+from rayscale.rayjob import actions as A
+from rayscale.rayjob import consts as C
+from rayscale.rayjob.plan import Submission, World, plan
+
+__all__ = ["JobRay", "RayJobController", "RayJobIndex"]
+
+log = logging.getLogger(__name__)
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # KubeRay's (apimachinery's rand.String)
+
+
+def suffix() -> str:
+    return "".join(secrets.choice(_ALPHABET) for _ in range(5))
+
+
+class JobRay(Protocol):
+    """What the controller asks of a cluster's Ray: the submission's status from the GCS, and
+    the dashboard's job API to submit (HTTPMode) and stop."""
+
+    async def submission(self, cluster: Obj, job_id: str) -> Submission | None: ...
+    async def submit(self, cluster: Obj, submission_id: str, spec: Mapping[str, Any]) -> None: ...
+    async def stop(self, cluster: Obj | None, namespace: str, job_id: str) -> None: ...
+
+
+class RayJobIndex:
+    """RayJobs, their submitter Jobs and their head Services, as kopf's handlers see them; each
+    change marks the RayJob (`changed`)."""
+
+    def __init__(self) -> None:
+        self.rayjobs: dict[ClusterKey, Obj] = {}
+        self.submitters: dict[ClusterKey, Obj] = {}
+        self.services: dict[ClusterKey, Obj] = {}
+        self.changed: Callable[[ClusterKey], None] = lambda key: None
+
+    @staticmethod
+    def _owner(obj: Obj) -> ClusterKey:
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        return str(meta.get("namespace") or ""), str(labels.get(L.ORIGINATED_FROM_CR_NAME) or "")
+
+    def rayjob_event(self, kind: str, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if kind == "DELETED":
+            self.rayjobs.pop(key, None)
+        else:
+            self.rayjobs[key] = dict(obj.items())
+        self.changed(key)
+
+    def submitter_event(self, kind: str, obj: Obj) -> None:
+        """A submitter Job (labelled with its RayJob's name)."""
+        self._owned(self.submitters, kind, obj)
+
+    def _owned(self, table: dict[ClusterKey, Obj], kind: str, obj: Obj) -> None:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if labels.get(L.ORIGINATED_FROM_CRD) != C.CRD_LABEL_VALUE:
+            return
+        key = self._owner(obj)
+        if kind == "DELETED":
+            table.pop(key, None)
+        else:
+            table[key] = obj
+        self.changed(key)
+
+    # ---- the RayJobs' head Services, from an informer (`rayscale.kube.informer.Sink`)
+
+    def upsert(self, obj: Obj) -> None:
+        self._owned(self.services, "MODIFIED", obj)
+
+    def delete(self, obj: Obj) -> None:
+        self._owned(self.services, "DELETED", obj)
+
+    def replace(self, namespace: str | None, objs: Sequence[Obj]) -> None:
+        listed = {self._owner(o) for o in objs}
+        for key in [k for k in self.services if (namespace is None or k[0] == namespace) and k not in listed]:
+            del self.services[key]
+            self.changed(key)
+        for obj in objs:
+            self.upsert(obj)
+
+
+class ClusterReads(Protocol):
+    def cluster(self, key: ClusterKey) -> Mapping[str, Any] | None: ...
+    def pods(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]: ...
+    def services(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]: ...
+
+
+class RayJobController:
+    def __init__(
+        self,
+        api: Any,
+        index: RayJobIndex,
+        clusters: ClusterReads,
+        ray: JobRay,
+        recorder: EventSink,
+        *,
+        concurrency: int = 16,
+        observer: QueueObserver | None = None,
+    ) -> None:
+        self.api = api
+        self.index = index
+        self.clusters = clusters
+        self.ray = ray
+        self.recorder = recorder
+        self.queue: WorkQueue[ClusterKey] = WorkQueue(
+            self.reconcile, concurrency=concurrency, observer=observer, name="reconcile of rayjob"
+        )
+        index.changed = self.queue.mark
+        self.delete_after_finish = os.environ.get("DELETE_RAYJOB_CR_AFTER_JOB_FINISHES", "").lower() == "true"
+
+    def mark_cluster(self, cluster: Obj) -> None:
+        """A RayCluster a RayJob made changed: look at that RayJob again."""
+        labels = (cluster.get("metadata") or {}).get("labels") or {}
+        if labels.get(L.ORIGINATED_FROM_CRD) == C.CRD_LABEL_VALUE:
+            self.queue.mark(RayJobIndex._owner(cluster))
+
+    async def run(self) -> None:
+        for key in list(self.index.rayjobs):
+            self.queue.mark(key)
+        await self.queue.run()
+
+    # ---- one reconcile
+
+    async def world(self, job: Obj) -> World:
+        meta, status = job["metadata"], job.get("status") or {}
+        ns = str(meta.get("namespace") or "")
+        key = (ns, str(meta.get("name") or ""))
+        cluster_key = (ns, str(status.get("rayClusterName") or ""))
+        cluster = self.clusters.cluster(cluster_key) if cluster_key[1] else None
+        head_pods = tuple(p for p in self.clusters.pods(cluster_key) if _is_head(p)) if cluster else ()
+        cluster_service = None
+        if cluster is not None:
+            head = ((cluster.get("spec") or {}).get("headGroupSpec") or {}).get("headService")
+            wanted = naming.head_service_name(cluster_key[1], head)
+            for service in self.clusters.services(cluster_key):
+                if (service.get("metadata") or {}).get("name") == wanted:
+                    cluster_service = service
+        submission, ray_error = None, None
+        if cluster is not None and status.get("jobDeploymentStatus") == C.RUNNING and status.get("jobId"):
+            try:
+                submission = await self.ray.submission(cluster, str(status["jobId"]))
+            except Exception as exc:  # Ray cannot be asked: KubeRay's requeue on an error
+                ray_error = f"reading the Ray job {status['jobId']}: {exc}"
+        return World(
+            job=job,
+            now=datetime.now(UTC),
+            cluster=cluster,
+            submitter=self.index.submitters.get(key),
+            head_pods=head_pods,
+            job_service=self.index.services.get(key),
+            cluster_service=cluster_service,
+            submission=submission,
+            ray_error=ray_error,
+            suffixes=(suffix(), suffix()),
+            delete_job_after_finish=self.delete_after_finish,
+        )
+
+    async def reconcile(self, key: ClusterKey) -> float | Failed | None:
+        job = self.index.rayjobs.get(key)
+        if job is None:
+            return None
+        job = {
+            "apiVersion": RAYJOB.api_version,
+            "kind": RAYJOB.kind,
+            **job,
+            "metadata": dict(job["metadata"]),
+        }
+        step = plan(await self.world(job))
+        for event in step.events:
+            self.recorder.post(job, event.type, event.reason, event.message)
+        for action in step.actions:
+            try:
+                await self._do(job, action)
+            except KubeError as exc:
+                log.info("rayjob %s/%s: %s", *key, exc)
+                return Failed(str(exc), exc.retry_after)
+        if step.error is not None:
+            log.info("rayjob %s/%s: %s", *key, step.error)
+            return Failed(step.error)
+        if step.status is not None:
+            body = {**job, "status": step.status}
+            try:
+                self.index.rayjobs[key] = await ops.replace_status(self.api, RAYJOB, body)
+            except KubeError as exc:
+                return Failed(str(exc), exc.retry_after)
+        return step.requeue
+
+    async def _do(self, job: Obj, action: A.Action) -> None:
+        meta = job["metadata"]
+        ns, name = str(meta.get("namespace") or ""), str(meta["name"])
+        post = self.recorder.post
+        if isinstance(action, A.AddFinalizer | A.RemoveFinalizer):
+            finalizers = [f for f in meta.get("finalizers") or [] if f != C.FINALIZER]
+            if isinstance(action, A.AddFinalizer):
+                finalizers.append(C.FINALIZER)
+            patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
+            patched = await ops.patch_custom(self.api, RAYJOB, ns, name, patch)
+            meta["finalizers"] = finalizers
+            meta["resourceVersion"] = (patched.get("metadata") or {}).get("resourceVersion")
+        elif isinstance(action, A.CreateCluster):
+            target = f"{ns}/{action.manifest['metadata']['name']}"
+            try:
+                await ops.create_custom(self.api, RAYCLUSTER, action.manifest)
+            except KubeError as exc:
+                post(
+                    job, "Warning", C.EV_FAILED_CREATE_CLUSTER, f"Failed to create RayCluster {target}: {exc}"
+                )
+                raise
+            post(job, "Normal", C.EV_CREATED_CLUSTER, f"Created RayCluster {target}")
+        elif isinstance(action, A.DeleteCluster):
+            try:
+                await ops.delete_custom(self.api, RAYCLUSTER, ns, action.name)
+            except KubeError as exc:
+                post(
+                    job,
+                    "Warning",
+                    C.EV_FAILED_DELETE_CLUSTER,
+                    f"Failed to delete cluster {ns}/{action.name}: {exc}",
+                )
+                raise
+            post(job, "Normal", C.EV_DELETED_CLUSTER, f"Deleted cluster {ns}/{action.name}")
+        elif isinstance(action, A.SuspendWorkers):
+            cluster = self.clusters.cluster((ns, action.name)) or {}
+            groups = len((cluster.get("spec") or {}).get("workerGroupSpecs") or [])
+            try:
+                await ops.suspend_worker_groups(self.api, ns, action.name, groups)
+            except KubeError as exc:
+                message = f"Failed to suspend worker groups in cluster {ns}/{action.name}: {exc}"
+                post(job, "Warning", C.EV_FAILED_UPDATE_CLUSTER, message)
+                raise
+            message = f"Set the `suspend` field to true for all worker groups in cluster {ns}/{action.name}"
+            post(job, "Normal", C.EV_UPDATED_CLUSTER, message)
+        elif isinstance(action, A.CreateSubmitter):
+            target = f"{ns}/{action.manifest['metadata']['name']}"
+            try:
+                await create_job(self.api, ns, action.manifest)
+            except KubeError as exc:
+                post(
+                    job,
+                    "Warning",
+                    C.EV_FAILED_CREATE_SUBMITTER,
+                    f"Failed to create new Kubernetes Job {target}: {exc}",
+                )
+                raise
+            post(job, "Normal", C.EV_CREATED_SUBMITTER, f"Created Kubernetes Job {target}")
+        elif isinstance(action, A.DeleteSubmitter):
+            try:
+                await ops.delete_job_background(self.api, ns, action.name)
+            except KubeError as exc:
+                message = f"Failed to delete submitter K8s Job {ns}/{action.name}: {exc}"
+                post(job, "Warning", C.EV_FAILED_DELETE_SUBMITTER, message)
+                raise
+            post(job, "Normal", C.EV_DELETED_SUBMITTER, f"Deleted submitter K8s Job {ns}/{action.name}")
+        elif isinstance(action, A.CreateService | A.UpdateService):
+            await self._service(job, action)
+        elif isinstance(action, A.SubmitJob):
+            found = self.clusters.cluster((ns, action.cluster))
+            if found is None:
+                raise KubeError(f"RayCluster {ns}/{action.cluster} is not found")
+            try:
+                await self.ray.submit(found, action.submission_id, action.spec)
+            except Exception as exc:
+                raise KubeError(f"submitting the Ray job {action.submission_id}: {exc}") from exc
+        elif isinstance(action, A.StopJob):
+            try:
+                await self.ray.stop(self.clusters.cluster((ns, action.cluster)), ns, action.job_id)
+            except Exception as exc:  # KubeRay lets the RayJob go whether StopJob worked or not
+                log.info("rayjob %s/%s: stopping the Ray job %s: %s", ns, name, action.job_id, exc)
+        elif isinstance(action, A.DeleteSelf):
+            await ops.delete_custom(self.api, RAYJOB, ns, name)
+
+    async def _service(self, job: Obj, action: A.CreateService | A.UpdateService) -> None:
+        ns, name = job["metadata"]["namespace"], action.manifest["metadata"]["name"]
+        post = self.recorder.post
+        try:
+            if isinstance(action, A.CreateService):
+                await create_service(self.api, ns, action.manifest)
+            else:
+                old = await ops.get_service(self.api, ns, name)
+                if old is None:
+                    raise KubeError(f"service {ns}/{name} is gone")
+                await ops.replace_service(self.api, {**old, "spec": action.manifest["spec"]})
+        except KubeError as exc:
+            if isinstance(action, A.CreateService):
+                post(
+                    job,
+                    "Warning",
+                    C.EV_FAILED_CREATE_SERVICE,
+                    f"Failed to create the service {ns}/{name}, {exc}",
+                )
+            else:
+                post(
+                    job,
+                    "Warning",
+                    C.EV_FAILED_UPDATE_SERVICE,
+                    f"Failed to update the service {ns}/{name}, {exc}",
+                )
+            raise
+        if isinstance(action, A.CreateService):
+            post(job, "Normal", C.EV_CREATED_SERVICE, f"Created the service {ns}/{name}")
+        else:
+            post(job, "Normal", C.EV_UPDATED_SERVICE, f"Updated the service {ns}/{name}")
+
+
+def _is_head(pod: Obj) -> bool:
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(L.NODE_TYPE) == L.HEAD
