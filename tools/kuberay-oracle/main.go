@@ -4,6 +4,9 @@
 //
 //	kuberay-oracle [-crd FILE] [FILE...]   (no FILE: read standard input)
 //	kuberay-oracle [-crd FILE] -lifecycle  (multi-step scripts on standard input: lifecycle.go)
+//	kuberay-oracle [-crd FILE] [-rayjob-crd FILE] -rayjob
+//	                                       (KubeRay's RayJob controller, one reconcile per scripted
+//	                                       step; cases on standard input: rayjob.go)
 //
 // Input: YAML (or JSON) documents; those whose kind is not RayCluster are skipped.
 // Output: one JSON array on stdout, one entry per RayCluster document in input order:
@@ -164,6 +167,8 @@ var kinds = []listed{
 func main() {
 	crdPath := flag.String("crd", "", "KubeRay's RayCluster CRD (default: "+crdFileName+" next to the binary)")
 	lifecycle := flag.Bool("lifecycle", false, "read lifecycle scripts (JSON) from standard input: see lifecycle.go")
+	rayjob := flag.Bool("rayjob", false, "read RayJob cases (JSON) from standard input: see rayjob.go")
+	rayjobCRDPath := flag.String("rayjob-crd", "", "KubeRay's RayJob CRD (default: "+rayjobCRDFileName+" of the module that build.sh recorded next to the binary)")
 	flag.Parse()
 	// KubeRay prints to stdout in places (utils.CheckName); the JSON goes to the real stdout.
 	out := os.Stdout
@@ -172,13 +177,13 @@ func main() {
 	for _, name := range kuberayEnv {
 		_ = os.Unsetenv(name)
 	}
-	if err := run(*crdPath, *lifecycle, flag.Args(), out); err != nil {
+	if err := run(*crdPath, *lifecycle, *rayjob, *rayjobCRDPath, flag.Args(), out); err != nil {
 		fmt.Fprintln(os.Stderr, "kuberay-oracle:", err)
 		os.Exit(1)
 	}
 }
 
-func run(crdPath string, lifecycle bool, files []string, out io.Writer) error {
+func run(crdPath string, lifecycle, rayjob bool, rayjobCRD string, files []string, out io.Writer) error {
 	if crdPath == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -192,6 +197,9 @@ func run(crdPath string, lifecycle bool, files []string, out io.Writer) error {
 	}
 	if lifecycle {
 		return runLifecycle(os.Stdin, schemas, out)
+	}
+	if rayjob {
+		return runRayJob(os.Stdin, schemas, rayjobCRD, out)
 	}
 	var docs []map[string]any
 	if len(files) == 0 {
