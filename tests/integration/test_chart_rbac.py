@@ -103,6 +103,8 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
     # What it needs, in the watched namespace ...
     needed = [
         ("watch", "rayclusters.ray.io"),
+        ("create", "rayclusters.ray.io"),
+        ("delete", "rayclusters.ray.io"),
         ("create", "pods"),
         ("delete", "pods"),
         ("create", "services"),
@@ -159,8 +161,6 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("create", "leases", "-n", namespace),
         ("get", f"leases/{release.lease}", "-n", namespace),
         ("create", "leases", "-n", "kube-system"),
-        ("delete", "rayclusters.ray.io", "-n", namespace),
-        ("create", "rayclusters.ray.io", "-n", namespace),
         ("create", "rayvirtualclusters.rayscale.io", "-n", namespace),
         ("delete", "rayvirtualclusters.rayscale.io", "-n", namespace),
         ("update", "rayvirtualclusters.rayscale.io", "--subresource=status", "-n", namespace),

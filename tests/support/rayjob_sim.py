@@ -66,7 +66,8 @@ class _Sim:
         return self.objects.get((kind, name))
 
     def _cluster_name(self) -> str:
-        assert self.job is not None
+        if self.job is None:
+            return ""
         return str((self.job.get("status") or {}).get("rayClusterName") or "")
 
     def _delete(self, kind: str, name: str) -> None:
@@ -109,6 +110,7 @@ class _Sim:
             if job is not None:
                 conditions = [
                     {
+                        "status": "True",
                         **{k: v for k, v in c.items() if k != "ago"},
                         "lastTransitionTime": rfc3339(self.now - timedelta(seconds=c.get("ago", 0))),
                     }
@@ -174,7 +176,7 @@ class _Sim:
 
     def reconcile(self) -> Obj:
         if self.job is None:
-            return {"status": "deleted"}
+            return self._record(0.0, None)
         step = plan(self.world())
         self.events = [f"{e.type} {e.reason} {e.message}" for e in step.events]
         self.calls = []

@@ -49,9 +49,10 @@ with singleNamespaceInstall the release namespace. */}}
 
 {{/* The rules rayscale needs in a watched namespace: exactly the calls it makes. */}}
 {{- define "rayscale.namespacedRules" -}}
+# create and delete: the RayCluster of each RayJob
 - apiGroups: ["ray.io"]
   resources: ["rayclusters"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["ray.io"]
   resources: ["rayclusters/status"]
   verbs: ["get", "patch"]

@@ -19,8 +19,6 @@ DEPLOYMENT_TERMINAL: Final = frozenset({COMPLETE, FAILED})
 
 # status.jobStatus: Ray's job status; "" is KubeRay's JobStatusNew
 JOB_NEW: Final = ""
-JOB_PENDING: Final = "PENDING"
-JOB_RUNNING: Final = "RUNNING"
 JOB_STOPPED: Final = "STOPPED"
 JOB_SUCCEEDED: Final = "SUCCEEDED"
 JOB_FAILED: Final = "FAILED"
