@@ -36,34 +36,28 @@ def _started(status: Status, now: datetime) -> datetime:
     return parse_time(status.get("startTime")) or now
 
 
-def active_deadline(spec: Mapping[str, Any], status: Status, now: datetime) -> bool:
-    deadline = spec.get("activeDeadlineSeconds")
+def _deadline(spec: Mapping[str, Any], status: Status, now: datetime, field: str, reason: str) -> bool:
+    """``spec.<field>`` seconds after ``status.startTime`` passed: Failed with `reason`."""
+    deadline = spec.get(field)
     if deadline is None or now < _started(status, now) + timedelta(seconds=int(deadline)):
         return False
+    name = field[0].upper() + field[1:]
     status.update(
         jobDeploymentStatus=C.FAILED,
-        reason=C.DEADLINE_EXCEEDED,
+        reason=reason,
         message=(
-            "The RayJob has passed the activeDeadlineSeconds. "
-            f"StartTime: {status.get('startTime')}. ActiveDeadlineSeconds: {int(deadline)}"
+            f"The RayJob has passed the {field}. StartTime: {status.get('startTime')}. {name}: {int(deadline)}"
         ),
     )
     return True
+
+
+def active_deadline(spec: Mapping[str, Any], status: Status, now: datetime) -> bool:
+    return _deadline(spec, status, now, "activeDeadlineSeconds", C.DEADLINE_EXCEEDED)
 
 
 def pre_running_deadline(spec: Mapping[str, Any], status: Status, now: datetime) -> bool:
-    deadline = spec.get("preRunningDeadlineSeconds")
-    if deadline is None or now < _started(status, now) + timedelta(seconds=int(deadline)):
-        return False
-    status.update(
-        jobDeploymentStatus=C.FAILED,
-        reason=C.PRE_RUNNING_DEADLINE_EXCEEDED,
-        message=(
-            "The RayJob has passed the preRunningDeadlineSeconds. "
-            f"StartTime: {status.get('startTime')}. PreRunningDeadlineSeconds: {int(deadline)}"
-        ),
-    )
-    return True
+    return _deadline(spec, status, now, "preRunningDeadlineSeconds", C.PRE_RUNNING_DEADLINE_EXCEEDED)
 
 
 def grace_period(status: Status, now: datetime) -> bool:

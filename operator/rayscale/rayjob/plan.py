@@ -168,7 +168,7 @@ class _Plan:
             if (cluster.get("status") or {}).get("state") != "ready":
                 self.status["rayClusterStatus"] = dict(cluster.get("status") or {})
                 raise _Break
-            url = self._dashboard_url(cluster)
+            url = self._dashboard_url()
             if url is None:
                 return self._error("the dashboard URL of the ready RayCluster is not known yet")
             self.status["dashboardURL"] = url
@@ -334,7 +334,7 @@ class _Plan:
         self.actions.append(CreateCluster(manifest))
         return manifest
 
-    def _dashboard_url(self, cluster: Obj) -> str | None:
+    def _dashboard_url(self) -> str | None:
         service = self.w.cluster_service
         if service is None:
             return None
