@@ -46,7 +46,8 @@ def _deadline(spec: Mapping[str, Any], status: Status, now: datetime, field: str
         jobDeploymentStatus=C.FAILED,
         reason=reason,
         message=(
-            f"The RayJob has passed the {field}. StartTime: {status.get('startTime')}. {name}: {int(deadline)}"
+            f"The RayJob has passed the {field}. "
+            f"StartTime: {status.get('startTime')}. {name}: {int(deadline)}"
         ),
     )
     return True
