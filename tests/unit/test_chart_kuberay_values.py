@@ -230,10 +230,6 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
         {"featureGates": [{"name": "RayServiceIncrementalUpgrade", "enabled": True}]},
         "featureGates: RayServiceIncrementalUpgrade enabled: true",
     ),
-    "feature-gate-async-job": (
-        {"featureGates": [{"name": "AsyncJobInfoQuery", "enabled": True}]},
-        "featureGates: AsyncJobInfoQuery enabled: true",
-    ),
     "feature-gate-conditions-off": (
         {"featureGates": [{"name": "RayClusterStatusConditions", "enabled": False}]},
         "featureGates: RayClusterStatusConditions enabled: false: rayscale always writes RayCluster "
@@ -321,6 +317,8 @@ def test_what_rayscale_cannot_do_is_refused_saying_what_to_do(helm: str, case: s
         {"configuration": {"enabled": False, "headSidecarContainers": [{"name": "fluentbit"}]}},
         {"logging": {"baseDir": "/var/log"}},  # KubeRay writes a file only with both
         {"featureGates": [{"name": "RayJobDeletionPolicy", "enabled": True}]},
+        {"featureGates": [{"name": "RayJobDeletionPolicy", "enabled": False}]},
+        {"featureGates": [{"name": "AsyncJobInfoQuery", "enabled": True}]},
         {"service": {"type": "ClusterIP", "port": 8080}, "metrics": {"service": {"type": "NodePort"}}},
         {"labels": {"team": "a"}, "podLabels": {"team": "a"}},
         {

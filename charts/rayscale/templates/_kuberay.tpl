@@ -77,10 +77,10 @@ metrics.service.<key> is set to something else: that is refused. */}}
 {{- define "rayscale.featureGates" -}}
 RayClusterStatusConditions: [true, "rayscale always writes RayCluster status conditions"]
 RayMultiHostIndexing: [true, "rayscale always labels the pods of multi-host worker replicas"]
-RayJobDeletionPolicy: [any, "rayscale does not run RayJobs"]
+RayJobDeletionPolicy: [any, "rayscale always honours a RayJob's deletionStrategy"]
 RayServiceIncrementalUpgrade: [false, "rayscale does not run RayServices"]
 RayCronJob: [false, "rayscale does not run RayCronJobs"]
-AsyncJobInfoQuery: [false, "rayscale does not run RayJobs"]
+AsyncJobInfoQuery: [any, "rayscale reads job status from Ray's GCS and never waits on the dashboard"]
 {{- end -}}
 
 {{/* KubeRay's values that would change what the operator does, in a way rayscale cannot: refused. */}}
