@@ -70,6 +70,16 @@ options:
 """
 
 
+# kwok completes every Running pod a Job owns at once (its pod-complete stage). A pod labelled
+# BRIDGED_LABEL is left Running: something else reports its end (the Ray bridge runs a RayJob's
+# submitter locally and writes its exit into the pod's status).
+BRIDGED_LABEL = "rayscale.io/bridged"
+_BRIDGED_EXCLUDED = f"""\
+    - key: '.metadata.labels["{BRIDGED_LABEL}"]'
+      operator: 'DoesNotExist'
+"""
+
+
 class LaunchError(RuntimeError):
     pass
 
@@ -405,6 +415,20 @@ class Cluster:
         self.ports: dict[str, int] = {}
         self.audit = False  # log every write to the API server (chaos runs read who wrote what)
 
+    def _stages(self) -> list[Path]:
+        """kwok's pod stages; pod-complete rewritten to leave pods labelled BRIDGED_LABEL alone."""
+        out: list[Path] = []
+        for path in sorted((self.bin / "stages").glob("*.yaml")):
+            if path.name == "pod-complete.yaml":
+                text = path.read_text()
+                marker = "    matchExpressions:\n"
+                if marker not in text:
+                    raise LaunchError(f"no matchExpressions in {path}")
+                path = self.dir / path.name
+                path.write_text(text.replace(marker, marker + _BRIDGED_EXCLUDED, 1))
+            out.append(path)
+        return out
+
     def start(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         logfile = self.logs / f"{name}.log"
         out = logfile.open("ab")
@@ -556,7 +580,7 @@ class Cluster:
                 f"--node-ip={FAKE_NODE_IP}",
                 "--node-lease-duration-seconds=40",
                 f"--server-address=127.0.0.1:{p['kwok']}",
-                *[f"--config={f}" for f in sorted((self.bin / "stages").glob("*.yaml"))],
+                *[f"--config={f}" for f in self._stages()],
             ],
         )
         poll(
