@@ -3,9 +3,9 @@
 It reads Ray's state (``GetClusterResourceState``; None when unreachable: then nothing running is
 removed), drains the hosts of the removals host by host, and reports each round's
 ``AutoscalingState`` to Ray (ray_report.py: what ``ray status`` shows). It keeps one client per
-cluster (redialed when the address or the token changes), which GCS methods answered (compat.py),
-and whether the GCS is reachable (a ``GcsUnreachable`` Event once the head runs, ``GcsReachable``
-when it answers again).
+cluster (redialed when the address or the token changes, and lent to the RayJob controller for its
+reads of job submissions: `lend`), which GCS methods answered (compat.py), and whether the GCS is
+reachable (a ``GcsUnreachable`` Event once the head runs, ``GcsReachable`` when it answers again).
 
 The GCS (and with it the cluster's Ray auth token) is the head Service's unless the operator allows
 the annotation to override it (``AutoscalerConfig.allow_gcs_address_override``, the flag
@@ -154,6 +154,18 @@ class GcsLink:
         )
         self.memories.of(key).gcs = (address, token, gcs)
         return gcs
+
+    def lend(self, key: ClusterKey, address: str) -> GcsClient | None:
+        """The client the rounds dialed for `key` when it is for `address`, for another reader of
+        the same GCS (the RayJob controller's submission reads): one connection per cluster. None
+        when the rounds hold none for it (the autoscaler does not take the cluster, has not run
+        its first round, or the address moved and the next round redials). The token is the one the
+        rounds read from the cluster's Secret."""
+        memory = self.memories.get(key)
+        cached = None if memory is None else memory.gcs
+        if cached is None or cached[0] != address:
+            return None
+        return cached[2]
 
     async def drain(self, key: ClusterKey, units: Sequence[DrainUnit]) -> set[str]:
         """Drain the units host by host; the pods of the units that stay (a host refused or
