@@ -3,20 +3,23 @@
 a running job), and the dashboard's job API for what only it does: submit (HTTPMode) and stop. I/O.
 
 Addresses: the GCS as the autoscaler dials it (``rayscale.ray.address.gcs_target``: the head
-Service, or with ``--allow-gcs-address-override`` the ``rayscale.io/gcs-address`` annotation), the
-dashboard at the head Service's ``dashboard`` port (or, with the same flag, the
-``rayscale.io/dashboard-address`` annotation). The cluster's Ray auth token goes to both.
+Service, or with ``--allow-gcs-address-override`` the ``rayscale.io/gcs-address`` annotation), read
+on the autoscaler's own connection when it holds one to that address (`SharedGcs`: one connection
+per cluster), else on a client of this link's own (``--mode controller``, a cluster the autoscaler
+does not take, or before its first round); the dashboard at the head Service's ``dashboard`` port
+(or, with the same flag, the ``rayscale.io/dashboard-address`` annotation). The cluster's Ray auth
+token goes to both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster import naming
 from rayscale.cluster.meta import ClusterMeta
-from rayscale.common.types import Obj
+from rayscale.common.types import ClusterKey, Obj
 from rayscale.kube import ops
 from rayscale.ray.address import auth_token_secret, gcs_target
 from rayscale.rayjob.plan import Submission
@@ -24,16 +27,30 @@ from rayscale.rayjob.plan import Submission
 if TYPE_CHECKING:
     from rayscale.ray.client import GcsClient
 
-__all__ = ["DASHBOARD_ADDRESS_ANNOTATION", "RayJobRay"]
+__all__ = ["DASHBOARD_ADDRESS_ANNOTATION", "RayJobRay", "SharedGcs"]
 
 DASHBOARD_ADDRESS_ANNOTATION = "rayscale.io/dashboard-address"
 
 
+class SharedGcs(Protocol):
+    """Whoever else holds each cluster's GCS connection (the autoscaler's ``GcsLink``)."""
+
+    def lend(self, key: ClusterKey, address: str) -> GcsClient | None: ...
+
+
 class RayJobRay:
-    def __init__(self, api: Any, *, allow_gcs_address_override: bool = False, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        api: Any,
+        *,
+        allow_gcs_address_override: bool = False,
+        timeout: float = 5.0,
+        shared: SharedGcs | None = None,
+    ) -> None:
         self.api = api
         self.allow_override = allow_gcs_address_override
         self.timeout = timeout
+        self.shared = shared  # None: the autoscaler does not run
         self._gcs: dict[tuple[str, str | None], GcsClient] = {}
 
     async def _token(self, meta: ClusterMeta, spec: RayClusterSpec) -> str | None:
@@ -51,6 +68,10 @@ class RayJobRay:
 
         meta, spec = self._parse(cluster)
         address = gcs_target(meta, spec, allow_override=self.allow_override).address
+        lent = None if self.shared is None else self.shared.lend((meta.namespace, meta.name), address)
+        if lent is not None:
+            await self._close_own(address)
+            return lent
         token = await self._token(meta, spec)
         client = self._gcs.get((address, token))
         if client is None:
@@ -102,6 +123,11 @@ class RayJobRay:
             await dashboard.stop(job_id)
         finally:
             await dashboard.close()
+
+    async def _close_own(self, address: str) -> None:
+        """Close this link's own clients of `address`, now that the autoscaler's serves it."""
+        for key in [k for k in self._gcs if k[0] == address]:
+            await self._gcs.pop(key).close()
 
     async def close(self) -> None:
         clients, self._gcs = list(self._gcs.values()), {}
