@@ -300,6 +300,8 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
         runtime.autoscaler = marks.autoscaler = Autoscaler(
             api, source, runtime.recorder, runtime.autoscaler_config, metrics=metrics
         )
+        if runtime.rayjob_ray is not None:  # the RayJobs' submissions read on the rounds' connections
+            runtime.rayjob_ray.shared = runtime.autoscaler.link
         runtime.tasks.append(
             asyncio.create_task(_once_indexed(runtime, runtime.autoscaler.run), name="rayscale-autoscaler")
         )
