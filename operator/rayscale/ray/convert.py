@@ -245,6 +245,8 @@ def job_info(msg: gcs_pb.JobTableData) -> model.JobInfo:
         driver_node_id=driver_node_id,
         entrypoint=msg.entrypoint or (submitted.entrypoint if submitted is not None else ""),
         status=(submitted.status or None) if submitted is not None else None,
+        start_time_ms=msg.start_time,
+        end_time_ms=msg.end_time,
     )
 
 

@@ -312,6 +312,9 @@ class JobInfo:
     # The submitted job's status (PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED); None for a job
     # the job submission API did not start.
     status: str | None = None
+    # When the driver started and (once dead) ended: Unix milliseconds, 0 when the GCS has none.
+    start_time_ms: int = 0
+    end_time_ms: int = 0
 
 
 # The job submission statuses after which a submission never changes again.
