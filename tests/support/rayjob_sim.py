@@ -7,7 +7,7 @@ world (keys: spec, delete, cluster_status, cluster_delete, job_info, dashboard_e
 head_pod, age), then runs one reconcile (`rayscale.rayjob.plan.plan`), applies its actions as an
 API server would (an object with finalizers is only marked deleted), and records the result in the
 oracle's format: the status with every time as ``{"ago": seconds}``, the finalizers, the objects,
-the Events, the calls to Ray, and the requeue.
+the Events, the calls to Ray (and in "requests" each submit's address and body), and the requeue.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rayscale.common.timefmt import parse_time, rfc3339
+from rayscale.ray.jobrequest import SubmitRequest
 from rayscale.rayjob import actions as A
 from rayscale.rayjob import consts as C
 from rayscale.rayjob.plan import Submission, World, plan
+from rayscale.rayjob.ray_link import RayJobRay
 
 __all__ = ["run_case", "run_cases"]
 
@@ -53,6 +55,7 @@ class _Sim:
         self.info: Submission | None = None
         self.ray_error: str | None = None
         self.calls: list[Obj] = []
+        self.requests: list[Obj] = []
         self.events: list[str] = []
         self.names = (f"{n:05d}" for n in itertools.count(1))
 
@@ -180,6 +183,7 @@ class _Sim:
         step = plan(self.world())
         self.events = [f"{e.type} {e.reason} {e.message}" for e in step.events]
         self.calls = []
+        self.requests = []
         error = step.error
         for action in step.actions:
             self._apply(action)
@@ -233,6 +237,16 @@ class _Sim:
             )
         elif isinstance(action, A.SubmitJob):
             self.calls.append({"op": "SubmitJob", "jobId": action.submission_id})
+            # What rayscale.rayjob.ray_link sends: the address and the body (in "requests").
+            sent: Obj = {"jobId": action.submission_id}
+            cluster = self._get("RayCluster", action.cluster)
+            if cluster is not None:
+                sent["url"] = RayJobRay(None).dashboard_address(cluster)
+            try:
+                sent["request"] = SubmitRequest.from_rayjob_spec(action.spec, action.submission_id).to_json()
+            except ValueError as exc:
+                sent["error"] = str(exc)
+            self.requests.append(sent)
         elif isinstance(action, A.StopJob):
             self.calls.append({"op": "StopJob", "jobId": action.job_id})
         elif isinstance(action, A.DeleteSelf):
@@ -265,6 +279,7 @@ class _Sim:
             "objects": objects,
             "events": self.events,
             "dashboard_calls": self.calls,
+            "requests": self.requests,
             "result": {"requeueAfter": requeue, "error": error},
         }
 
