@@ -7,7 +7,7 @@ world (keys: spec, delete, cluster_status, cluster_delete, job_info, dashboard_e
 head_pod, age), then runs one reconcile (`rayscale.rayjob.plan.plan`), applies its actions as an
 API server would (an object with finalizers is only marked deleted), and records the result in the
 oracle's format: the status with every time as ``{"ago": seconds}``, the finalizers, the objects,
-the Events, the calls to Ray (and in "requests" each submit's address and body), and the requeue.
+the Events, the calls to Ray (and in "submits" each submit's address and body), and the requeue.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class _Sim:
         self.info: Submission | None = None
         self.ray_error: str | None = None
         self.calls: list[Obj] = []
-        self.requests: list[Obj] = []
+        self.submits: list[Obj] = []
         self.events: list[str] = []
         self.names = (f"{n:05d}" for n in itertools.count(1))
 
@@ -183,7 +183,7 @@ class _Sim:
         step = plan(self.world())
         self.events = [f"{e.type} {e.reason} {e.message}" for e in step.events]
         self.calls = []
-        self.requests = []
+        self.submits = []
         error = step.error
         for action in step.actions:
             self._apply(action)
@@ -237,7 +237,7 @@ class _Sim:
             )
         elif isinstance(action, A.SubmitJob):
             self.calls.append({"op": "SubmitJob", "jobId": action.submission_id})
-            # What rayscale.rayjob.ray_link sends: the address and the body (in "requests").
+            # What rayscale.rayjob.ray_link sends: the address and the body (in "submits").
             sent: Obj = {"jobId": action.submission_id}
             cluster = self._get("RayCluster", action.cluster)
             if cluster is not None:
@@ -246,7 +246,7 @@ class _Sim:
                 sent["request"] = SubmitRequest.from_rayjob_spec(action.spec, action.submission_id).to_json()
             except ValueError as exc:
                 sent["error"] = str(exc)
-            self.requests.append(sent)
+            self.submits.append(sent)
         elif isinstance(action, A.StopJob):
             self.calls.append({"op": "StopJob", "jobId": action.job_id})
         elif isinstance(action, A.DeleteSelf):
@@ -279,7 +279,7 @@ class _Sim:
             "objects": objects,
             "events": self.events,
             "dashboard_calls": self.calls,
-            "requests": self.requests,
+            "submits": self.submits,
             "result": {"requeueAfter": requeue, "error": error},
         }
 
