@@ -9,7 +9,8 @@ recent GCS session change, the GCS's view settled after an outage) -> ``build_sn
 hosts of the IDLE and DRAINED removals left, host by host (refused replicas stay; accepted hosts
 are remembered as draining until their removal is written) -> ``build_patch`` -> one JSON patch
 guarded by a ``test`` of the generation planned on. A failed test (409/422) re-plans on the cluster read fresh
-from the API server. Then the reporter (reporter.py) tells the requests, Ray and the RayCluster.
+from the API server. Then the reporter (reporter.py) tells the requests, Ray and the RayCluster, after
+the idle clock of a cluster that opted in (idle_apply.py) has had its say.
 """
 
 from __future__ import annotations
@@ -76,7 +77,12 @@ class Round:
         """The round of a cluster rayscale takes; the seconds to the next one."""
         memory = self.memories.of(key)
         config, now = self.shared.config, self.shared.clock()
-        if trigger == PERIODIC and not poll.due(memory.full_at, now, config, calm=memory.settled):
+        idle = self.reporter.idle
+        if (
+            trigger == PERIODIC
+            and not poll.due(memory.full_at, now, config, calm=memory.settled)
+            and not idle.due(key)
+        ):
             polled = await self.link.poll(key)
             if polled is not None and poll.fingerprint(polled) == memory.seen:
                 self.shared.metrics.quiet_reads.inc()
@@ -103,6 +109,7 @@ class Round:
                 fresh = await ops.get_raycluster(self.shared.api, *key)
                 if fresh is None or not self.shared.config.owns(fresh):  # gone, or moved to another shard
                     return None
+                cluster = fresh
                 try:
                     scaling = self._read(fresh)
                 except SpecError as exc:
@@ -117,8 +124,10 @@ class Round:
             await self.link.tell_ray(key, planned.snapshot, planned.decision, state)
             observed = self.reporter.observe(key, scaling, planned, state, held, trigger)
             memory.settled = state is not None and poll.settled(planned.snapshot, held is not None)
+            idle_wait = await idle.check(key, cluster, state, requests)  # idle_apply.py: may end it
             await self.reporter.report(key, scaling, observed)
-            return poll.delay(state, config)
+            delay = poll.delay(state, config)
+            return delay if idle_wait is None else min(delay, idle_wait)
         # Refused every time, even on the cluster read fresh: a 422 that is no test failure (the
         # patch breaks a validation rule), or a cluster changing under every patch. Back off.
         return Failed(f"patch refused {CONFLICT_ATTEMPTS} times, the last: {refused}")

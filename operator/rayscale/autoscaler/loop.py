@@ -3,7 +3,8 @@
 `Autoscaler` runs a round of a cluster on a RayCluster, pod or RayResourceRequest change, and at
 least every `interval` seconds. Here it decides only whether rayscale autoscales the cluster
 (eligibility.py); a cluster it does not gets its requests told why, its state dropped and, when the
-user asked, an ``AutoscalingRefused`` Warning. The rest is three parts, each a screen or two:
+user asked, an ``AutoscalingRefused`` Warning; one that opted into idle termination still has its
+GCS read for its idle clock (idle_apply.py). The rest is three parts, each a screen or two:
 
 - the round (decide.py): read, trust, snapshot, schedule, drain, patch;
 - the GCS link (gcs_link.py): read Ray, report to Ray, drain Ray's nodes;
@@ -30,9 +31,11 @@ from rayscale.autoscaler.decide import Round
 from rayscale.autoscaler.eligibility import eligibility
 from rayscale.autoscaler.gcs_link import GcsLink
 from rayscale.autoscaler.history import PERIODIC
+from rayscale.autoscaler.idle_apply import opted_in, status_patch
 from rayscale.autoscaler.memory import Memories, Shared
 from rayscale.autoscaler.reporter import Reporter
 from rayscale.autoscaler.requests import pending_status
+from rayscale.autoscaler.spec_reader import SpecError, read_spec
 from rayscale.autoscaler.status import clear_autoscaler_patch
 from rayscale.autoscaler.texts import not_taken_message
 from rayscale.autoscaler.view import cluster_view, fleet_entry
@@ -177,7 +180,10 @@ class Autoscaler:
             head = self._live_head(key) if in_tree and not beside else None
             taken = eligibility(cluster, beside_kuberay=beside, head=head)
         if cluster is None or taken is None or not taken.take:
-            await self._not_taken(key, cluster, requests, taken.refusal if taken else None)
+            refusal = taken.refusal if taken else None
+            if cluster is not None and opted_in(cluster) and not ClusterMeta.from_body(cluster).deleting:
+                return await self._idle_only(key, cluster, requests, refusal)
+            await self._not_taken(key, cluster, requests, refusal)
             return None
         self._memory.of(key).dormant = False  # this round may keep anything in it
         if ClusterMeta.from_body(cluster).deleting:
@@ -204,7 +210,32 @@ class Autoscaler:
         if cluster is not None:
             await self.reporter.write_cluster_status(key, clear_autoscaler_patch(_written(cluster)))
 
+    async def _idle_only(
+        self, key: ClusterKey, cluster: Obj, requests: list[Obj], refusal: str | None
+    ) -> float | Failed | None:
+        """A cluster rayscale does not autoscale that opted into idle termination: its requests
+        wait, its GCS is read for its idle clock alone, and ``status.autoscaler`` holds just the
+        ``IdleTermination`` condition. Looked at again every `interval` (sooner when its clock ends)."""
+        if refusal:
+            self.reporter.refused(key, cluster, refusal)
+        beside = self.config.beside_kuberay
+        message = not_taken_message(*key, exists=True, beside_kuberay=beside)
+        await self.reporter.write_statuses(key, requests, lambda r: pending_status(r, message))
+        self._memory.of(key).dormant = False
+        state = None
+        try:
+            scaling = read_spec(cluster, check=not beside, max_pods=self.config.max_pods)
+        except SpecError:
+            pass  # rayscale's controller builds nothing for it: Ray's state is unknown
+        else:
+            state = await self.link.state(key, scaling)
+        idle = self.reporter.idle
+        wait = await idle.check(key, cluster, state, requests)
+        await self.reporter.write_cluster_status(key, status_patch(_written(cluster), idle.condition(key)))
+        return self.config.interval if wait is None else min(wait, self.config.interval)
+
     async def _forget(self, key: ClusterKey, *, keep_backoff: bool) -> None:
+        self.reporter.idle.forget(key)
         self.queue.forget(key)
         self.vclusters.forget(key)
         self.reporter.writer.forget(key)

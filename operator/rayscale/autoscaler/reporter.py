@@ -6,7 +6,8 @@ request became so), the patch that landed its ``ScaledUp``/``ScaledDown``/``RayN
 remembered for Ray's "Recent failures"), every replica's life its Events (lifecycle.py), and the
 RayCluster its ``status.autoscaler`` (only when it changed, written off the round by
 status_writer.py) with the
-``RayCompatible`` condition (compat.py; an Event when it changes) and, when
+``RayCompatible`` condition (compat.py; an Event when it changes), the ``IdleTermination`` condition
+of a cluster that opted in (idle_apply.py), and, when
 ``rayscale.io/gcs-address`` names another address than the head Service, the ``GcsAddressOverride``
 condition (gcs_override.py; an Event when it changes), an ``UnmetDemand`` Event when the unmet
 demand changed, and the metrics their values. The texts are made in pure modules (texts.py and
@@ -26,6 +27,7 @@ from rayscale.autoscaler.compat import compat_condition, compat_event, find_cond
 from rayscale.autoscaler.gcs_link import GcsLink
 from rayscale.autoscaler.gcs_override import find_override, override_condition, override_event
 from rayscale.autoscaler.history import decision_record
+from rayscale.autoscaler.idle_apply import IdleTermination
 from rayscale.autoscaler.lifecycle import next_lives, notices, replica_summary, unit
 from rayscale.autoscaler.memory import Shared
 from rayscale.autoscaler.patch import ClusterPatch
@@ -75,6 +77,7 @@ class Reporter:
         self.link = link  # which GCS methods answered (the RayCompatible condition)
         pace = shared.config.status_pace_seconds
         self.writer = StatusWriter(self._write_status, shared.clock, pace=pace)  # status.autoscaler
+        self.idle = IdleTermination(shared)  # idle clusters end; its condition joins the status
 
     def refused(self, key: ClusterKey, cluster: Obj, refusal: str) -> None:
         """An ``AutoscalingRefused`` Warning, once per refusal."""
@@ -174,6 +177,9 @@ class Reporter:
         compat = self._compatible(key, cluster, old, now)
         override = self._overridden(key, cluster, old, now)
         conditions = [compat] if override is None else [compat, override]
+        idle = self.idle.condition(key)
+        if idle is not None:
+            conditions.append(idle)
         replicas = replica_summary(seen.lives)
         new = autoscaler_status(
             snapshot,
