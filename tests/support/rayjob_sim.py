@@ -50,6 +50,9 @@ class _Sim:
         meta.setdefault("generation", 1)
         self.job.setdefault("spec", {}).setdefault("submissionMode", C.K8S_JOB_MODE)
         self.objects: dict[tuple[str, str], Obj] = {}
+        # rayscale's own, beside KubeRay's objects (see `_apply`): the RayJob's RayResourceRequests
+        self.requests: dict[str, Obj] = {}
+        self.marked: list[tuple[str, str]] = []  # (cluster, why) of each MarkFinished
         for obj in case.get("objects") or []:
             self._put(copy.deepcopy(obj))
         self.info: Submission | None = None
@@ -173,6 +176,7 @@ class _Sim:
             submission=self.info,
             ray_error=self.ray_error,
             suffixes=(next(self.names), next(self.names)),
+            resource_request=copy.deepcopy(self.requests.get(f"{self._cluster_name()}-demand")),
         )
 
     # ---- one reconcile
@@ -235,6 +239,19 @@ class _Sim:
                 f"Normal UpdatedRayCluster Set the `suspend` field to true for all worker groups in cluster "
                 f"{ns}/{action.name}"
             )
+        # Deliberate improvements on KubeRay, kept out of what the differential compares (objects by
+        # kind, Events): the RayResourceRequest of the entrypoint's resources (rayjob/demand.py) and
+        # the job-finished mark on an autoscaled cluster (rayjob/deletion.py). Only these two.
+        elif isinstance(action, A.CreateRequest):
+            self.requests[action.manifest["metadata"]["name"]] = copy.deepcopy(action.manifest)
+        elif isinstance(action, A.DeleteRequest):
+            self.requests.pop(action.name, None)
+        elif isinstance(action, A.MarkFinished):
+            self.marked.append((action.name, action.why))
+            cluster = self._get("RayCluster", action.name)
+            if cluster is not None:
+                annotations = cluster["metadata"].setdefault("annotations", {})
+                annotations["rayscale.io/job-finished"] = action.why
         elif isinstance(action, A.SubmitJob):
             self.calls.append({"op": "SubmitJob", "jobId": action.submission_id})
             # What rayscale.rayjob.ray_link sends: the address and the body (in "submits").
@@ -281,6 +298,9 @@ class _Sim:
             "dashboard_calls": self.calls,
             "submits": self.submits,
             "result": {"requeueAfter": requeue, "error": error},
+            # rayscale's own (not in the oracle's format): the requests held, the marks so far
+            "requests": [copy.deepcopy(r) for _, r in sorted(self.requests.items())],
+            "marked": list(self.marked),
         }
 
 

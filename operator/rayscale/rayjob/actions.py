@@ -11,12 +11,15 @@ __all__ = [
     "Action",
     "AddFinalizer",
     "CreateCluster",
+    "CreateRequest",
     "CreateService",
     "CreateSubmitter",
     "DeleteCluster",
+    "DeleteRequest",
     "DeleteSelf",
     "DeleteSubmitter",
     "Event",
+    "MarkFinished",
     "RemoveFinalizer",
     "Step",
     "StopJob",
@@ -56,6 +59,29 @@ class DeleteCluster:
 @dataclasses.dataclass(frozen=True)
 class SuspendWorkers:
     """Set ``suspend: true`` on every worker group of the RayJob's cluster (DeleteWorkers)."""
+
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class MarkFinished:
+    """Annotate the RayJob's cluster as finished (``rayscale.io/job-finished: <why>``): the
+    autoscaler drains every worker and scales every group to 0 (rayscale's, not KubeRay's)."""
+
+    name: str
+    why: str
+
+
+@dataclasses.dataclass(frozen=True)
+class CreateRequest:
+    """Create the RayJob's RayResourceRequest (its entrypoint's resources; rayscale's own)."""
+
+    manifest: Manifest
+
+
+@dataclasses.dataclass(frozen=True)
+class DeleteRequest:
+    """Delete the RayJob's RayResourceRequest (gone already is fine)."""
 
     name: str
 
@@ -111,6 +137,9 @@ Action = (
     | CreateCluster
     | DeleteCluster
     | SuspendWorkers
+    | MarkFinished
+    | CreateRequest
+    | DeleteRequest
     | CreateSubmitter
     | DeleteSubmitter
     | CreateService

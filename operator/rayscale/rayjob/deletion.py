@@ -2,7 +2,12 @@
 ``deletionStrategy.deletionRules`` (each rule's TTL from ``status.endTime``; of the rules due, the
 most destructive runs first, one per reconcile), the legacy ``onSuccess``/``onFailure`` pair with
 ``ttlSecondsAfterFinished``, and ``shutdownAfterJobFinishes``. A cluster chosen by
-``clusterSelector`` is never touched."""
+``clusterSelector`` is never touched.
+
+rayscale's own addition: an autoscaled cluster whose workers a policy will release (DeleteCluster,
+DeleteWorkers, DeleteSelf, shutdownAfterJobFinishes) is marked finished at once (`MarkFinished`),
+before any TTL runs out: the autoscaler drains its workers and removes them then, instead of
+letting them idle until the idle timeout or the TTL. The head stays until the policy's time."""
 
 from __future__ import annotations
 
@@ -10,12 +15,13 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from rayscale.cluster.job_end import JOB_FINISHED_ANNOTATION
 from rayscale.common.timefmt import parse_time
 from rayscale.common.types import Obj
 from rayscale.rayjob import consts as C
-from rayscale.rayjob.actions import Action, DeleteCluster, DeleteSelf, Step, SuspendWorkers
+from rayscale.rayjob.actions import Action, DeleteCluster, DeleteSelf, MarkFinished, Step, SuspendWorkers
 
-__all__ = ["cluster_release", "finished"]
+__all__ = ["cluster_release", "finished", "job_end_mark"]
 
 
 def cluster_release(spec: Mapping[str, Any], cluster: Obj | None) -> list[Action]:
@@ -102,9 +108,52 @@ def _rules(
     return _step(actions, requeue)
 
 
+_RELEASING = frozenset({C.DELETE_WORKERS, C.DELETE_CLUSTER, C.DELETE_SELF})
+
+
+def _releases_workers(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Whether a policy will take the workers of the finished job's cluster (now or after a TTL)."""
+    strategy = spec.get("deletionStrategy")
+    if strategy is None:
+        return bool(spec.get("shutdownAfterJobFinishes"))
+    if strategy.get("deletionRules") is not None:
+        return any(
+            _matches(r, status) and str(r.get("policy")) in _RELEASING for r in strategy["deletionRules"]
+        )
+    side = {C.JOB_SUCCEEDED: "onSuccess", C.JOB_FAILED: "onFailure"}.get(str(status.get("jobStatus")))
+    return side is not None and str((strategy.get(side) or {}).get("policy")) in _RELEASING
+
+
+def job_end_mark(job: Obj, cluster: Obj | None) -> list[Action]:
+    """`MarkFinished` for an autoscaled cluster of the job's own whose workers a policy will
+    release and that is not marked yet; nothing otherwise."""
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    if spec.get("clusterSelector") or cluster is None:
+        return []
+    meta = cluster.get("metadata") or {}
+    if meta.get("deletionTimestamp") or JOB_FINISHED_ANNOTATION in (meta.get("annotations") or {}):
+        return []
+    if not (cluster.get("spec") or {}).get("enableInTreeAutoscaling") or not _releases_workers(spec, status):
+        return []
+    job_status = str(status.get("jobStatus") or "")
+    outcome = job_status if job_status in C.JOB_TERMINAL else str(status.get("jobDeploymentStatus") or "")
+    if status.get("reason"):
+        outcome += f", {status['reason']}"
+    job_meta = job.get("metadata") or {}
+    why = f"RayJob {job_meta.get('namespace', '')}/{job_meta.get('name', '')} finished ({outcome})"
+    return [MarkFinished(str(meta.get("name") or ""), why)]
+
+
 def finished(job: Obj, cluster: Obj | None, now: datetime, *, delete_job_after_finish: bool = False) -> Step:
     """The step of a RayJob in Complete or Failed. `delete_job_after_finish`: the operator's
     DELETE_RAYJOB_CR_AFTER_JOB_FINISHES switch (shutdownAfterJobFinishes deletes the RayJob)."""
+    step = _finished(job, cluster, now, delete_job_after_finish)
+    if not any(isinstance(a, DeleteCluster | DeleteSelf) for a in step.actions):  # else no point
+        step.actions[:0] = job_end_mark(job, cluster)
+    return step
+
+
+def _finished(job: Obj, cluster: Obj | None, now: datetime, delete_job_after_finish: bool) -> Step:
     spec, status = job.get("spec") or {}, job.get("status") or {}
     if spec.get("clusterSelector"):
         return Step()

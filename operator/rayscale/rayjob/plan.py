@@ -37,8 +37,9 @@ from rayscale.rayjob.actions import (
 )
 from rayscale.rayjob.build import cluster_for_job, job_head_service, submitter_job
 from rayscale.rayjob.deletion import cluster_release, finished
+from rayscale.rayjob.demand import annotation_problem, request_actions
 from rayscale.rayjob.submitter_state import sidecar_check, submitter_check
-from rayscale.rayjob.validation import validate_job
+from rayscale.rayjob.validation import Invalid, validate_job
 
 __all__ = ["Submission", "World", "plan"]
 
@@ -66,6 +67,7 @@ class World:
     ray_error: str | None = None  # Ray could not be asked
     suffixes: tuple[str, str] = ("", "")  # 5 characters each, for a new job id and cluster name
     delete_job_after_finish: bool = False  # DELETE_RAYJOB_CR_AFTER_JOB_FINISHES
+    resource_request: Obj | None = None  # the RayJob's RayResourceRequest (rayjob/demand.py)
 
 
 def _ms(value: int) -> str:
@@ -97,6 +99,8 @@ class _Plan:
         if self.meta.get("deletionTimestamp"):
             return self._deleting()
         invalid = validate_job(self.job)
+        if invalid is None and (problem := annotation_problem(self.job)) is not None:
+            invalid = Invalid(C.EV_INVALID_METADATA, problem)
         if invalid is not None:
             ns, name = self.meta.get("namespace", ""), self.meta.get("name", "")
             self.step.events.append(Event("Warning", invalid.reason, f"{ns}/{name}: {invalid.message}"))
@@ -119,9 +123,11 @@ class _Plan:
             C.SUSPENDED: self._suspended,
         }.get(state)
         if state in C.DEPLOYMENT_TERMINAL:
-            return finished(
+            step = finished(
                 self.job, self.w.cluster, self.w.now, delete_job_after_finish=self.w.delete_job_after_finish
             )
+            step.actions[:0] = self._request_actions()
+            return step
         if handler is None:
             return Step(requeue=C.REQUEUE_SECONDS)
         try:
@@ -129,7 +135,9 @@ class _Plan:
         except _Break:
             result = None
         if result is not None:
+            result.actions.extend(self._request_actions())
             return result
+        self.actions.extend(self._request_actions())
         checks.count_and_retry(self.spec, self.status)
         self._write()
         return self.step
@@ -291,6 +299,12 @@ class _Plan:
             self.status["jobDeploymentStatus"] = C.NEW
             return None
         return Step()
+
+    def _request_actions(self) -> list[Action]:
+        """The RayJob's RayResourceRequest made with its cluster, deleted once the driver runs."""
+        creating = any(isinstance(a, CreateCluster) for a in self.actions)
+        job = {**self.job, "status": self.status}
+        return request_actions(job, self.w.cluster, self.w.resource_request, creating=creating)
 
     # ---- the checks that end the switch early
 
