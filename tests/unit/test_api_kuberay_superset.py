@@ -4,9 +4,9 @@ path KubeRay has, of the same type and default, enum values included, no rule or
 KubeRay's names, categories, printer columns and subresources.
 
 RayJob and RayCronJob are KubeRay's field for field besides (the RayCluster inside them is rayscale's
-RayCluster, and their one added field is RayCronJob's spec.timeZone); their enums and the constants
-of rayscale.api.rayjob are KubeRay's Go constants; KubeRay's sample RayJobs and RayCronJobs parse into
-the models and dump back unchanged.
+RayCluster, and their added fields are RayCronJob's spec.timeZone and status.conditions); their enums
+and the constants of rayscale.api.rayjob are KubeRay's Go constants; KubeRay's sample RayJobs and
+RayCronJobs parse into the models and dump back unchanged.
 """
 
 from __future__ import annotations
@@ -192,13 +192,19 @@ def test_schemas_use_only_the_keywords_a_crd_has(defn: CrdDefinition) -> None:
         assert unknown(version["schema"]["openAPIV3Schema"], version["name"]) == []
 
 
+_FIELDS = ("type", "status", "observedGeneration", "lastTransitionTime", "reason", "message")
+_CONDITION = (".status.conditions", ".status.conditions[]", *(f".status.conditions[].{f}" for f in _FIELDS))
+
+
 @pytest.mark.parametrize(
-    ("defn", "added"), [(RAYJOB, set()), (RAYCRONJOB, {".spec.timeZone"})], ids=["RayJob", "RayCronJob"]
+    ("defn", "added"),
+    [(RAYJOB, set()), (RAYCRONJOB, {".spec.timeZone", *_CONDITION})],
+    ids=["RayJob", "RayCronJob"],
 )
 def test_rayjob_and_raycronjob_are_kuberays_field_for_field(defn: CrdDefinition, added: set[str]) -> None:
     """Outside the RayCluster they hold: the same paths, types, formats, defaults, enums, bounds,
     required fields and CEL rules as KubeRay's v1 (preserved pod templates cut where KubeRay
-    describes them), and the one added field."""
+    describes them), and the added fields."""
 
     def flat(crd: dict[str, Any], cut: frozenset[str]) -> dict[str, dict[str, Any]]:
         nodes = _nodes(_schema(crd, "v1"))

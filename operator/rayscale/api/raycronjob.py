@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from rayscale.api.raycluster import Condition
 from rayscale.api.rayjob import DATE_TIME, RayJobSpec
 from rayscale.api.schema import KubeModel
 
 TIME_ZONE_DESCRIPTION = (
     "The IANA time zone (e.g. Etc/UTC, Europe/Berlin) the schedule is read in, as batch/v1 CronJob's "
-    "spec.timeZone; unset: the operator's local time zone. A rayscale field KubeRay's RayCronJob "
-    "lacks (KubeRay reads its schedule in the operator's local time zone, or a CRON_TZ= / TZ= prefix)."
+    "spec.timeZone; unset: UTC. Not together with a CRON_TZ= / TZ= prefix of the schedule. A rayscale "
+    "field KubeRay's RayCronJob lacks (KubeRay reads its schedule in the operator's local time zone, "
+    "or a CRON_TZ= / TZ= prefix)."
 )
 
 
@@ -28,9 +30,14 @@ class RayCronJobSpec(KubeModel):
 
 
 class RayCronJobStatus(KubeModel):
-    """Observed state of a RayCronJob: when a RayJob was last scheduled."""
+    """Observed state of a RayCronJob: when a RayJob was last scheduled; SpecValid=False while the
+    spec is refused (a rayscale field KubeRay's RayCronJob lacks)."""
 
     last_schedule_time: str | None = Field(default=None, json_schema_extra=DATE_TIME)
+    conditions: list[Condition] | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
 
 
 __all__ = ["RayCronJobSpec", "RayCronJobStatus"]
