@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from rayscale.api.names import RAYCLUSTER, RAYJOB
+from rayscale.api.names import RAYCLUSTER, RAYJOB, RAYRESOURCEREQUEST
 from rayscale.cluster import naming
+from rayscale.cluster.job_end import JOB_FINISHED_ANNOTATION
 from rayscale.common import labels as L
 from rayscale.common.retry import Failed
 from rayscale.common.types import ClusterKey, Obj
@@ -27,6 +28,7 @@ from rayscale.kube.events import EventSink
 from rayscale.kube.ops import KubeError, create_job, create_service
 from rayscale.rayjob import actions as A
 from rayscale.rayjob import consts as C
+from rayscale.rayjob.demand import request_name
 from rayscale.rayjob.plan import Submission, World, plan
 
 __all__ = ["JobRay", "RayJobController", "RayJobIndex"]
@@ -109,6 +111,7 @@ class ClusterReads(Protocol):
     def cluster(self, key: ClusterKey) -> Mapping[str, Any] | None: ...
     def pods(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]: ...
     def services(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]: ...
+    def requests(self, key: ClusterKey) -> Sequence[Mapping[str, Any]]: ...
 
 
 class RayJobController:
@@ -161,6 +164,10 @@ class RayJobController:
             for service in self.clusters.services(cluster_key):
                 if (service.get("metadata") or {}).get("name") == wanted:
                     cluster_service = service
+        wanted_request = request_name(cluster_key[1])
+        request = next(
+            (r for r in self.clusters.requests(cluster_key) if r["metadata"]["name"] == wanted_request), None
+        )
         submission, ray_error = None, None
         if cluster is not None and status.get("jobDeploymentStatus") == C.RUNNING and status.get("jobId"):
             try:
@@ -179,6 +186,7 @@ class RayJobController:
             ray_error=ray_error,
             suffixes=(suffix(), suffix()),
             delete_job_after_finish=self.delete_after_finish,
+            resource_request=dict(request) if request is not None else None,
         )
 
     async def reconcile(self, key: ClusterKey) -> float | Failed | None:
@@ -256,6 +264,13 @@ class RayJobController:
                 raise
             message = f"Set the `suspend` field to true for all worker groups in cluster {ns}/{action.name}"
             post(job, "Normal", C.EV_UPDATED_CLUSTER, message)
+        elif isinstance(action, A.MarkFinished):  # rayscale's: the autoscaler drains the workers
+            patch = {"metadata": {"annotations": {JOB_FINISHED_ANNOTATION: action.why}}}
+            await ops.patch_custom(self.api, RAYCLUSTER, ns, action.name, patch)
+        elif isinstance(action, A.CreateRequest):  # rayscale's: the entrypoint's resources
+            await ops.create_custom(self.api, RAYRESOURCEREQUEST, action.manifest)
+        elif isinstance(action, A.DeleteRequest):
+            await ops.delete_custom(self.api, RAYRESOURCEREQUEST, ns, action.name)
         elif isinstance(action, A.CreateSubmitter):
             target = f"{ns}/{action.manifest['metadata']['name']}"
             try:
