@@ -36,6 +36,11 @@ def _started(status: Status, now: datetime) -> datetime:
     return parse_time(status.get("startTime")) or now
 
 
+def _go_time(when: datetime | None) -> str:
+    """As KubeRay prints a time with %v (Go's time.Time.String(), the API server's times in UTC)."""
+    return when.strftime("%Y-%m-%d %H:%M:%S +0000 UTC") if when is not None else "<nil>"
+
+
 def _deadline(spec: Mapping[str, Any], status: Status, now: datetime, field: str, reason: str) -> bool:
     """``spec.<field>`` seconds after ``status.startTime`` passed: Failed with `reason`."""
     deadline = spec.get(field)
@@ -47,7 +52,7 @@ def _deadline(spec: Mapping[str, Any], status: Status, now: datetime, field: str
         reason=reason,
         message=(
             f"The RayJob has passed the {field}. "
-            f"StartTime: {status.get('startTime')}. {name}: {int(deadline)}"
+            f"StartTime: {_go_time(parse_time(status.get('startTime')))}. {name}: {int(deadline)}"
         ),
     )
     return True
