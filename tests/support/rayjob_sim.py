@@ -182,7 +182,8 @@ class _Sim:
     # ---- one reconcile
 
     def reconcile(self) -> Obj:
-        if self.job is None:
+        if self.job is None:  # gone: no reconcile, nothing posted or called
+            self.events, self.calls, self.submits = [], [], []
             return self._record(0.0, None)
         step = plan(self.world())
         self.events = [f"{e.type} {e.reason} {e.message}" for e in step.events]
