@@ -119,6 +119,8 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("list", "events"),  # node provisioners' Events on unschedulable pods
         ("watch", "rayvirtualclusters.rayscale.io"),
         ("patch", "rayvirtualclusters.rayscale.io"),
+        ("create", "rayresourcerequests.rayscale.io"),  # a RayJob's entrypoint resources
+        ("delete", "rayresourcerequests.rayscale.io"),
         ("get", "secrets/raycluster-basic"),
     ]
     for verb in ("get", "list", "watch", "create", "update", "patch", "delete"):

@@ -76,7 +76,8 @@ with singleNamespaceInstall the release namespace. */}}
   verbs: ["update"]
 - apiGroups: ["rayscale.io"]
   resources: ["rayresourcerequests"]
-  verbs: ["get", "list", "watch", "patch"]
+  # create and delete: a RayJob's request of its entrypoint's resources
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["rayscale.io"]
   resources: ["rayresourcerequests/status"]
   verbs: ["get", "patch"]
