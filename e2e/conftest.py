@@ -22,6 +22,8 @@ import pytest
 from e2e.harness import NAME, PodClock, Scenario
 from e2e.raybridge.bridge import RayBridge
 from e2e.raybridge.driver import RayDriver
+from e2e.raybridge.jobbridge import JobBridge
+from e2e.raybridge.jobscenario import Jobs
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 from tests.support.kube import Kube
@@ -88,3 +90,28 @@ async def scenario(
             if outcome == "failed":
                 print(f"--- Ray driver log ---\n{driver.tail()}")
                 print("--- Ray bridge ---\n" + "\n".join(map(str, bridge.history())))
+
+
+@pytest.fixture
+def job_bridge(cluster: testcluster.ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[JobBridge]:
+    """Real Ray (with its dashboard) for every RayCluster of the namespace, and the RayJobs'
+    submitters run on this machine (e2e/raybridge/jobbridge.py)."""
+    with JobBridge(cluster.kubeconfig, namespace, log_dir=tmp_path / "ray") as running:
+        yield running
+        problems = running.errors()
+    assert not problems, f"the Ray job bridge failed: {problems}"
+
+
+@pytest.fixture
+async def jobs(
+    api: client.ApiClient,
+    namespace: str,
+    job_bridge: JobBridge,
+    autoscaling_operator: Operator,
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[Jobs]:
+    """A RayJob test's handle (e2e/raybridge/jobscenario.py); its timings go to e2e/.results/."""
+    found = Jobs(request.node.name, api, namespace, job_bridge)
+    yield found
+    report = getattr(request.node, "rep_call", None)
+    found.write_results("passed" if report is not None and report.passed else "failed")
