@@ -199,7 +199,7 @@ class Round:
                 await self.vclusters.apply(key, reading, None, snapshot, state, gcs, memory.token(), now)
             return Planned(snapshot, scheduled, without_launches(decision), pods, now, written=False)
         decision = writable(scaling, decision, pod_names)  # drain nothing the patch would not write
-        units = drain_plan(decision, snapshot, state)
+        units = drain_plan(decision, snapshot, state, finished=scaling.finished is not None)
         if units:
             decision = without(decision, await self.link.drain(key, units))
         patch = build_patch(scaling, decision, pod_names)

@@ -4,6 +4,10 @@ A running host of a replica removed as ``IDLE`` is asked to drain (``IDLE_TERMIN
 its pod is deleted; a host that refuses (it got work) stays. A replica removed as ``DRAINED`` has
 a host that already accepted a drain; its other running hosts are asked the same way.
 
+In a cluster whose RayJob finished (``finished``: rayscale.io/job-finished), replicas removed as
+``MAX_REPLICAS`` (every group's maximum is then its minimum; see spec_reader.py) are drained the
+same way: the job's end takes the workers, and Ray hears it from a drain before their pods go.
+
 Multi-host replicas go only as a whole: their hosts are asked one after the other, and the first
 refusal stops the round's asking (the rest are not asked) and keeps the whole replica. Hosts that
 accepted stay remembered as draining (see snapshot.py), so the replica is due to go (``DRAINED``)
@@ -46,13 +50,15 @@ def _unit(removal: Removal) -> str:
 
 
 def drain_plan(
-    decision: Decision, snapshot: Snapshot, state: ray.ClusterState | None
+    decision: Decision, snapshot: Snapshot, state: ray.ClusterState | None, *, finished: bool = False
 ) -> tuple[DrainUnit, ...]:
-    """The units of `decision` that must drain before they go, each with the hosts still to ask."""
+    """The units of `decision` that must drain before they go, each with the hosts still to ask.
+    `finished`: the cluster's RayJob ended (its MAX_REPLICAS removals drain too)."""
     nodes = {n.name: n for n in snapshot.nodes}
+    causes = (*DRAINED_FIRST, RemovalCause.MAX_REPLICAS) if finished else DRAINED_FIRST
     hosts: dict[str, list[Removal]] = {}
     for removal in decision.terminate:
-        if removal.reason in DRAINED_FIRST:
+        if removal.reason in causes:
             hosts.setdefault(_unit(removal), []).append(removal)
     out = []
     for unit, removals in hosts.items():

@@ -41,6 +41,7 @@ from rayscale.autoscaler.status import (
     GcsHealth,
     autoscaler_patch,
     autoscaler_status,
+    finished_condition,
     unmet_by_reason,
     unmet_key,
     unmet_notice,
@@ -177,6 +178,8 @@ class Reporter:
         compat = self._compatible(key, cluster, old, now)
         override = self._overridden(key, cluster, old, now)
         conditions = [compat] if override is None else [compat, override]
+        if cluster.finished is not None:  # its RayJob ended: why the workers went
+            conditions.append(finished_condition(cluster.finished, now, old))
         idle = self.idle.condition(key)
         if idle is not None:
             conditions.append(idle)

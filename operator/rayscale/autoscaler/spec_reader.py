@@ -12,6 +12,11 @@ a cluster here, so a spec simulates exactly as the operator scales it.
 builds anything; metadata is checked when the manifest names the cluster). Beside KubeRay's
 operator (``check=False``) only the CRD's shape is required: KubeRay decides what it accepts.
 Suspended worker groups are not scaled and are left out.
+
+A cluster marked ``rayscale.io/job-finished`` (its RayJob ended and a deletion policy will take
+its workers; rayscale.cluster.job_end) keeps no worker above each group's ``minReplicas``: every
+group's maximum is its minimum, so the surplus goes at once (drained first; see drain.py) and
+nothing new launches. ``ScalingSpec.finished`` says why.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from pydantic import ValidationError
 from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
 from rayscale.autoscaler.scheduling.model import Group, Options, UpscalingMode
 from rayscale.cluster.host import host_labels, host_resources
+from rayscale.cluster.job_end import finished_reason
 from rayscale.cluster.limits import pods_problem
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.validation import spec_error, validate_metadata, validate_spec
@@ -52,6 +58,7 @@ class ScalingSpec:
     resource_version: str | None = None
     generation: int | None = None  # metadata.generation: moves with the spec alone
     written: Mapping[str, Any] | None = None  # status.autoscaler as last written (None: never)
+    finished: str | None = None  # why the cluster's RayJob ended (rayscale.io/job-finished), or None
 
     @property
     def workers_to_delete(self) -> frozenset[str]:
@@ -81,6 +88,9 @@ def read_spec(manifest: Mapping[str, Any], *, check: bool = True, max_pods: int 
     elif max_pods is not None and (problem := pods_problem(spec.workers, max_pods)):
         raise SpecError(problem)
     groups, options = scaling_of(spec)
+    finished = finished_reason(meta.annotations)
+    if finished is not None:
+        groups = tuple(dataclasses.replace(g, max_replicas=g.min_replicas) for g in groups)
     if max_pods is not None and sum(g.max_replicas * g.num_of_hosts for g in groups) > max_pods:
         cap = max_pods if options.max_workers is None else min(options.max_workers, max_pods)
         options = dataclasses.replace(options, max_workers=cap)
@@ -95,6 +105,7 @@ def read_spec(manifest: Mapping[str, Any], *, check: bool = True, max_pods: int 
         resource_version=None if version is None else str(version),
         generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else None,
         written=written if isinstance(written, Mapping) else None,
+        finished=finished,
     )
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "autoscaler_status",
     "clear_autoscaler_patch",
     "describe_unmet",
+    "finished_condition",
     "merge_patch",
     "shape_text",
     "unmet_by_reason",
@@ -52,6 +53,7 @@ __all__ = [
 # sent to every watcher): at 1,000 autoscaled clusters once a minute is 17 writes a second for nothing.
 REFRESH_SECONDS = 300.0
 UnmetKey = frozenset[tuple[object, ...]]
+JOB_FINISHED_CONDITION = "JobFinished"
 
 WHY = {
     UnmetReason.NO_MATCHING_GROUP: "no worker group has a host that can hold it (resources or labels)",
@@ -195,6 +197,20 @@ def autoscaler_status(
     if kept:
         out["conditions"] = kept
     return out
+
+
+def finished_condition(why: str, now: datetime, old: Obj | None) -> dict[str, Any]:
+    """The ``JobFinished`` condition of a cluster whose RayJob ended (`why`: the annotation's
+    words); `old` is the ``status.autoscaler`` written, whose condition keeps its time."""
+    conditions = (old or {}).get("conditions") or []
+    was = next((c for c in conditions if c.get("type") == JOB_FINISHED_CONDITION), None)
+    return {
+        "type": JOB_FINISHED_CONDITION,
+        "status": "True",
+        "reason": "RayJobFinished",
+        "message": f"{why}: workers drained and removed (down to each group's minReplicas)",
+        "lastTransitionTime": (was or {}).get("lastTransitionTime") or rfc3339(now),
+    }
 
 
 # ----------------------------------------------------------------------------- writing
