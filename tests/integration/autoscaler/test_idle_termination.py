@@ -1,0 +1,174 @@
+"""Idle RayClusters end, against a real Ray 2.60 head on this machine and `rayscale run --mode all`
+on the local control plane.
+
+Each RayCluster points rayscale at the head with ``rayscale.io/gcs-address`` (the operator runs
+with ``--allow-gcs-address-override``) and opts in with ``rayscale.io/idle-termination-seconds``.
+Drivers are ``ray.init()`` subprocesses (tests/support/raydriver.py) that stay attached until their
+stdin closes. Nothing sleeps: every wait polls the API server with a deadline, and what must not
+happen is watched for (`holds`) past the cluster's idle seconds.
+
+1. A cluster with no work is suspended once it has been idle its seconds: ``spec.suspend: true``,
+   a Normal ``IdleSuspended`` Event, the ``IdleTermination`` condition in ``status.autoscaler``.
+2. A cluster with an attached driver is not touched, well past its seconds (condition ``Busy``).
+3. Once that driver has ended, the clock starts, from the driver's end: the cluster is suspended.
+Bad annotation values get a Warning Event and the condition, and nothing is touched.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e.raybridge import rayproc
+
+from rayscale.common.timefmt import parse_time
+from tests.support.builders import example
+from tests.support.kube import Kube
+from tests.support.operators import Operator
+from tests.support.polling import eventually, holds
+from tests.support.raydriver import RAY_WAIT, driver
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs Ray 2.60 (the dev extra)"),
+    pytest.mark.timeout(600),
+]
+
+NAME = "raycluster-basic"
+SECONDS = 4  # the clusters' idle seconds
+SETTLE = 60.0  # rayscale's first rounds on a new cluster (controller, GCS dial) on a busy 2-core machine
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[rayproc.RayNode]:
+    with rayproc.running_head(
+        num_cpus=1, log_dir=tmp_path_factory.mktemp("ray-logs"), timeout=RAY_WAIT
+    ) as head:
+        yield head
+
+
+def idle_cluster(gcs: str, **annotations: str) -> dict[str, Any]:
+    body = example("raycluster-basic.yaml")
+    body["metadata"]["annotations"] = {"rayscale.io/gcs-address": gcs, **annotations}
+    body["spec"]["enableInTreeAutoscaling"] = True
+    group = body["spec"]["workerGroupSpecs"][0]
+    group["replicas"] = group["minReplicas"] = 0  # no worker pods: nothing for the autoscaler to move
+    return body
+
+
+OPTED_IN = {"rayscale.io/idle-termination-seconds": str(SECONDS)}
+
+
+async def idle_condition(kube: Kube) -> dict[str, Any] | None:
+    auto = ((await kube.get(NAME)).get("status") or {}).get("autoscaler") or {}
+    found = [c for c in auto.get("conditions") or [] if c.get("type") == "IdleTermination"]
+    return found[0] if found else None
+
+
+async def suspended(kube: Kube) -> bool:
+    return bool((await kube.get(NAME))["spec"].get("suspend") is True)
+
+
+async def test_a_cluster_without_work_is_suspended_after_its_idle_seconds(
+    kube: Kube, autoscaling_operator: Operator, ray_head: rayproc.RayNode
+) -> None:
+    created = datetime.now(UTC).replace(microsecond=0)
+    await kube.create(idle_cluster(ray_head.address, **OPTED_IN))
+
+    async def idle() -> dict[str, Any] | None:
+        found = await idle_condition(kube)
+        return found if found is not None and found["reason"] == "Idle" else None
+
+    clock = await eventually(idle, timeout=SETTLE, message="the IdleTermination condition: Idle")
+    assert clock["status"] == "True"
+    since = parse_time(clock["lastTransitionTime"])
+    assert since is not None
+    assert since >= created
+    assert "the cluster is suspended at" in clock["message"]
+
+    await eventually(lambda: suspended(kube), timeout=SETTLE, message="spec.suspend: true")
+    (event,) = await eventually(lambda: kube.events("IdleSuspended"), timeout=SETTLE, message="the Event")
+    assert event.type == "Normal"
+    assert f"idle for {SECONDS}s (since {clock['lastTransitionTime']}" in event.message
+
+    async def says_suspended() -> dict[str, Any] | None:
+        found = await idle_condition(kube)
+        return found if found is not None and found["reason"] == "IdleSuspended" else None
+
+    done = await eventually(says_suspended, timeout=SETTLE, message="the condition: IdleSuspended")
+    assert (done["status"], done["message"]) == ("True", event.message)
+    # rayscale's controller honours it: the head pod goes
+    await eventually(lambda: _no_pods(kube), timeout=SETTLE, message="the cluster's pods deleted")
+
+
+async def _no_pods(kube: Kube) -> bool:
+    return not await kube.pods(NAME, live=True)
+
+
+async def test_an_attached_driver_keeps_the_cluster_and_its_end_starts_the_clock(
+    kube: Kube, autoscaling_operator: Operator, ray_head: rayproc.RayNode, tmp_path: Path
+) -> None:
+    async with driver(ray_head, "", tmp_path=tmp_path) as attached:  # ray.init(), then holds
+        await kube.create(idle_cluster(ray_head.address, **OPTED_IN))
+
+        async def busy() -> dict[str, Any] | None:
+            found = await idle_condition(kube)
+            return found if found is not None and found["reason"] == "Busy" else None
+
+        seen = await eventually(busy, timeout=SETTLE, message="the IdleTermination condition: Busy")
+        assert seen["status"] == "False"
+        assert seen["message"] == "the cluster has work: 1 live driver(s) (ray.init)"
+
+        async def untouched() -> bool:
+            body = await kube.get(NAME)
+            found = await idle_condition(kube)
+            assert body["spec"].get("suspend") is not True, "suspended with a driver attached"
+            assert found is not None
+            return bool(found["reason"] == "Busy")
+
+        # Three times the idle seconds: every round sees the driver; nothing is suspended.
+        await holds(untouched, seconds=3 * SECONDS, message="the cluster kept, Busy, while the driver runs")
+        assert await kube.events("IdleSuspended") == []
+        alive = datetime.now(UTC)  # the driver is still attached now
+        await attached.finish()
+
+    await eventually(
+        lambda: suspended(kube), timeout=SETTLE, message="spec.suspend: true once the driver ended"
+    )
+    (event,) = await kube.events("IdleSuspended")
+    found = re.search(r"\(since (\S+Z):", event.message)
+    assert found is not None, event.message
+    since = parse_time(found.group(1))
+    assert since is not None
+    # The clock started once the driver had ended (the GCS's end time, or the first round after
+    # it), not while it ran; the message's time is in whole seconds.
+    assert since >= alive - timedelta(seconds=1), (since, alive)
+
+
+async def test_bad_annotations_are_refused_with_a_warning_and_nothing_is_touched(
+    kube: Kube, autoscaling_operator: Operator, ray_head: rayproc.RayNode
+) -> None:
+    await kube.create(idle_cluster(ray_head.address, **{"rayscale.io/idle-termination-seconds": "-3"}))
+    (warning,) = await eventually(
+        lambda: kube.events("InvalidIdleTermination"), timeout=SETTLE, message="the Warning"
+    )
+    assert warning.type == "Warning"
+    assert 'rayscale.io/idle-termination-seconds="-3" is not a whole number' in warning.message
+
+    async def refused() -> dict[str, Any] | None:
+        found = await idle_condition(kube)
+        return found if found is not None and found["reason"] == "InvalidAnnotation" else None
+
+    found = await eventually(refused, timeout=SETTLE, message="the condition: InvalidAnnotation")
+    assert (found["status"], found["message"]) == ("False", warning.message)
+
+    async def untouched() -> bool:
+        return not await suspended(kube)
+
+    await holds(untouched, seconds=2 * SECONDS, message="the cluster not suspended")
+    assert len(await kube.events("InvalidIdleTermination")) == 1  # once, not every round
