@@ -30,7 +30,7 @@ from typing import Any
 import kopf
 
 from rayscale import gc_tuning
-from rayscale.api.names import RAYCLUSTER, RAYJOB, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
+from rayscale.api.names import RAYCLUSTER, RAYCRONJOB, RAYJOB, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.common import labels as L
 from rayscale.common.tasks import cancel_and_wait
@@ -48,6 +48,7 @@ from rayscale.kube.scope import Scope
 from rayscale.kube.watchhealth import WatchHealth
 from rayscale.metrics import Metrics, process_registry
 from rayscale.rayjob.controller import RayJobController, RayJobIndex
+from rayscale.rayjob.cron_controller import RayCronJobController
 from rayscale.rayjob.ray_link import RayJobRay
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ class Runtime:
     rayjobs: RayJobIndex = dataclasses.field(default_factory=RayJobIndex)
     rayjob_controller: RayJobController | None = None
     rayjob_ray: RayJobRay | None = None
+    raycronjob_controller: RayCronJobController | None = None
 
 
 def indexes(runtime: Runtime) -> Indexes:
@@ -153,6 +155,14 @@ _MADE_BY_RAYJOB = {L.ORIGINATED_FROM_CRD: "RayJob"}
 @kopf.on.event(*RAYJOB.path, registry=registry)
 async def rayjob_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
     memo.runtime.rayjobs.rayjob_event(event["type"], event["object"])
+    if memo.runtime.raycronjob_controller is not None:  # a RayCronJob's RayJob: look at it again
+        memo.runtime.raycronjob_controller.rayjob_changed(event["object"])
+
+
+@kopf.on.event(*RAYCRONJOB.path, registry=registry)
+async def raycronjob_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
+    if memo.runtime.raycronjob_controller is not None:
+        memo.runtime.raycronjob_controller.cronjob_event(event["type"], event["object"])
 
 
 @kopf.on.event("batch", "v1", "jobs", labels=_MADE_BY_RAYJOB, registry=registry)
@@ -295,6 +305,12 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
             asyncio.create_task(
                 _once_indexed(runtime, runtime.rayjob_controller.run), name="rayscale-rayjobs"
             )
+        )
+        cron = runtime.raycronjob_controller = RayCronJobController(
+            api, runtime.rayjobs, runtime.recorder, observer=metrics.queue("raycronjob")
+        )
+        runtime.tasks.append(
+            asyncio.create_task(_once_indexed(runtime, cron.run), name="rayscale-raycronjobs")
         )
     if runtime.autoscaler_config is not None:
         runtime.autoscaler = marks.autoscaler = Autoscaler(

@@ -27,10 +27,11 @@ def test_kopf_watches_every_custom_resource_and_writes_nothing_to_them() -> None
     resource-changing or daemon handler: kopf then adds no finalizer and writes no progress or
     diffbase annotation. The pods and Services are the informers' (rayscale.kube.informer): kopf's
     per-object machinery would cost a large share of the CPU per event (docs/architecture.md).
-    RayJobs and their submitter Jobs are few: kopf watches them."""
+    RayJobs, RayCronJobs and the submitter Jobs are few: kopf watches them."""
     kinds = {
         ("ray.io", "rayclusters"),
         ("ray.io", "rayjobs"),
+        ("ray.io", "raycronjobs"),
         ("batch", "jobs"),
         ("rayscale.io", "rayresourcerequests"),
         ("rayscale.io", "rayvirtualclusters"),
