@@ -1,74 +1,45 @@
-"""rayscale's RayJob state machine against KubeRay v1.6.2's own RayJob reconciler, step by step.
+"""rayscale's RayJob controller against KubeRay v1.6.2's own RayJob reconciler, step by step, field
+by field.
 
 Each scripted case of tests/kuberay/rayjob_cases/ runs through the oracle (KubeRay's reconciler,
 `rayjob_oracle`) and through rayscale's plan in the same in-memory world (tests.support.rayjob_sim).
-After every step both must agree on: the deployment status, Ray's job status, the reason, the
-failed and succeeded counts, the finalizers, the kinds of objects made for the RayJob (RayCluster,
-submitter Job, the RayJob's head Service), the Event reasons, the calls to Ray (submit, stop; the
-oracle's status reads are rayscale's GCS reads), and whether the step failed.
-
-Not compared yet: the whole status (messages, times), the objects' contents.
+After every step the two are compared whole (tests/kuberay/rayjob_compare.py): the RayJob's status
+(every field, messages, times on the virtual clock), finalizers, requeue and failure; every
+RayCluster, submitter Job and RayJob head Service (metadata, labels, annotations, owner references,
+spec); every Event's reason, type and message; every call to Ray with the submit's address and
+body. A difference fails the case unless an entry of tests/kuberay/rayjob_allowlist.yaml explains
+it (deliberate, narrow, with its reason); an entry that explains nothing fails too. The self-tests
+at the end plant differences and stale entries to show the judge fails both ways.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+from collections import Counter
 from typing import Any
 
 import pytest
 
-from tests.kuberay import rayjob_oracle
+from tests.kuberay import rayjob_allowlist, rayjob_compare, rayjob_oracle
+from tests.kuberay.compare import Difference
+from tests.kuberay.entries import Entry, Pattern
 from tests.support.rayjob_sim import run_case
 
-EPOCH_MS = 1_767_225_600_000  # the simulated world's "now" (2026-01-01T00:00:00Z)
-FACTS = (
-    "jobDeploymentStatus",
-    "jobStatus",
-    "reason",
-    "failed",
-    "succeeded",
-    "finalizers",
-    "objects",
-    "events",
-    "calls",
-    "error",
-)
+EPOCH_MS = 1_767_225_600_000  # the simulated world's first "now" (2026-01-01T00:00:00Z)
 
 
 def _ours(case: dict[str, Any]) -> dict[str, Any]:
-    """The oracle gives Ray's job times as milliseconds before now; the simulation as Unix ms."""
+    """The oracle takes Ray's job times as milliseconds before now; the simulation as Unix ms."""
     case = copy.deepcopy(case)
+    now_ms = EPOCH_MS
     for step in case.get("steps") or []:
+        now_ms += int(float(step.get("age") or 0) * 1000)
         info = step.get("job_info")
         for key in ("startTime", "endTime") if info else ():
             if info.get(key) and info[key] < 1e12:
-                info[key] = int(EPOCH_MS - info[key])
+                info[key] = int(now_ms - info[key])
     return run_case(case)
-
-
-def _made_for_the_job(obj: dict[str, Any]) -> bool:
-    """RayClusters, Jobs and the RayJob's Service (the oracle also stands in the cluster's own)."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return obj["kind"] != "Service" or labels.get("ray.io/originated-from-crd") == "RayJob"
-
-
-def facts(step: dict[str, Any]) -> dict[str, Any]:
-    status = step["status"]
-    if status == "deleted":
-        return {"jobDeploymentStatus": "deleted"}
-    return {
-        "jobDeploymentStatus": status.get("jobDeploymentStatus", ""),
-        "jobStatus": status.get("jobStatus", ""),
-        "reason": status.get("reason", ""),
-        "failed": status.get("failed"),
-        "succeeded": status.get("succeeded"),
-        "finalizers": list(step["finalizers"]),
-        "objects": sorted(o["kind"] for o in step["objects"] if _made_for_the_job(o)),
-        "events": sorted(e.split(" ")[1] for e in step["events"]),
-        "calls": [c["op"] for c in step["dashboard_calls"] if c["op"] != "GetJobInfo"],
-        "error": bool(step["result"]["error"]),
-    }
 
 
 @functools.cache
@@ -81,32 +52,138 @@ def _kuberay() -> list[dict[str, Any]]:
     return rayjob_oracle.run_rayjob_cases([copy.deepcopy(c.case) for c in _cases()])
 
 
+@functools.cache
+def _answers() -> dict[str, tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]]:
+    """Case file stem -> (the case, KubeRay's steps, rayscale's steps)."""
+    return {
+        c.path.stem: (c.case, theirs["steps"], _ours(c.case)["steps"])
+        for c, theirs in zip(_cases(), _kuberay(), strict=True)
+    }
+
+
+@functools.cache
+def _differences() -> dict[str, list[Difference]]:
+    out = {}
+    for stem, (case, theirs, ours) in _answers().items():
+        assert len(ours) == len(theirs), stem
+        out[stem] = rayjob_compare.compare_case(case, theirs, ours)
+    return out
+
+
 def _names() -> list[str]:
     return sorted(p.stem for p in rayjob_oracle.CASES_DIR.glob("*.yaml"))
 
 
+def _shown(differences: list[Difference]) -> str:
+    return "\n".join(f"{d.document} {d}" for d in differences)
+
+
 @pytest.mark.parametrize("name", _names())
 def test_rayjob_steps_as_kuberay(name: str) -> None:
-    index = next(i for i, c in enumerate(_cases()) if c.path.stem == name)
-    theirs = _kuberay()[index]["steps"]
-    ours = _ours(_cases()[index].case)["steps"]
-    assert len(ours) == len(theirs)
-    for i, (kuberay, rayscale) in enumerate(zip(theirs, ours, strict=True)):
-        assert facts(rayscale) == facts(kuberay), f"{name}: step {i}"
+    verdict = rayjob_allowlist.judge(_differences()[name], rayjob_allowlist.load())
+    assert not verdict.unexplained, "\n" + _shown(verdict.unexplained)
 
 
-def test_facts_are_compared() -> None:
-    """The judge can fail: a step whose deployment status differs is told apart."""
+def test_every_allowlist_entry_explains_a_difference() -> None:
+    allowlist = rayjob_allowlist.load()
+    verdict = rayjob_allowlist.judge((d for ds in _differences().values() for d in ds), allowlist)
+    assert verdict.stale(allowlist) == []
 
-    def step(state: str) -> dict[str, Any]:
-        return {
-            "status": {"jobDeploymentStatus": state},
-            "finalizers": [],
-            "objects": [],
-            "events": [],
-            "dashboard_calls": [],
-            "result": {"error": None},
-        }
 
-    assert facts(step("Running")) != facts(step("Failed"))
-    assert set(facts(step("Running"))) == set(FACTS)
+def test_allowlist_entries_are_narrow() -> None:
+    assert [p for e in rayjob_allowlist.load() for p in rayjob_allowlist.too_broad(e)] == []
+
+
+def tally() -> dict[str, int]:
+    """The differential's figures: steps, fields compared, differing, allowlisted."""
+    allowlist = rayjob_allowlist.load()
+    counts: Counter[str] = Counter()
+    for stem, (case, theirs, ours) in _answers().items():
+        counts["cases"] += 1
+        counts["steps"] += len(theirs)
+        counts["fields"] += rayjob_compare.fields(case, theirs, ours)
+        verdict = rayjob_allowlist.judge(_differences()[stem], allowlist)
+        counts["allowlisted"] += sum(verdict.used.values())
+        counts["unexplained"] += len(verdict.unexplained)
+    counts["agreeing"] = counts["fields"] - counts["allowlisted"] - counts["unexplained"]
+    return dict(counts)
+
+
+def test_the_tally_adds_up() -> None:
+    figures = tally()
+    assert figures["steps"] >= 169
+    assert figures["fields"] > 10 * figures["steps"]
+    assert figures["unexplained"] == 0
+    assert figures["agreeing"] > 0
+
+
+# ----------------------------------------------------------------------------- the judge fails
+
+
+def _planted(mutate: Any) -> list[Difference]:
+    """The differences of k8sjob-happy-path once ``mutate`` changed rayscale's steps."""
+    case, theirs, ours = _answers()["k8sjob-happy-path"]
+    ours = copy.deepcopy(ours)
+    mutate(ours)
+    verdict = rayjob_allowlist.judge(rayjob_compare.compare_case(case, theirs, ours), rayjob_allowlist.load())
+    return verdict.unexplained
+
+
+def _job(steps: list[dict[str, Any]], i: int) -> dict[str, Any]:
+    (job,) = [o for o in steps[i]["objects"] if o["kind"] == "Job"]
+    found: dict[str, Any] = job
+    return found
+
+
+def test_a_planted_difference_is_caught() -> None:
+    def env(steps: list[dict[str, Any]]) -> None:
+        container = _job(steps, 2)["spec"]["template"]["spec"]["containers"][0]
+        container["env"][1]["value"] = "elsewhere:8265"
+
+    def message(steps: list[dict[str, Any]]) -> None:
+        steps[4]["events"].append("Warning Planted a planted Event")
+        steps[4]["status"]["message"] = "planted"
+
+    def label(steps: list[dict[str, Any]]) -> None:
+        _job(steps, 2)["metadata"]["labels"]["planted"] = "yes"
+
+    assert _planted(lambda steps: None) == []
+    (d,) = _planted(env)
+    assert (d.document, d.object) == ("k8sjob-happy-path#2", "Job/rayjob-sample-shutdown")
+    assert d.path == "spec.template.spec.containers[ray-job-submitter].env[RAY_DASHBOARD_ADDRESS].value"
+    assert [(d.object, d.path) for d in _planted(message)] == [
+        ("RayJob", "status.message"),
+        ("Event/Planted", ""),
+    ]
+    assert [d.path for d in _planted(label)] == ["metadata.labels.planted"]
+
+
+def test_generated_names_are_mapped_not_dropped() -> None:
+    """The job id and the cluster name are random on both sides, but one used for the other is a
+    difference."""
+
+    def swap(steps: list[dict[str, Any]]) -> None:
+        status = steps[3]["status"]
+        status["jobId"], status["rayClusterName"] = status["rayClusterName"], status["jobId"]
+
+    found = {d.path for d in _planted(swap) if d.document == "k8sjob-happy-path#3"}
+    assert {"status.jobId", "status.rayClusterName"} <= found
+
+
+def test_a_stale_or_broad_entry_fails() -> None:
+    stale = Entry("stale", "explains nothing", (Pattern("RayJob", "status.nothing", "<absent>", '"x"'),))
+    verdict = rayjob_allowlist.judge(
+        (d for ds in _differences().values() for d in ds), [*rayjob_allowlist.load(), stale]
+    )
+    assert verdict.stale([stale]) == ["stale"]
+    broad = Entry("broad", "too broad", (Pattern("RayCluster/*", "**"),))
+    assert len(rayjob_allowlist.too_broad(broad)) == 2
+
+
+def test_an_entry_explains_only_its_values() -> None:
+    """The worker group priority entry explains rayscale's default 0, not another value."""
+    allowlist = rayjob_allowlist.load()
+    path = "spec.workerGroupSpecs[0].priority"
+    ours = Difference("c#1", "RayCluster/x-<1>", path, rayjob_compare.ABSENT, 0)
+    other = Difference("c#1", "RayCluster/x-<1>", path, rayjob_compare.ABSENT, 5)
+    assert rayjob_allowlist.judge([ours, other], allowlist).unexplained == [other]

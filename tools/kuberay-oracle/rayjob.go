@@ -97,7 +97,8 @@ package main
 // the case runs) is set back to it on its way into the store (the API server would truncate it to the
 // second anyway), and "age" moves every timestamp back: the RayJob's status (startTime, endTime,
 // rayJobInfo, rayClusterStatus), each RayCluster's status, the Jobs' statuses (conditions, startTime,
-// completionTime), the pods' container states, and the dashboard's job start and end times; not
+// completionTime), the pods' container states, the dashboard's job start and end times, and the times
+// KubeRay printed into the RayJob's status.message (in the layout it printed them in); not
 // metadata (deletionTimestamp). Output reports a timestamp (a field named *Time, *Timestamp or *At)
 // as {"ago": whole seconds before the virtual now} (0 for later ones); a time printed in a message,
 // an Event or an error (KubeRay prints StartTime with %v, a submitter's finishedAt as time.DateTime)
@@ -771,8 +772,10 @@ func (e *jobEnv) age(d time.Duration) error {
 		}
 	}
 	if rj, err := e.rayJob(); err == nil {
-		if ts := rayJobTimes(&rj.Status); len(ts) > 0 {
+		ts, message := rayJobTimes(&rj.Status), shiftText(rj.Status.Message, d)
+		if len(ts) > 0 || message != rj.Status.Message {
 			shift(ts)
+			rj.Status.Message = message // a time KubeRay printed into it is as old as the others
 			if err := e.c.Status().Update(e.ctx, rj); err != nil {
 				return err
 			}
@@ -1271,6 +1274,26 @@ func (e *jobEnv) clocklessAt(v any, key string) any {
 	}
 }
 
+// shiftText moves the times printed inside a text d into the past, in the layout they were printed in.
+func shiftText(s string, d time.Duration) string {
+	return timeInText.ReplaceAllStringFunc(s, func(m string) string {
+		text := m
+		if i := strings.Index(text, " m="); i >= 0 {
+			text = text[:i]
+		}
+		if at, err := time.Parse(goTimeLayout, text); err == nil {
+			return at.Add(-d).Format(goTimeLayout)
+		}
+		if at, err := time.ParseInLocation(time.DateTime, text, time.Local); err == nil {
+			return at.Add(-d).Format(time.DateTime)
+		}
+		return m
+	})
+}
+
+// goTimeLayout is time.Time.String()'s layout (without the monotonic reading).
+const goTimeLayout = "2006-01-02 15:04:05.999999999 -0700 MST"
+
 // clockText replaces the times printed inside a text by "<n s ago>".
 func (e *jobEnv) clockText(s string) string {
 	return timeInText.ReplaceAllStringFunc(s, func(m string) string {
@@ -1278,7 +1301,7 @@ func (e *jobEnv) clockText(s string) string {
 		if i := strings.Index(text, " m="); i >= 0 {
 			text = text[:i]
 		}
-		at, err := time.Parse("2006-01-02 15:04:05.999999999 -0700 MST", text)
+		at, err := time.Parse(goTimeLayout, text)
 		if err != nil {
 			if at, err = time.ParseInLocation(time.DateTime, text, time.Local); err != nil {
 				return m
