@@ -185,6 +185,10 @@ bench-autoscaler-fleet: install cluster-build ## one operator autoscaling 100 an
 bench-vs-kuberay: install cluster-build kuberay-operator ## the controller beside KubeRay's own operator (its defaults; rayscale's settings): scale-up, 50 and 1,000 clusters, head of line, scale-down, CPU, RSS (about an hour; VS_ARGS="--reps 2 --cases ..." for less)
 	$(PY) -m bench.vs_kuberay --write-docs $(VS_ARGS)
 
+.PHONY: bench-rayjob-fleet
+bench-rayjob-fleet: install cluster-build kuberay-operator ## 1,000 RayJobs on one operator, rayscale beside KubeRay's operator: job-status lag, dashboard calls, CPU, RSS (Ray faked; about 30 min; RAYJOB_ARGS="--jobs 100 --reps 1" for less)
+	$(PY) -m bench.rayjob_fleet --write-docs $(RAYJOB_ARGS)
+
 # ---- Ray GCS protobuf bindings (operator/rayscale/ray/protos; generated, git-ignored) ----
 RAY_PROTOS := operator/rayscale/ray/protos
 RAY_PROTO_STAMP := $(RAY_PROTOS)/.generated
