@@ -1,0 +1,122 @@
+"""The pure parts of bench/rayjob_fleet.py (RayJobs on rayscale beside KubeRay's operator): the fake
+Ray's schedule and what it answers, the RayJob it creates, the lag figures and the docs section."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from bench import rayjob_fleet_docs
+from bench.rayjob_fake_ray import Schedule, answer
+from bench.rayjob_fleet import JobWatch, lags, percentile, rayjob
+
+from rayscale.ray import convert
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_job_goes_pending_running_succeeded_on_its_schedule() -> None:
+    clock = Clock()
+    schedule = Schedule(pending=10, running=20, clock=clock)
+    assert answer(schedule, "POST", "/api/jobs/", {"submission_id": "j1", "entrypoint": "python x"}) == (
+        200,
+        {"job_id": "j1", "submission_id": "j1"},
+    )
+    job = schedule.jobs["j1"]
+    seen = []
+    for at in (1000, 1009.9, 1010, 1029.9, 1030, 1100):
+        clock.now = at
+        seen.append(schedule.status(job, at))
+    assert seen == ["PENDING", "PENDING", "RUNNING", "RUNNING", "SUCCEEDED", "SUCCEEDED"]
+    assert schedule.changes(job) == {"PENDING": 1000, "RUNNING": 1010, "SUCCEEDED": 1030}
+
+
+def test_the_gcs_record_is_one_rayscale_reads_as_ray_wrote_it() -> None:
+    clock = Clock()
+    schedule = Schedule(pending=1, running=1, clock=clock)
+    schedule.submit("j1", "python x", {"owner": "bench"})
+    job = schedule.jobs["j1"]
+    infos = []
+    for at in (1000.5, 1001.5, 1002.5):
+        infos.append(convert.submission_info(json.dumps(schedule.record(job, at))))
+    assert [i.status for i in infos] == ["PENDING", "RUNNING", "SUCCEEDED"]
+    assert infos[0].start_time_ms == 1_000_000
+    assert (infos[1].end_time_ms, infos[2].end_time_ms) == (0, 1_002_000)
+    assert infos[2].metadata == {"owner": "bench"}
+    assert infos[2].driver_exit_code == 0
+
+
+def test_the_dashboard_answers_and_counts() -> None:
+    clock = Clock()
+    schedule = Schedule(pending=1, running=1, clock=clock)
+    assert answer(schedule, "GET", "/api/jobs/j1", None)[0] == 404
+    assert answer(schedule, "POST", "/api/jobs/", {"submission_id": "j1", "entrypoint": "x"})[0] == 200
+    status, text = answer(schedule, "POST", "/api/jobs/", {"submission_id": "j1", "entrypoint": "x"})
+    assert status == 400
+    assert "Please use a different submission_id" in text  # what rayscale takes as already submitted
+    clock.now = 1001.5
+    status, details = answer(schedule, "GET", "/api/jobs/j1", None)
+    assert (status, details["status"], details["submission_id"]) == (200, "RUNNING", "j1")
+    assert answer(schedule, "GET", "/api/version", None)[0] == 200
+    assert dict(schedule.calls) == {"dashboard_status": 2, "dashboard_submit": 2, "dashboard_other": 1}
+
+
+def test_the_rayjob_names_the_fakes_for_its_cluster() -> None:
+    body = rayjob("rj-0001", "127.0.0.1:5", "http://127.0.0.1:6")
+    assert body["metadata"]["annotations"] == {
+        "rayscale.io/gcs-address": "127.0.0.1:5",
+        "rayscale.io/dashboard-address": "http://127.0.0.1:6",
+    }
+    assert body["spec"]["submissionMode"] == "HTTPMode"
+    assert body["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] is True
+
+
+def test_lags_from_the_schedule_to_the_watch() -> None:
+    clock = Clock()
+    schedule = Schedule(pending=10, running=20, clock=clock)
+    watch = JobWatch(None, "ns")
+    for i, (running, succeeded) in enumerate([(1.0, 2.0), (3.0, None)]):
+        schedule.submit(f"j{i}", "x", {})
+        watch.job_ids[f"rj-{i}"] = f"j{i}"
+        seen = {"RUNNING": 1010 + running} | ({"SUCCEEDED": 1030 + succeeded} if succeeded else {})
+        watch.seen[f"rj-{i}"] = seen
+    found = lags(schedule, watch)
+    assert found["RUNNING"]["p50_s"] == 1.0
+    assert found["RUNNING"]["p99_s"] == 3.0
+    assert (found["SUCCEEDED"]["jobs"], found["SUCCEEDED"]["skipped"]) == (1, 1)
+    assert math.isnan(percentile([], 0.5))
+
+
+def result(operator: str, rep: int, **over: Any) -> dict[str, Any]:
+    lag = {"p50_s": 1.0, "p99_s": 2.5, "max_s": 3.0, "mean_s": 1.2, "jobs": 10, "skipped": 0}
+    calls = {"dashboard_submit": 10} | (
+        {"dashboard_status": 90, "proxied": 100}
+        if operator == "kuberay"
+        else {"gcs_kv_get": 80, "gcs_state": 150}
+    )
+    return {
+        "operator": operator, "rep": rep, "jobs": 10, "complete_s": 40.0 + rep, "submitted_last_s": 5.0,
+        "lag": {"RUNNING": lag, "SUCCEEDED": lag}, "calls": calls, "cpu_seconds": 3.0, "cores": 0.1,
+        "rss_peak_mib": 90.0, "rss_end_mib": 80.0, "load_start": [1.0, 1, 1], "load_end": [2.0, 1, 1],
+    } | over  # fmt: skip
+
+
+def test_the_docs_section_renders_from_the_results() -> None:
+    results = {
+        "runs": [result("rayscale", 0), result("kuberay", 0), result("rayscale", 1), result("kuberay", 1)],
+        "jobs": 10, "reps": 2, "operators": ["rayscale", "kuberay"], "pending_s": 10.0, "running_s": 20.0,
+        "kuberay_version": "v1.6.2", "provenance": {"commit": "abc"},
+    }  # fmt: skip
+    text = rayjob_fleet_docs.render(results)
+    assert text.startswith(rayjob_fleet_docs.TITLE)
+    assert "| every RayJob Complete, s from the first create | 40.5 (40.0-41.0) | 40.5 (40.0-41.0) |" in text
+    assert "| dashboard job-status calls | 0 | 90 |" in text
+    assert "rayscale made 0 dashboard status calls" in text
+    assert rayjob_fleet_docs.shown(results)["kuberay"]["proxied"] == 100
