@@ -17,6 +17,7 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from rayscale.cluster import naming
 from rayscale.common.timefmt import parse_time, rfc3339
 from rayscale.ray.jobrequest import SubmitRequest
 from rayscale.rayjob import actions as A
@@ -38,6 +39,12 @@ def _merge(target: Obj, patch: Obj) -> None:
             _merge(target[key], value)
         else:
             target[key] = copy.deepcopy(value)
+
+
+def _head_service_name(cluster: Obj) -> str:
+    """The RayCluster's head Service as its controller names it (headService's name when set)."""
+    head = (cluster.get("spec") or {}).get("headGroupSpec") or {}
+    return naming.head_service_name(cluster["metadata"]["name"], head.get("headService"))
 
 
 class _Sim:
@@ -162,7 +169,7 @@ class _Sim:
         cluster_service = None
         if cluster is not None:
             cluster_service = {
-                "metadata": {"name": f"{self._cluster_name()}-head-svc", "namespace": "default"},
+                "metadata": {"name": _head_service_name(cluster), "namespace": "default"},
                 "spec": {"ports": [{"name": "dashboard", "port": 8265}]},
             }
         return World(
