@@ -221,11 +221,6 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
         {"featureGates": [{"name": "RayFoo", "enabled": True}]},
         "featureGates: rayscale has no feature gate RayFoo",
     ),
-    "feature-gate-cron": (
-        {"featureGates": [{"name": "RayCronJob", "enabled": True}]},
-        "featureGates: RayCronJob enabled: true: rayscale does not run RayCronJobs; remove it or set "
-        "enabled: false",
-    ),
     "feature-gate-service": (
         {"featureGates": [{"name": "RayServiceIncrementalUpgrade", "enabled": True}]},
         "featureGates: RayServiceIncrementalUpgrade enabled: true",
@@ -319,6 +314,8 @@ def test_what_rayscale_cannot_do_is_refused_saying_what_to_do(helm: str, case: s
         {"featureGates": [{"name": "RayJobDeletionPolicy", "enabled": True}]},
         {"featureGates": [{"name": "RayJobDeletionPolicy", "enabled": False}]},
         {"featureGates": [{"name": "AsyncJobInfoQuery", "enabled": True}]},
+        {"featureGates": [{"name": "RayCronJob", "enabled": True}]},
+        {"featureGates": [{"name": "RayCronJob", "enabled": False}]},
         {"service": {"type": "ClusterIP", "port": 8080}, "metrics": {"service": {"type": "NodePort"}}},
         {"labels": {"team": "a"}, "podLabels": {"team": "a"}},
         {

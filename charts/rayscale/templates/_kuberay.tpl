@@ -79,7 +79,7 @@ RayClusterStatusConditions: [true, "rayscale always writes RayCluster status con
 RayMultiHostIndexing: [true, "rayscale always labels the pods of multi-host worker replicas"]
 RayJobDeletionPolicy: [any, "rayscale always honours a RayJob's deletionStrategy"]
 RayServiceIncrementalUpgrade: [false, "rayscale does not run RayServices"]
-RayCronJob: [false, "rayscale does not run RayCronJobs"]
+RayCronJob: [any, "rayscale always runs RayCronJobs"]
 AsyncJobInfoQuery: [any, "rayscale reads job status from Ray's GCS and never waits on the dashboard"]
 {{- end -}}
 
