@@ -201,6 +201,9 @@ func run(crdPath string, lifecycle, rayjob bool, rayjobCRD string, files []strin
 	if rayjob {
 		return runRayJob(os.Stdin, schemas, rayjobCRD, out)
 	}
+	if *raycronjobMode {
+		return runRayCronJob(os.Stdin, out)
+	}
 	var docs []map[string]any
 	if len(files) == 0 {
 		if docs, err = readDocs(os.Stdin); err != nil {
