@@ -6,8 +6,9 @@ The file is a list of entries in tests/kuberay/entries.py's allowlist format: ``
 path and both values; the objects are rayjob_compare's parts: ``RayJob``, ``RayCluster/<name>``,
 ``Job/<name>``, ``Service/<name>``, ``Event/<reason>``, ``Ray/<n>``, ``RayResourceRequest/<name>``),
 and optionally ``where`` (globs over ``<case>#<step>``). Every entry must be narrow (a path
-without ``**`` and at least one of the two values pinned) and must explain at least one difference
-of the scripted cases: a stale entry fails the differential as an unexplained difference does.
+without ``**``, at least one of the two values pinned, and a whole object or a ``*`` field only in
+the cases its ``where`` names) and must explain at least one difference of the scripted cases: a
+stale entry fails the differential as an unexplained difference does.
 """
 
 from __future__ import annotations
@@ -31,9 +32,12 @@ def load(path: Path = ALLOWLIST) -> list[Entry]:
 def too_broad(entry: Entry) -> list[str]:
     """Why an entry is not narrow (none when it is)."""
     problems = []
+    anywhere = "*" in entry.where
     for p in entry.patterns:
-        if "**" in p.path or p.path in ("", "*"):
-            problems.append(f"{entry.id}: {p}: name the path (no ** and not the whole object)")
+        if "**" in p.path:
+            problems.append(f"{entry.id}: {p}: name the path (no **)")
+        if anywhere and (p.path in ("", "*") or "*" in p.path.rsplit(".", 1)[-1]):
+            problems.append(f"{entry.id}: {p}: a whole object or any field only where the entry says")
         if p.kuberay in (None, "*") and p.rayscale in (None, "*"):
             problems.append(f"{entry.id}: {p}: pin at least one of the two values")
     return problems
