@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from e2e.raybridge import rayproc
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from rayscale.common.timefmt import parse_time
+from rayscale.ray.client import GcsClient
 from tests.support.builders import example
 from tests.support.kube import Kube
 from tests.support.operators import Operator
@@ -45,10 +47,19 @@ SETTLE = 60.0  # rayscale's first rounds on a new cluster (controller, GCS dial)
 
 
 @pytest.fixture(scope="module")
-def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[rayproc.RayNode]:
+async def ray_head(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[rayproc.RayNode]:
+    """A Ray head whose raylet has registered (its GCS alone may answer before, and a head whose
+    raylet never starts exits)."""
     with rayproc.running_head(
         num_cpus=1, log_dir=tmp_path_factory.mktemp("ray-logs"), timeout=RAY_WAIT
     ) as head:
+        async with GcsClient(head.address, timeout=10) as gcs:
+
+            async def up() -> bool:
+                assert head.running(), f"the Ray head exited:\n{head.log_tail()}"
+                return bool(await gcs.get_all_node_info(alive_only=True))
+
+            await eventually(up, timeout=RAY_WAIT, message="the Ray head's raylet alive in its GCS")
         yield head
 
 
@@ -172,3 +183,57 @@ async def test_bad_annotations_are_refused_with_a_warning_and_nothing_is_touched
 
     await holds(untouched, seconds=2 * SECONDS, message="the cluster not suspended")
     assert len(await kube.events("InvalidIdleTermination")) == 1  # once, not every round
+
+
+async def _gone(kube: Kube) -> bool:
+    try:
+        await kube.get(NAME)
+    except ApiException as exc:
+        if exc.status == 404:
+            return True
+        raise
+    return False
+
+
+async def test_a_cluster_rayscale_does_not_autoscale_is_deleted_when_asked(
+    kube: Kube, autoscaling_operator: Operator, ray_head: rayproc.RayNode
+) -> None:
+    body = idle_cluster(ray_head.address, **OPTED_IN, **{"rayscale.io/idle-termination-action": "delete"})
+    body["spec"]["enableInTreeAutoscaling"] = False  # rayscale reads its GCS for the idle clock alone
+
+    async def idle() -> dict[str, Any] | None:
+        auto = ((await kube.get(NAME)).get("status") or {}).get("autoscaler") or {}
+        return auto if [c.get("reason") for c in auto.get("conditions") or []] == ["Idle"] else None
+
+    await kube.create(body)
+    only = await eventually(idle, timeout=SETTLE, message="status.autoscaler: the Idle condition alone")
+    assert set(only) == {"conditions"}  # not autoscaled: no decision, groups or GCS health
+    assert "the cluster is deleted at" in only["conditions"][0]["message"]
+    await eventually(lambda: _gone(kube), timeout=SETTLE, message="the RayCluster deleted")
+    (event,) = await kube.events("IdleDeleted")
+    assert event.type == "Normal"
+    assert f"idle for {SECONDS}s" in event.message
+    assert event.message.endswith("deleted as rayscale.io/idle-termination-seconds asks")
+
+
+RESTART_SECONDS = 20  # long enough for the operator to be stopped and started inside it
+
+
+async def test_the_clock_survives_an_operator_restart(
+    kube: Kube, autoscaling_operator: Operator, ray_head: rayproc.RayNode
+) -> None:
+    body = idle_cluster(ray_head.address, **{"rayscale.io/idle-termination-seconds": str(RESTART_SECONDS)})
+    await kube.create(body)
+
+    async def idle() -> dict[str, Any] | None:
+        found = await idle_condition(kube)
+        return found if found is not None and found["reason"] == "Idle" else None
+
+    clock = await eventually(idle, timeout=SETTLE, message="the IdleTermination condition: Idle")
+    autoscaling_operator.stop()  # SIGTERM; a new operator process starts with no memory
+    assert not await suspended(kube)
+    autoscaling_operator.start()
+    await eventually(lambda: suspended(kube), timeout=SETTLE + RESTART_SECONDS, message="spec.suspend: true")
+    (event,) = await kube.events("IdleSuspended")
+    # The new operator counted from the clock the first one wrote, not from its own first look.
+    assert f"(since {clock['lastTransitionTime']}:" in event.message, (clock, event.message)
