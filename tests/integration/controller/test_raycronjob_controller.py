@@ -254,3 +254,27 @@ async def test_bad_schedule_is_a_condition_and_a_warning(
         return await refused() is None and len(await rayjobs(api, namespace, "bad")) >= 1
 
     await eventually(healed, timeout=PROMPTLY, message="the condition gone and a RayJob made")
+
+
+async def test_created_suspended_makes_nothing_until_resumed(
+    api: client.ApiClient, namespace: str, operator: Operator
+) -> None:
+    """KubeRay's e2e TestRayCronJobSuspend, on an ``@every 2s`` schedule instead of every minute."""
+    objects: Any = client.CustomObjectsApi(api)
+    body = raycronjob("sleepy", "@every 2s", suspend=True)
+    await objects.create_namespaced_custom_object(*RAYCRONJOB.at(namespace), body)
+
+    async def none() -> bool:
+        return await rayjobs(api, namespace, "sleepy") == []
+
+    await holds(none, seconds=8, message="no RayJob while suspended (four ticks)")
+    await objects.patch_namespaced_custom_object(
+        *RAYCRONJOB.at(namespace), "sleepy", {"spec": {"suspend": False}}, _content_type=MERGE
+    )
+
+    async def some() -> list[dict[str, Any]] | None:
+        jobs = await rayjobs(api, namespace, "sleepy")
+        return jobs or None
+
+    jobs = await eventually(some, timeout=PROMPTLY, message="a RayJob once resumed")
+    one_per_tick(jobs)
