@@ -4,11 +4,11 @@ statuses, served the two ways the operators read it.
 - `Schedule`: each job submitted (by either operator, through the fake dashboard's submit endpoint)
   is PENDING for `pending` seconds, RUNNING for `running` seconds, then SUCCEEDED; its status is a
   function of the wall clock, so the moments it changes are known exactly (`changes`).
-- The fake GCS (`serving_gcs`, one gRPC server for every cluster: the submission ids tell the jobs
-  apart): ``InternalKVGet`` of namespace ``job``, key ``_ray_internal_job_info_<id>`` answers the
-  record Ray 2.60's job manager writes there (``JobInfo.to_json``, as tests/unit/data keeps them),
-  NotFound for an unknown id; the autoscaler's methods answer a head-only Ray
-  (bench/fake_gcs_fleet.py). What rayscale reads.
+- The fake GCS (`serving_gcs`, one gRPC server for every cluster, on an address of its own for
+  each; the submission ids tell the jobs apart): ``InternalKVGet`` of namespace ``job``, key
+  ``_ray_internal_job_info_<id>`` answers the record Ray 2.60's job manager writes there
+  (``JobInfo.to_json``, as tests/unit/data keeps them), NotFound for an unknown id; the
+  autoscaler's methods answer a head-only Ray (bench/fake_gcs_fleet.py). What rayscale reads.
 - The fake dashboard (`serving_dashboard`, HTTP, also an HTTP proxy: KubeRay's operator dials
   ``http://<head-svc>.<ns>.svc.cluster.local:8265``, which does not resolve here, and Go's net/http
   sends such requests to $HTTP_PROXY in absolute form): ``GET /api/jobs/<id>`` (Ray's JobDetails;
@@ -17,7 +17,8 @@ statuses, served the two ways the operators read it.
 
 Every call is counted (`Schedule.calls`): ``dashboard_status``, ``dashboard_submit``,
 ``dashboard_other``, ``proxied`` (requests that came through as a proxy), ``gcs_kv_get`` and
-``gcs_state`` (the autoscaler's reads).
+``gcs_state`` (the autoscaler's reads); the GCS keeps which connections each kind came on
+(`Schedule.peers`).
 """
 
 from __future__ import annotations
@@ -60,6 +61,11 @@ class Schedule:
     clock: Callable[[], float] = time.time
     jobs: dict[str, Job] = field(default_factory=dict)
     calls: collections.Counter[str] = field(default_factory=collections.Counter)
+    # the connections (gRPC peers, "ipv4:127.0.0.1:PORT") the GCS's job-record reads ("kv") and
+    # state reads ("state") came on
+    peers: collections.defaultdict[str, set[str]] = field(
+        default_factory=lambda: collections.defaultdict(set)
+    )
 
     def submit(self, submission_id: str, entrypoint: str, metadata: dict[str, str]) -> bool:
         """A new job (True), or False when the id is known already."""
@@ -123,6 +129,7 @@ def kv_handler(schedule: Schedule) -> Any:
 
     async def get(request: Any, context: Any) -> Any:
         schedule.calls["gcs_kv_get"] += 1
+        schedule.peers["kv"].add(context.peer())
         key = bytes(request.key)
         job = None
         if request.namespace == KV_NAMESPACE and key.startswith(KV_PREFIX):
@@ -140,29 +147,57 @@ def kv_handler(schedule: Schedule) -> Any:
     return grpc.method_handlers_generic_handler(INTERNAL_KV.full_name, {"InternalKVGet": method})
 
 
-class CountedRay(FakeRay):
-    """A head-only Ray whose state reads are counted in the schedule."""
+def autoscaler_handler(schedule: Schedule) -> Any:
+    """The autoscaler's methods, answered as a head-only Ray (bench/fake_gcs_fleet.py); the state
+    reads counted, with the connection (peer) each came on."""
+    import grpc
 
-    def __init__(self, schedule: Schedule) -> None:
-        super().__init__(running=list)
-        self.schedule = schedule
+    from rayscale.ray.wire import SERVICE
+    from rayscale.ray.wire import autoscaler_pb2 as pb
 
-    def state(self, pb: Any) -> Any:
-        self.schedule.calls["gcs_state"] += 1
-        return super().state(pb)
+    ray = FakeRay(running=list)
+    methods = handlers(ray).service  # fake_gcs_fleet's generic handler, for Report and Drain
+
+    async def state(request: Any, context: Any) -> Any:
+        schedule.calls["gcs_state"] += 1
+        schedule.peers["state"].add(context.peer())
+        return ray.state(pb)
+
+    replaced = grpc.unary_unary_rpc_method_handler(
+        state,
+        request_deserializer=pb.GetClusterResourceStateRequest.FromString,
+        response_serializer=pb.GetClusterResourceStateReply.SerializeToString,
+    )
+
+    class Handler(grpc.GenericRpcHandler):  # type: ignore[misc]
+        def service(self, details: Any) -> Any:
+            if details.method == f"/{SERVICE.full_name}/GetClusterResourceState":
+                return replaced
+            return methods(details)
+
+    return Handler()
+
+
+def loopback(index: int) -> str:
+    """The `index`-th address of 127.1.0.0/16 (the loopback network) the fake GCS listens on."""
+    return f"127.1.{index // 250}.{index % 250 + 1}"
 
 
 @contextlib.asynccontextmanager
-async def serving_gcs(schedule: Schedule) -> AsyncIterator[str]:
-    """One fake GCS for every cluster on a port of 127.0.0.1; yields its address."""
+async def serving_gcs(schedule: Schedule, hosts: int = 1) -> AsyncIterator[list[str]]:
+    """One fake GCS for every cluster, on one port of `hosts` loopback addresses (`loopback`);
+    yields them. A cluster of its own address each, as in a real fleet: gRPC shares one connection
+    between the channels of one target, so clusters on one address would share a connection."""
     import grpc
 
     server = grpc.aio.server()
-    server.add_generic_rpc_handlers((handlers(CountedRay(schedule)), kv_handler(schedule)))
-    port = server.add_insecure_port("127.0.0.1:0")
+    server.add_generic_rpc_handlers((autoscaler_handler(schedule), kv_handler(schedule)))
+    port = server.add_insecure_port(f"{loopback(0)}:0")
+    for index in range(1, hosts):
+        server.add_insecure_port(f"{loopback(index)}:{port}")
     await server.start()
     try:
-        yield f"127.0.0.1:{port}"
+        yield [f"{loopback(index)}:{port}" for index in range(hosts)]
     finally:
         await server.stop(grace=None)
 

@@ -25,11 +25,12 @@ SUCCEEDED, on one schedule both operators read:
 Per run: the time from the first create call until every RayJob is Complete; the lag from each
 status change of the schedule (RUNNING, SUCCEEDED) to a watch seeing ``status.jobStatus`` change
 (p50, p99 over the jobs); the dashboard's status calls (rayscale: must be 0), submits and proxied
-calls; the GCS's key-value reads and state reads; the operator's CPU seconds (utime + stime, from the
-first create to the last Complete) and mean cores over that time, its VmHWM and VmRSS; the load
-average at the start and the end (other work on the machine shows there). Results go to
-bench/results/rayjob_fleet.json (--out); --write-docs rewrites the section "RayJobs: 1,000 at once,
-beside KubeRay's operator" of docs/benchmarks.md (bench/rayjob_fleet_docs.py).
+calls; the GCS's key-value reads and state reads, and the connections they came on (how many
+connections carried job-record reads but no autoscaler read); the operator's CPU seconds (utime +
+stime, from the first create to the last Complete) and mean cores over that time, its VmHWM and
+VmRSS; the load average at the start and the end (other work on the machine shows there). Results
+go to bench/results/rayjob_fleet.json (--out); --write-docs rewrites the section "RayJobs: a fleet
+at once, beside KubeRay's operator" of docs/benchmarks.md (bench/rayjob_fleet_docs.py).
 """
 
 from __future__ import annotations
@@ -221,7 +222,7 @@ async def measured_run(bench: ProxiedBench, name: str, rep: int, args: argparse.
     """One operator handed `args.jobs` RayJobs: until all are Complete, then what it cost."""
     schedule = Schedule(args.pending, args.running)
     names = [f"rj-{i:04d}" for i in range(args.jobs)]
-    async with serving_gcs(schedule) as gcs, serving_dashboard(schedule) as dashboard:
+    async with serving_gcs(schedule, args.jobs) as gcs, serving_dashboard(schedule) as dashboard:
         bench.proxy = dashboard
         async with operated(bench, name, "rj-fleet") as run:
             async with watching(bench.core, run.ns) as (pods, pods_task):
@@ -248,16 +249,20 @@ async def measured_run(bench: ProxiedBench, name: str, rep: int, args: argparse.
 
 async def timed(
     bench: ProxiedBench, run: Operated, schedule: Schedule, watch: JobWatch, task: asyncio.Task[None],
-    names: list[str], gcs: str, dashboard: str, args: argparse.Namespace,
+    names: list[str], gcs: list[str], dashboard: str, args: argparse.Namespace,
 ) -> dict[str, Any]:  # fmt: skip
     pid = run.running.pid
     schedule.calls.clear()  # the warm-up's calls are not the run's
+    schedule.peers.clear()
     cpu0, load0, mono0, wall0 = tree_cpu_seconds(pid), load_average(), time.monotonic(), time.time()
 
     async def create(body: dict[str, Any]) -> None:
         await bench.objects.create_namespaced_custom_object(*RAYJOB.at(run.ns), body)
 
-    calls = [functools.partial(create, rayjob(n, gcs, dashboard)) for n in names]
+    calls = [
+        functools.partial(create, rayjob(n, address, dashboard))
+        for n, address in zip(names, gcs, strict=True)
+    ]
     await at_most(CREATE_CONCURRENCY, calls)
     created = time.monotonic() - mono0
     await watch.all_complete(len(names), mono0 + args.timeout, run.running, task)
@@ -274,6 +279,11 @@ async def timed(
         "submitted_last_s": max(submitted, default=math.nan),
         "lag": lags(schedule, watch),
         "calls": dict(schedule.calls),
+        "gcs_connections": {  # job-record reads on connections the autoscaler's reads did not use
+            "kv": len(schedule.peers["kv"]),
+            "state": len(schedule.peers["state"]),
+            "kv_only": len(schedule.peers["kv"] - schedule.peers["state"]),
+        },
         "cpu_seconds": cpu,
         "cores": cpu / wall,
         "rss_peak_mib": memory["VmHWM"] / 1024,

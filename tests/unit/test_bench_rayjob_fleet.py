@@ -8,10 +8,11 @@ import math
 from typing import Any
 
 from bench import rayjob_fleet_docs
-from bench.rayjob_fake_ray import Schedule, answer
+from bench.rayjob_fake_ray import Schedule, answer, serving_gcs
 from bench.rayjob_fleet import JobWatch, lags, percentile, rayjob
 
 from rayscale.ray import convert
+from rayscale.ray.client import GcsClient
 
 
 class Clock:
@@ -120,3 +121,25 @@ def test_the_docs_section_renders_from_the_results() -> None:
     assert "| dashboard job-status calls | 0 | 90 |" in text
     assert "rayscale made 0 dashboard status calls" in text
     assert rayjob_fleet_docs.shown(results)["kuberay"]["proxied"] == 100
+
+
+async def test_the_fake_gcs_tells_which_connection_each_read_came_on() -> None:
+    """One client (one connection) for the state and the job records: one peer for both; a second
+    client, of another cluster's address, for the records alone is a connection of its own."""
+    schedule = Schedule(pending=1, running=1)
+    schedule.submit("j1", "x", {})
+    async with serving_gcs(schedule, hosts=2) as addresses:
+        assert addresses[0].rsplit(":", 1)[0] != addresses[1].rsplit(":", 1)[0]
+        shared, own = (GcsClient(address, timeout=5, retries=0) for address in addresses)
+        try:
+            await shared.get_cluster_resource_state()
+            assert (await shared.get_submission("j1")) is not None
+            assert (await shared.get_submission("nope")) is None
+            assert schedule.peers["kv"] == schedule.peers["state"]
+            assert len(schedule.peers["kv"]) == 1
+            await own.get_submission("j1")
+        finally:
+            await shared.close()
+            await own.close()
+    assert len(schedule.peers["kv"] - schedule.peers["state"]) == 1
+    assert (schedule.calls["gcs_state"], schedule.calls["gcs_kv_get"]) == (1, 3)
