@@ -26,6 +26,7 @@ from rayscale.autoscaler.idle import (
     read_settings,
     work_of,
 )
+from rayscale.autoscaler.idle_apply import opted_in, status_patch
 from rayscale.common.timefmt import rfc3339
 from rayscale.ray.model import (
     ActorInfo,
@@ -262,3 +263,27 @@ def test_bad_annotation_condition_and_event_once() -> None:
     assert invalid_event(None, new) == ("Warning", idle.INVALID_EVENT, problem)
     assert invalid_event(new, condition(problem, T0 + timedelta(seconds=5), new)) is None  # once
     assert invalid_event(None, condition(Keep(Reason.BUSY, "x"), T0)) is None
+
+
+# ---- a cluster rayscale does not autoscale: its status.autoscaler holds the condition alone ----
+
+
+def test_opted_in_by_either_annotation() -> None:
+    assert opted_in({"metadata": {"annotations": {SECONDS_ANNOTATION: "60"}}})
+    assert opted_in({"metadata": {"annotations": {ACTION_ANNOTATION: "delete"}}})  # to be told it is bad
+    assert not opted_in({"metadata": {"annotations": {"rayscale.io/autoscaler": "true"}}})
+    assert not opted_in({"metadata": {}})
+
+
+def test_status_patch_of_a_cluster_not_autoscaled() -> None:
+    idle_now = condition(decide(TEN, Work(), None, T0, suspended=False), T0)
+    assert status_patch(None, idle_now) == {"status": {"autoscaler": {"conditions": [idle_now]}}}
+    assert status_patch({"conditions": [idle_now]}, idle_now) is None  # written already
+    # what an autoscaled past left is cleared
+    past = {"groups": [], "gcs": {"reachable": True}, "conditions": [{"type": "RayCompatible"}]}
+    assert status_patch(past, idle_now) == {
+        "status": {"autoscaler": {"groups": None, "gcs": None, "conditions": [idle_now]}}
+    }
+    # opted out: the condition goes
+    assert status_patch({"conditions": [idle_now]}, None) == {"status": {"autoscaler": None}}
+    assert status_patch(None, None) is None

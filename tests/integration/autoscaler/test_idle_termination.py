@@ -29,6 +29,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from rayscale.common.timefmt import parse_time
 from rayscale.ray.client import GcsClient
+from rayscale.ray.model import JobInfo
 from tests.support.builders import example
 from tests.support.kube import Kube
 from tests.support.operators import Operator
@@ -147,6 +148,17 @@ async def test_an_attached_driver_keeps_the_cluster_and_its_end_starts_the_clock
         assert await kube.events("IdleSuspended") == []
         alive = datetime.now(UTC)  # the driver is still attached now
         await attached.finish()
+
+    async with GcsClient(ray_head.address, timeout=10) as gcs:  # what the clock read: the job's end
+
+        async def ended() -> list[JobInfo] | None:
+            jobs = [j for j in await gcs.get_all_job_info() if j.submission_id is None]
+            return jobs if jobs and all(j.is_dead for j in jobs) else None
+
+        jobs = await eventually(ended, timeout=RAY_WAIT, message="the driver dead in the GCS's job table")
+    latest = max(jobs, key=lambda j: j.end_time_ms)
+    assert 0 < latest.start_time_ms <= latest.end_time_ms
+    assert latest.end_time_ms >= int(alive.timestamp() * 1000) - 1000  # it ended after it was seen alive
 
     await eventually(
         lambda: suspended(kube), timeout=SETTLE, message="spec.suspend: true once the driver ended"
