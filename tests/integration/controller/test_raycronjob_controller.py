@@ -6,24 +6,38 @@ from its tick, labelled, annotated and owned as KubeRay makes them, ``lastSchedu
 started again makes no second RayJob for it (the tick's RayJob made before the operator starts,
 as a killed operator that created it and never wrote the status leaves it, is taken as made; and
 a real kill right after a create); a bad schedule is SpecValid=False and a Warning Event, and
-nothing is made until it is fixed. The plan's every rule is the unit tests'."""
+nothing is made until it is fixed; created suspended, nothing until resumed. And the controller alone
+(in this process, its RayJob index empty) meeting AlreadyExists at a tick: its own RayJob counts as
+made, another's is refused with a Warning. The plan's every rule is the unit tests'."""
 
 from __future__ import annotations
 
 import copy
 import itertools
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
 from rayscale.api.names import RAYCRONJOB, RAYJOB
+from rayscale.common.retry import Failed
 from rayscale.common.timefmt import parse_time
-from rayscale.rayjob.cron import EV_INVALID_SPEC, EV_SUSPENDED, NAME_LABEL, TIMESTAMP_ANNOTATION, rayjob_name
+from rayscale.rayjob.controller import RayJobIndex
+from rayscale.rayjob.cron import (
+    EV_INVALID_SPEC,
+    EV_NAME_TAKEN,
+    EV_SUSPENDED,
+    NAME_LABEL,
+    TIMESTAMP_ANNOTATION,
+    rayjob_name,
+)
+from rayscale.rayjob.cron_controller import RayCronJobController
+from rayscale.rayjob.cron_schedule import next_tick, parse_standard
 from tests.support.builders import example
 from tests.support.kube import Kube
 from tests.support.operators import Operator
@@ -278,3 +292,68 @@ async def test_created_suspended_makes_nothing_until_resumed(
 
     jobs = await eventually(some, timeout=PROMPTLY, message="a RayJob once resumed")
     one_per_tick(jobs)
+
+
+class _Posted:
+    """An EventSink that keeps what is posted."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def post(self, obj: Mapping[str, Any], type_: str, reason: str, message: str, action: str = "") -> None:
+        del obj, action
+        self.events.append((type_, reason, message))
+
+
+async def test_already_exists_is_done_for_its_own_rayjob_and_refused_for_anothers(
+    api: client.ApiClient, namespace: str, raycluster_crd: None
+) -> None:
+    """The controller alone, in this process, its RayJob index empty (as right after a start,
+    before the RayJobs are listed), at the first tick: the create meets a RayJob of the tick's name.
+    Another's is refused (a Warning, no status written, retried); its own counts as made."""
+    objects: Any = client.CustomObjectsApi(api)
+    cron = await objects.create_namespaced_custom_object(
+        *RAYCRONJOB.at(namespace), raycronjob("cron", "*/5 * * * *")
+    )
+    created = parse_time(cron["metadata"]["creationTimestamp"])
+    assert created is not None
+    tick = next_tick(parse_standard("*/5 * * * *"), created, ZoneInfo("UTC"))
+    assert tick is not None
+    name = rayjob_name("cron", tick)
+    stranger: dict[str, Any] = {**RAYJOB.type_meta(), "metadata": {"name": name}, "spec": template()}
+    await objects.create_namespaced_custom_object(*RAYJOB.at(namespace), stranger)
+    posted = _Posted()
+    controller = RayCronJobController(api, RayJobIndex(), posted, clock=lambda: tick + timedelta(seconds=1))
+    controller.cronjob_event("ADDED", cron)
+
+    outcome = await controller.reconcile((namespace, "cron"))
+    assert isinstance(outcome, Failed)
+    message = f"RayJob {namespace}/{name} exists and is not this RayCronJob's"
+    assert posted.events == [("Warning", EV_NAME_TAKEN, message)]
+    assert "lastScheduleTime" not in ((await get_cron(api, namespace, "cron")).get("status") or {})
+
+    ours = copy.deepcopy(stranger)
+    ours["metadata"]["ownerReferences"] = [
+        {"apiVersion": "ray.io/v1", "kind": "RayCronJob", "name": "cron", "uid": cron["metadata"]["uid"]}
+    ]
+    await objects.delete_namespaced_custom_object(*RAYJOB.at(namespace), name)
+
+    async def gone() -> bool:
+        return all(job["metadata"]["name"] != name for job in await rayjobs_all(api, namespace))
+
+    await eventually(gone, timeout=PROMPTLY, message="the stranger deleted")
+    await objects.create_namespaced_custom_object(*RAYJOB.at(namespace), ours)
+    outcome = await controller.reconcile((namespace, "cron"))
+    assert isinstance(outcome, float)
+    assert outcome == pytest.approx(299.0)
+    status = (await get_cron(api, namespace, "cron"))["status"]
+    assert parse_time(status["lastScheduleTime"]) == tick + timedelta(seconds=1)
+    assert [job["metadata"]["name"] for job in await rayjobs_all(api, namespace)] == [name]
+
+
+async def rayjobs_all(api: client.ApiClient, namespace: str) -> list[dict[str, Any]]:
+    objects: Any = client.CustomObjectsApi(api)
+    items: list[dict[str, Any]] = (await objects.list_namespaced_custom_object(*RAYJOB.at(namespace)))[
+        "items"
+    ]
+    return items
