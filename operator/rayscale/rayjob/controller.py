@@ -48,6 +48,7 @@ class JobRay(Protocol):
     async def submission(self, cluster: Obj, job_id: str) -> Submission | None: ...
     async def submit(self, cluster: Obj, submission_id: str, spec: Mapping[str, Any]) -> None: ...
     async def stop(self, cluster: Obj | None, namespace: str, job_id: str) -> None: ...
+    async def drain_workers(self, cluster: Obj, pods: Sequence[str]) -> set[str]: ...
 
 
 class RayJobIndex:
@@ -255,6 +256,7 @@ class RayJobController:
             post(job, "Normal", C.EV_DELETED_CLUSTER, f"Deleted cluster {ns}/{action.name}")
         elif isinstance(action, A.SuspendWorkers):
             cluster = self.clusters.cluster((ns, action.name)) or {}
+            await self._drain_workers(job, cluster)  # rayscale's: Ray hears before the pods go
             groups = len((cluster.get("spec") or {}).get("workerGroupSpecs") or [])
             try:
                 await ops.suspend_worker_groups(self.api, ns, action.name, groups)
@@ -309,6 +311,22 @@ class RayJobController:
                 log.info("rayjob %s/%s: stopping the Ray job %s: %s", ns, name, action.job_id, exc)
         elif isinstance(action, A.DeleteSelf):
             await ops.delete_custom(self.api, RAYJOB, ns, name)
+
+    async def _drain_workers(self, job: Obj, cluster: Obj) -> None:
+        """Before DeleteWorkers suspends the groups (and the controller deletes their pods), ask
+        Ray to drain each worker's node. Best effort: the pods go either way, as in KubeRay."""
+        meta = cluster.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        pods = [str(p["metadata"]["name"]) for p in self.clusters.pods(key) if not _is_head(p)]
+        if not pods:
+            return
+        try:
+            accepted = await self.ray.drain_workers(cluster, pods)
+        except Exception as exc:
+            log.info("rayjob %s: draining the workers of %s/%s: %s", job["metadata"]["name"], *key, exc)
+            return
+        log.info("rayjob %s: %d of %d workers of %s/%s drained", job["metadata"]["name"], len(accepted),
+                 len(pods), *key)  # fmt: skip
 
     async def _service(self, job: Obj, action: A.CreateService | A.UpdateService) -> None:
         ns, name = job["metadata"]["namespace"], action.manifest["metadata"]["name"]

@@ -13,7 +13,7 @@ token goes to both.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rayscale.api.raycluster import RayClusterSpec
@@ -99,6 +99,22 @@ class RayJobRay:
         if info is None:
             return None
         return Submission(info.status, info.message, info.start_time_ms, info.end_time_ms)
+
+    async def drain_workers(self, cluster: Obj, pods: Sequence[str]) -> set[str]:
+        """Ask the Ray node of each worker pod that runs one to drain (``IDLE_TERMINATION``: a node
+        with work refuses), before a DeleteWorkers policy deletes the pods; the pods whose node
+        accepted. One after the other: a DeleteWorkers cluster is small and fixed."""
+        client = await self._client(cluster)
+        state = await client.get_cluster_resource_state()
+        accepted = set()
+        for pod in pods:
+            node = state.node_by_instance(pod)
+            if node is None or not node.alive:
+                continue
+            message = f"rayscale: RayJob finished (DeleteWorkers), removing pod {pod}"
+            if (await client.drain_node(node.node_id, message=message)).accepted:
+                accepted.add(pod)
+        return accepted
 
     async def _dashboard(self, cluster: Obj) -> Any:
         from rayscale.ray.dashboard import DashboardClient
