@@ -214,3 +214,44 @@ async def test_at_the_jobs_end_the_workers_are_drained_and_removed_at_once(
     assert found["reason"] == "RayJobFinished"
     assert found["message"] == f"{why}: workers drained and removed (down to each group's minReplicas)"
     assert await head_phase(kube, cluster) == "Running"  # the head waits for the TTL
+
+
+async def test_delete_workers_drains_each_worker_before_the_groups_are_suspended(
+    api: client.ApiClient, namespace: str, gcs: FakeGcsServer, autoscaling_operator: Operator
+) -> None:
+    """DeleteWorkers (a cluster without autoscaling: KubeRay refuses it with autoscaling): the
+    suspend flags and the pods' deletion are KubeRay's; before them, Ray is asked to drain."""
+    kube = Kube(api, namespace)
+    gcs.replies["InternalKVGet"] = _submission("RUNNING")
+    rules = [{"policy": "DeleteWorkers", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 0}}]
+    body = rayjob("fixed", gcs.address, submissionMode=C.HTTP_MODE, deletionStrategy={"deletionRules": rules})
+    del body["spec"]["shutdownAfterJobFinishes"]
+    cluster_spec = body["spec"]["rayClusterSpec"]
+    cluster_spec["enableInTreeAutoscaling"] = False
+    cluster_spec["workerGroupSpecs"][1]["replicas"] = 1  # one GPU worker, fixed
+    await kube.objects.create_namespaced_custom_object(*RAYJOB.at(namespace), body)
+    cluster = gcs.cluster = await cluster_name(kube, "fixed")
+    (worker,) = names(
+        await eventually(
+            lambda: kube.running_workers(cluster, 1, group="gpu"), timeout=PROMPTLY, message="the GPU worker"
+        )
+    )
+    gcs.replies["GetClusterResourceState"] = _ray_state(gcs, {worker})
+
+    async def running() -> bool:
+        return (await job_status(kube, "fixed")).get("jobStatus") == "RUNNING"
+
+    await eventually(running, timeout=PROMPTLY, message="the driver RUNNING")
+    assert await requests(kube) == []  # no autoscaling: nothing requested
+    gcs.replies["InternalKVGet"] = _submission("SUCCEEDED")
+
+    async def gone() -> bool:
+        return await kube.workers(cluster, live=True) == []
+
+    await eventually(gone, timeout=PROMPTLY, message="the worker deleted by DeleteWorkers")
+    drains = [request for method, request, _ in gcs.calls if method == "DrainNode"]
+    assert [d.node_id for d in drains] == [_node_id(worker)]
+    assert "RayJob finished (DeleteWorkers)" in drains[0].reason_message
+    rc = await kube.objects.get_namespaced_custom_object(*RAYCLUSTER.at(namespace), cluster)
+    assert [g.get("suspend") for g in rc["spec"]["workerGroupSpecs"]] == [True, True]
+    assert JOB_FINISHED_ANNOTATION not in (rc["metadata"].get("annotations") or {})
