@@ -1159,13 +1159,19 @@ func (e *jobEnv) observe() (rayJobStepResult, error) {
 	}
 	for _, o := range objects {
 		kind := ""
-		switch o.(type) {
+		switch typed := o.(type) {
 		case *rayv1.RayCluster:
 			kind = "RayCluster"
 		case *batchv1.Job:
 			kind = "Job"
 		case *corev1.Service:
 			kind = "Service"
+			// A Service of a user's headService gets KubeRay's ports in Go's map order
+			// (common.BuildServiceForHeadPod sorts only its own): shown sorted by name, as the
+			// default head Service is, so that a second run answers the same.
+			svc := typed.DeepCopy()
+			sort.SliceStable(svc.Spec.Ports, func(i, j int) bool { return svc.Spec.Ports[i].Name < svc.Spec.Ports[j].Name })
+			o = svc
 		default:
 			continue
 		}
