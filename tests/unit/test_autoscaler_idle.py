@@ -269,10 +269,10 @@ def test_bad_annotation_condition_and_event_once() -> None:
 
 
 def test_opted_in_by_either_annotation() -> None:
-    assert opted_in({"metadata": {"annotations": {SECONDS_ANNOTATION: "60"}}})
-    assert opted_in({"metadata": {"annotations": {ACTION_ANNOTATION: "delete"}}})  # to be told it is bad
-    assert not opted_in({"metadata": {"annotations": {"rayscale.io/autoscaler": "true"}}})
-    assert not opted_in({"metadata": {}})
+    assert opted_in({SECONDS_ANNOTATION: "60"})
+    assert opted_in({ACTION_ANNOTATION: "delete"})  # to be told it is bad
+    assert not opted_in({"rayscale.io/autoscaler": "true"})
+    assert not opted_in({})
 
 
 def test_status_patch_of_a_cluster_not_autoscaled() -> None:

@@ -24,6 +24,7 @@ from rayscale.autoscaler import poll
 from rayscale.autoscaler.drain import drain_plan, still_draining, without
 from rayscale.autoscaler.gcs_link import GcsLink
 from rayscale.autoscaler.history import PERIODIC
+from rayscale.autoscaler.idle_apply import Cluster as IdleCluster
 from rayscale.autoscaler.memory import Shared
 from rayscale.autoscaler.patch import build_patch, writable
 from rayscale.autoscaler.provision_events import ProvisionEvents
@@ -109,7 +110,6 @@ class Round:
                 fresh = await ops.get_raycluster(self.shared.api, *key)
                 if fresh is None or not self.shared.config.owns(fresh):  # gone, or moved to another shard
                     return None
-                cluster = fresh
                 try:
                     scaling = self._read(fresh)
                 except SpecError as exc:
@@ -124,7 +124,8 @@ class Round:
             await self.link.tell_ray(key, planned.snapshot, planned.decision, state)
             observed = self.reporter.observe(key, scaling, planned, state, held, trigger)
             memory.settled = state is not None and poll.settled(planned.snapshot, held is not None)
-            idle_wait = await idle.check(key, cluster, state, requests)  # idle_apply.py: may end it
+            # an opted-in cluster idle long enough ends here (idle_apply.py)
+            idle_wait = await idle.check(key, IdleCluster.of(scaling), state, requests)
             await self.reporter.report(key, scaling, observed)
             delay = poll.delay(state, config)
             return delay if idle_wait is None else min(delay, idle_wait)

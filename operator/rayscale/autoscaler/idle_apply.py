@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from rayscale.api.names import RAYCLUSTER
 from rayscale.autoscaler.idle import (
@@ -38,21 +38,33 @@ from rayscale.autoscaler.idle import (
     work_of,
 )
 from rayscale.autoscaler.memory import Shared
+from rayscale.autoscaler.spec_reader import ScalingSpec
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.common.types import ClusterKey, Obj
 from rayscale.kube import ops, rayjob_ops
 from rayscale.ray.errors import GcsError
 from rayscale.ray.model import ClusterState
 
-__all__ = ["IdleTermination", "opted_in", "status_patch"]
+__all__ = ["Cluster", "IdleTermination", "opted_in", "status_patch"]
 
 log = logging.getLogger(__name__)
 TEST_FAILED = (409, 422)
 
 
-def opted_in(cluster: Obj) -> bool:
-    """Whether the cluster carries either idle-termination annotation (readable or not)."""
-    annotations = (cluster.get("metadata") or {}).get("annotations") or {}
+class Cluster(NamedTuple):
+    """What the idle clock reads of a RayCluster (from the round's `ScalingSpec`, one reader)."""
+
+    meta: ClusterMeta
+    suspended: bool  # spec.suspend
+    written: Obj | None  # status.autoscaler as last written
+
+    @classmethod
+    def of(cls, scaling: ScalingSpec) -> Cluster:
+        return cls(scaling.meta, scaling.spec.suspend is True, scaling.written)
+
+
+def opted_in(annotations: Mapping[str, str]) -> bool:
+    """Whether a cluster's annotations include either idle-termination annotation (readable or not)."""
     return read_settings(annotations) is not None
 
 
@@ -78,24 +90,26 @@ class IdleTermination:
         self._due.pop(key, None)
 
     async def check(
-        self, key: ClusterKey, cluster: Obj, state: ClusterState | None, requests: Sequence[Obj]
+        self,
+        key: ClusterKey,
+        cluster: Cluster,
+        state: ClusterState | None,
+        requests: Sequence[Obj],
     ) -> float | None:
         """Decide on `key` (`state`: what the round read of Ray, None when the GCS did not answer)
         and act; the seconds until its clock runs out (None: no clock runs)."""
-        meta = ClusterMeta.from_body(cluster)
+        meta, suspended = cluster.meta, cluster.suspended
         settings = read_settings(meta.annotations)
         self._due.pop(key, None)
         if settings is None:
             self.forget(key)
             return None
-        written = ((cluster.get("status") or {}).get("autoscaler")) or None
-        old = self._conditions.get(key) or find_condition(written)
+        old = self._conditions.get(key) or find_condition(cluster.written)
         now = self.shared.wall_clock()
         if isinstance(settings, str):
             self._since.pop(key, None)
             self._note(key, meta, condition(settings, now, old), old)
             return None
-        suspended = (cluster.get("spec") or {}).get("suspend") is True
         work = None if state is None or suspended else await self._work(key, state, len(requests))
         since = self._since.get(key) or idle_since(old)
         outcome = decide(settings, work, since, now, suspended=suspended)

@@ -31,6 +31,7 @@ from rayscale.autoscaler.decide import Round
 from rayscale.autoscaler.eligibility import eligibility
 from rayscale.autoscaler.gcs_link import GcsLink
 from rayscale.autoscaler.history import PERIODIC
+from rayscale.autoscaler.idle_apply import Cluster as IdleCluster
 from rayscale.autoscaler.idle_apply import opted_in, status_patch
 from rayscale.autoscaler.memory import Memories, Shared
 from rayscale.autoscaler.reporter import Reporter
@@ -181,8 +182,10 @@ class Autoscaler:
             taken = eligibility(cluster, beside_kuberay=beside, head=head)
         if cluster is None or taken is None or not taken.take:
             refusal = taken.refusal if taken else None
-            if cluster is not None and opted_in(cluster) and not ClusterMeta.from_body(cluster).deleting:
-                return await self._idle_only(key, cluster, requests, refusal)
+            if cluster is not None:
+                meta = ClusterMeta.from_body(cluster)
+                if opted_in(meta.annotations) and not meta.deleting:
+                    return await self._idle_only(key, cluster, requests, refusal)
             await self._not_taken(key, cluster, requests, refusal)
             return None
         self._memory.of(key).dormant = False  # this round may keep anything in it
@@ -222,15 +225,16 @@ class Autoscaler:
         message = not_taken_message(*key, exists=True, beside_kuberay=beside)
         await self.reporter.write_statuses(key, requests, lambda r: pending_status(r, message))
         self._memory.of(key).dormant = False
-        state = None
         try:
             scaling = read_spec(cluster, check=not beside, max_pods=self.config.max_pods)
-        except SpecError:
-            pass  # rayscale's controller builds nothing for it: Ray's state is unknown
+        except SpecError:  # rayscale's controller builds nothing for it: Ray's state is unknown
+            spec = cluster.get("spec") or {}
+            seen = IdleCluster(ClusterMeta.from_body(cluster), spec.get("suspend") is True, _written(cluster))
+            state = None
         else:
-            state = await self.link.state(key, scaling)
+            seen, state = IdleCluster.of(scaling), await self.link.state(key, scaling)
         idle = self.reporter.idle
-        wait = await idle.check(key, cluster, state, requests)
+        wait = await idle.check(key, seen, state, requests)
         await self.reporter.write_cluster_status(key, status_patch(_written(cluster), idle.condition(key)))
         return self.config.interval if wait is None else min(wait, self.config.interval)
 
