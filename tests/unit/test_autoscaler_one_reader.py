@@ -151,6 +151,7 @@ ALLOWED = {
     ("autoscaler/eligibility.py", "eligibility"),
     ("autoscaler/loop.py", "_step"),
     ("autoscaler/loop.py", "_written"),
+    ("autoscaler/loop.py", "_idle_only"),  # a cluster not taken, read for its idle clock alone
 }
 #: (module, function): where a manifest may be passed on: into the reader, or before it.
 TAKES_MANIFEST = {
@@ -158,6 +159,7 @@ TAKES_MANIFEST = {
     ("autoscaler/decide.py", "_read"),
     ("autoscaler/eligibility.py", "eligibility"),
     ("autoscaler/loop.py", "_not_taken"),
+    ("autoscaler/loop.py", "_idle_only"),
     ("autoscaler/loop.py", "_written"),
     ("autoscaler/reporter.py", "refused"),
     # a manifest given to it goes to the reader (tests, simulate); a round gives it its ScalingSpec
