@@ -420,7 +420,10 @@ class RayBridge:
         deadline = time.monotonic() + START_TIMEOUT
         while not self._closing.is_set():
             head = rayproc.start_head(
-                port=port, log_dir=self.log_dir, die_with_parent=True, **self.head_kwargs
+                port=port,
+                log_dir=self.log_dir,
+                die_with_parent=True,
+                **{k: v for k, v in self.head_kwargs.items() if k != "port"},
             )
             self.head = head
             try:

@@ -31,20 +31,18 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import logging
 import os
-import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from e2e.raybridge import rayproc
+from e2e.raybridge import rayproc, submitters
 from e2e.raybridge.bridge import GCS_ANNOTATION, BridgeEvent, RayBridge, head_params
+from e2e.raybridge.submitters import SubmitterRun
 from hack.localk8s import launcher
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -58,61 +56,14 @@ log = logging.getLogger(__name__)
 BRIDGED_LABEL = launcher.BRIDGED_LABEL
 DASHBOARD_ANNOTATION = "rayscale.io/dashboard-address"
 SUBMITTER = "ray-job-submitter"  # KubeRay's submitter container name
-DASHBOARD_ENV = "RAY_DASHBOARD_ADDRESS"
-SIDECAR_DASHBOARD = "127.0.0.1:8265"
 DASHBOARD_WAIT = 180.0
 WATCH_SECONDS = 60
 MERGE_PATCH: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
 
 
-@dataclass(frozen=True)
-class SubmitterRun:
-    """One submitter run: the pod (and container), its exit code (None while it runs)."""
-
-    pod: str
-    container: str
-    sidecar: bool
-    code: int | None
-    log_path: Path
-    started: float
-    ended: float | None
-
-
 def dashboard_args(port: int) -> tuple[str, ...]:
     """After rayproc's own ``--include-dashboard=false`` and ``--dashboard-port``: the last counts."""
     return ("--include-dashboard=true", f"--dashboard-host={rayproc.NODE_IP}", f"--dashboard-port={port}")
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _terminated(container: Mapping[str, Any], code: int, started: str) -> dict[str, Any]:
-    return {
-        "name": container.get("name"),
-        "image": container.get("image") or "",
-        "imageID": "",
-        "ready": False,
-        "restartCount": 0,
-        "started": False,
-        "state": {
-            "terminated": {
-                "exitCode": code,
-                "reason": "Completed" if code == 0 else "Error",
-                "startedAt": started,
-                "finishedAt": _now(),
-            }
-        },
-    }
-
-
-def dashboard_answers(url: str) -> bool:
-    """The dashboard's job API answers (blocking: call it off the event loop)."""
-    try:
-        with urllib.request.urlopen(f"{url}/api/version", timeout=3) as response:
-            return int(response.status) == 200
-    except OSError:
-        return False
 
 
 class JobBridge:
@@ -134,6 +85,7 @@ class JobBridge:
         self._bridges: dict[str, RayBridge] = {}
         self._dashboards: dict[str, str] = {}
         self._starting: set[str] = set()
+        self._gone: set[str] = set()  # deleted while starting
         self._runs: dict[str, SubmitterRun] = {}  # pod uid/container -> run
         self._processes: dict[str, asyncio.subprocess.Process] = {}
         self._events: list[BridgeEvent] = []
@@ -285,6 +237,8 @@ class JobBridge:
                 return
         if (kind == "DELETED" or meta.get("deletionTimestamp")) and known:
             with self._lock:
+                if name in self._starting:
+                    self._gone.add(name)  # `_bridge` closes it once started
                 bridge = self._bridges.pop(name, None)
                 self._dashboards.pop(name, None)
             if bridge is not None:
@@ -292,11 +246,25 @@ class JobBridge:
                 self._pool.submit(bridge.close)
 
     async def _bridge(self, api: client.ApiClient, cluster: dict[str, Any]) -> None:
+        """Annotate the RayCluster with the addresses its Ray will have, then start that Ray: the
+        RayJob controller never dials the (Ray-less) head Service in between."""
         name = str(cluster["metadata"]["name"])
-        port = launcher.free_port(rayproc.EVERY_INTERFACE)
-        head: dict[str, Any] = {**head_params(cluster), "extra_args": dashboard_args(port)}
+        gcs_port, port = (launcher.free_port(rayproc.EVERY_INTERFACE) for _ in range(2))
+        head: dict[str, Any] = {**head_params(cluster), "port": gcs_port, "extra_args": dashboard_args(port)}
         if self.head_env:
             head["env"] = dict(self.head_env)
+        gcs, dashboard = f"{rayproc.NODE_IP}:{gcs_port}", f"http://{rayproc.NODE_IP}:{port}"
+        patch = {"metadata": {"annotations": {GCS_ANNOTATION: gcs, DASHBOARD_ANNOTATION: dashboard}}}
+        try:
+            await client.CustomObjectsApi(api).patch_namespaced_custom_object(
+                *RAYCLUSTER.at(self.namespace), name, patch, **MERGE_PATCH
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                self._record("error", name, f"annotating RayCluster {name}: {exc.status} {exc.reason}")
+            with self._lock:
+                self._starting.discard(name)
+            return
         bridge = RayBridge(self.kubeconfig, self.namespace, name, head=head, log_dir=self.log_dir / name)
         try:
             await asyncio.get_running_loop().run_in_executor(self._pool, bridge.start)
@@ -305,22 +273,18 @@ class JobBridge:
             with self._lock:
                 self._starting.discard(name)
             return
-        dashboard = f"http://{rayproc.NODE_IP}:{port}"
         with self._lock:
             self._starting.discard(name)
-            self._bridges[name] = bridge
-            self._dashboards[name] = dashboard
+            gone = name in self._gone
+            self._gone.discard(name)
+            if not gone:
+                self._bridges[name] = bridge
+                self._dashboards[name] = dashboard
+        if gone:
+            self._record("cluster-gone", name, "deleted while its Ray started")
+            self._pool.submit(bridge.close)
+            return
         self._record("cluster-bridged", name, f"gcs {bridge.gcs_address}, dashboard {dashboard}")
-        patch = {
-            "metadata": {"annotations": {GCS_ANNOTATION: bridge.gcs_address, DASHBOARD_ANNOTATION: dashboard}}
-        }
-        try:
-            await client.CustomObjectsApi(api).patch_namespaced_custom_object(
-                *RAYCLUSTER.at(self.namespace), name, patch, **MERGE_PATCH
-            )
-        except ApiException as exc:
-            if exc.status != 404:
-                self._record("error", name, f"annotating RayCluster {name}: {exc.status} {exc.reason}")
 
     # ---- submitters
 
@@ -377,7 +341,7 @@ class JobBridge:
         loop = asyncio.get_running_loop()
         while time.monotonic() < deadline:
             url = self.dashboard(cluster)
-            if url is not None and await loop.run_in_executor(self._pool, dashboard_answers, url):
+            if url is not None and await loop.run_in_executor(self._pool, submitters.dashboard_answers, url):
                 return url
             await asyncio.sleep(0.5)
         return None
@@ -385,84 +349,25 @@ class JobBridge:
     async def _submit(
         self, api: client.ApiClient, pod: dict[str, Any], index: int, key: str, run: SubmitterRun
     ) -> None:
-        started = _now()
+        started = submitters.now()
         container = pod["spec"]["containers"][index]
         cluster = await self._cluster_of(api, pod, run.sidecar)
         dashboard = await self._dashboard_of(cluster)
-        env_list = container.get("env") or []
-        given = {str(e["name"]): str(e.get("value") or "") for e in env_list if "valueFrom" not in e}
         if dashboard is None:
             why = f"no dashboard answers for cluster {cluster!r}; the command runs as written"
             self._record("error" if cluster else "submitter-no-cluster", run.pod, why)
-        real = (dashboard or "").removeprefix("http://")
-        old = [SIDECAR_DASHBOARD] if run.sidecar else [given.get(DASHBOARD_ENV, "").removeprefix("http://")]
-        words = [str(w) for w in [*(container.get("command") or []), *(container.get("args") or [])]]
-        for name in [o for o in old if o and real]:
-            words = [w.replace(name, real) for w in words]
-            given = {k: v.replace(name, real) for k, v in given.items()}
-        bin_dir = str(Path(sys.executable).parent)
-        env = rayproc.driver_env({**given, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"})
-        run.log_path.parent.mkdir(parents=True, exist_ok=True)
-        argv, preexec = launcher.dying_with_parent(words)
+        words, env = submitters.command_and_env(container, dashboard, sidecar=run.sidecar)
         self._record("submitter-started", run.pod, " ".join(words)[:300])
-        out = await asyncio.to_thread(open, run.log_path, "ab")
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=out,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=preexec,
-            )
-        finally:
-            out.close()
+        process = await submitters.spawn(words, env, run.log_path)
         with self._lock:
             self._processes[key] = process
         code = await process.wait()
         with self._lock:
             self._processes.pop(key, None)
-            self._runs[key] = SubmitterRun(run.pod, run.container, run.sidecar, code, run.log_path,
-                                           run.started, time.monotonic())  # fmt: skip
+            self._runs[key] = dataclasses.replace(run, code=code, ended=time.monotonic())
         self._record("submitter-exited", run.pod, f"code {code}; log {run.log_path}")
-        await self._report(api, run.pod, container, index, code, started, run.sidecar)
-
-    async def _report(
-        self,
-        api: client.ApiClient,
-        pod: str,
-        container: Mapping[str, Any],
-        index: int,
-        code: int,
-        started: str,
-        sidecar: bool,
-    ) -> None:
-        """The container's exit into the pod's status (a kubelet's report), retried on conflicts."""
-        core = client.CoreV1Api(api)
-        for _ in range(10):
-            try:
-                read = await core.read_namespaced_pod_status(pod, self.namespace)
-                current: dict[str, Any] = api.sanitize_for_serialization(read)
-                status = current.get("status") or {}
-                statuses = list(status.get("containerStatuses") or [])
-                mine = _terminated(container, code, started)
-                statuses = [s for s in statuses if s.get("name") != container.get("name")]
-                statuses.insert(min(index, len(statuses)), mine)
-                status["containerStatuses"] = statuses
-                if not sidecar:
-                    status["phase"] = "Succeeded" if code == 0 else "Failed"
-                    status["conditions"] = [
-                        {**c, "status": "False"} if c.get("type") in ("Ready", "ContainersReady") else c
-                        for c in status.get("conditions") or []
-                    ]
-                current["status"] = status
-                await core.replace_namespaced_pod_status(pod, self.namespace, current)  # type: ignore[arg-type]
-                return
-            except ApiException as exc:
-                if exc.status == 404:
-                    return
-                if exc.status != 409:
-                    self._record("error", pod, f"writing the submitter's exit: {exc.status} {exc.reason}")
-                    return
-        self._record("error", pod, "writing the submitter's exit: conflicts")
+        error = await submitters.write_exit(
+            api, self.namespace, run.pod, container, index, code, started, sidecar=run.sidecar
+        )
+        if error is not None:
+            self._record("error", run.pod, error)
