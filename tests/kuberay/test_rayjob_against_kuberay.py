@@ -62,7 +62,7 @@ def _answers() -> dict[str, tuple[dict[str, Any], list[dict[str, Any]], list[dic
 
 
 @functools.cache
-def _differences() -> dict[str, list[Difference]]:
+def differences() -> dict[str, list[Difference]]:
     out = {}
     for stem, (case, theirs, ours) in _answers().items():
         assert len(ours) == len(theirs), stem
@@ -80,13 +80,13 @@ def _shown(differences: list[Difference]) -> str:
 
 @pytest.mark.parametrize("name", _names())
 def test_rayjob_steps_as_kuberay(name: str) -> None:
-    verdict = rayjob_allowlist.judge(_differences()[name], rayjob_allowlist.load())
+    verdict = rayjob_allowlist.judge(differences()[name], rayjob_allowlist.load())
     assert not verdict.unexplained, "\n" + _shown(verdict.unexplained)
 
 
 def test_every_allowlist_entry_explains_a_difference() -> None:
     allowlist = rayjob_allowlist.load()
-    verdict = rayjob_allowlist.judge((d for ds in _differences().values() for d in ds), allowlist)
+    verdict = rayjob_allowlist.judge((d for ds in differences().values() for d in ds), allowlist)
     assert verdict.stale(allowlist) == []
 
 
@@ -102,7 +102,7 @@ def tally() -> dict[str, int]:
         counts["cases"] += 1
         counts["steps"] += len(theirs)
         counts["fields"] += rayjob_compare.fields(case, theirs, ours)
-        verdict = rayjob_allowlist.judge(_differences()[stem], allowlist)
+        verdict = rayjob_allowlist.judge(differences()[stem], allowlist)
         counts["allowlisted"] += sum(verdict.used.values())
         counts["unexplained"] += len(verdict.unexplained)
     counts["agreeing"] = counts["fields"] - counts["allowlisted"] - counts["unexplained"]
@@ -173,7 +173,7 @@ def test_generated_names_are_mapped_not_dropped() -> None:
 def test_a_stale_or_broad_entry_fails() -> None:
     stale = Entry("stale", "explains nothing", (Pattern("RayJob", "status.nothing", "<absent>", '"x"'),))
     verdict = rayjob_allowlist.judge(
-        (d for ds in _differences().values() for d in ds), [*rayjob_allowlist.load(), stale]
+        (d for ds in differences().values() for d in ds), [*rayjob_allowlist.load(), stale]
     )
     assert verdict.stale([stale]) == ["stale"]
     broad = Entry("broad", "too broad", (Pattern("RayCluster/*", "**"),))
