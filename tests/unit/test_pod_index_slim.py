@@ -55,8 +55,37 @@ def test_keeps_what_is_read_and_drops_the_rest() -> None:
             {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": "not ready"},
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
         ],
-        "containerStatuses": [{"name": "ray", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}],
+        "containerStatuses": [
+            {"name": "ray", "state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": "y"}}}
+        ],
     }
+
+
+def test_a_sidecar_submitter_finish_time_survives_the_slimming() -> None:
+    """The RayJob controller reads a SidecarMode submitter's end from the indexed (slim) head pod:
+    without finishedAt a sidecar RayJob whose job succeeded stayed Running for ever."""
+    from rayscale.rayjob.submitter_state import sidecar_check
+
+    head = pod("h", restart_policy="Never")
+    head["status"] = {
+        "phase": "Running",
+        "containerStatuses": [
+            {"name": "ray-head", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}},
+            {
+                "name": "ray-job-submitter",
+                "state": {
+                    "terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": "2026-01-01T00:01:00Z"}
+                },
+            },
+        ],
+    }
+    head["status"] = pods.slim_pod_status(head["status"])
+    check = sidecar_check([head], {})
+    assert not isinstance(check, str)
+    failed, finished = check
+    assert not failed
+    assert finished is not None
+    assert finished.isoformat() == "2026-01-01T00:01:00+00:00"
 
 
 def test_the_slim_pod_answers_like_the_full_one() -> None:
