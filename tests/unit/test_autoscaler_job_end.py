@@ -1,6 +1,6 @@
-"""A RayJob's cluster marked rayscale.io/job-finished: the autoscaler keeps no worker above each
-group's minReplicas, drains the ones that go (as it drains idle ones), launches nothing, and says
-why in status.autoscaler's JobFinished condition."""
+"""A RayJob's cluster marked rayscale.io/job-finished: both halves count every group's minReplicas
+as 0; the autoscaler removes every worker, drains the ones that run Ray (as it drains idle ones),
+launches nothing, and says why in status.autoscaler's JobFinished condition."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from rayscale.autoscaler.scheduling.model import Demand, Node, NodeState, Remova
 from rayscale.autoscaler.spec_reader import read_spec
 from rayscale.autoscaler.status import finished_condition
 from rayscale.cluster.job_end import JOB_FINISHED_ANNOTATION
+from rayscale.cluster.replicas import expected_replicas
+from rayscale.cluster.validation import Invalid
+from rayscale.controller.snapshot import ClusterSnapshot
 from rayscale.ray import model as ray
 
 WHY = "RayJob ns/job finished (SUCCEEDED)"
@@ -50,29 +53,34 @@ def _state() -> ray.ClusterState:
     return ray.ClusterState(version=1, session_name="s", nodes=nodes)
 
 
-def test_the_mark_is_read_and_caps_every_group_at_its_minimum() -> None:
+def test_the_mark_is_read_and_caps_every_group_at_zero() -> None:
     plain, marked = read_spec(_manifest(False)), read_spec(_manifest(True))
     assert plain.finished is None
-    assert [g.max_replicas for g in plain.groups] == [4, 4]
+    assert [(g.min_replicas, g.max_replicas) for g in plain.groups] == [(0, 4), (1, 4)]
     assert marked.finished == WHY
-    assert [(g.min_replicas, g.max_replicas) for g in marked.groups] == [(0, 0), (1, 1)]
+    assert [(g.min_replicas, g.max_replicas) for g in marked.groups] == [(0, 0), (0, 0)]
+    # the typed spec too, so the replicas the controller keeps are counted as it counts them
+    assert [g.min_replicas for g in marked.spec.workers] == [0, 0]
+    assert [g.min_replicas for g in plain.spec.workers] == [0, 1]
     blank = _manifest(False)
     blank["metadata"]["annotations"] = {JOB_FINISHED_ANNOTATION: " "}
     assert read_spec(blank).finished == "its RayJob finished"
 
 
-def test_workers_above_the_minimum_go_at_once_drained_and_nothing_launches() -> None:
+def test_every_worker_goes_at_once_drained_and_nothing_launches() -> None:
     snap = _snapshot(finished=True)
     decision = schedule(snap)
-    assert {g: (d.replicas, d.launch) for g, d in decision.groups.items()} == {"gpu": (0, 0), "cpu": (1, 0)}
+    assert {g: (d.replicas, d.launch) for g, d in decision.groups.items()} == {"gpu": (0, 0), "cpu": (0, 0)}
     gone = {r.name: r.reason for r in decision.terminate}
     assert gone == {
         "gpu-0": RemovalCause.MAX_REPLICAS,
         "gpu-1": RemovalCause.MAX_REPLICAS,
-        "cpu-1": RemovalCause.MAX_REPLICAS,  # the longer idle of the two goes
+        "cpu-0": RemovalCause.MAX_REPLICAS,  # below the group's minReplicas: the job is over
+        "cpu-1": RemovalCause.MAX_REPLICAS,
     }
-    units = drain_plan(decision, snap, _state(), finished=True)
+    units = drain_plan(decision, snap, _state(), finished=True)  # gpu-1 runs no Ray: not asked
     assert sorted(units, key=lambda u: u.unit) == [
+        DrainUnit("cpu-0", (("cpu-0", "id-cpu-0"),)),
         DrainUnit("cpu-1", (("cpu-1", "id-cpu-1"),)),
         DrainUnit("gpu-0", (("gpu-0", "id-gpu-0"),)),
     ]
@@ -91,8 +99,22 @@ def test_the_condition_says_why_and_keeps_its_time() -> None:
         "type": "JobFinished",
         "status": "True",
         "reason": "RayJobFinished",
-        "message": f"{WHY}: workers drained and removed (down to each group's minReplicas)",
+        "message": f"{WHY}: workers drained and removed",
         "lastTransitionTime": "2026-01-01T00:00:00Z",
     }
     later = finished_condition(WHY, NOW + timedelta(minutes=5), {"conditions": [first]})
     assert later["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+
+
+def test_the_controller_counts_a_finished_clusters_minimum_as_zero() -> None:
+    """After the autoscaler wrote replicas 0, the controller keeps no worker of a group whose
+    minReplicas is 1 (and one without the mark)."""
+    specs = []
+    for finished in (False, True):
+        body = _manifest(finished)
+        for g in body["spec"]["workerGroupSpecs"]:
+            g["replicas"] = 0
+        spec = ClusterSnapshot(body, pods=(), services=()).spec()
+        assert not isinstance(spec, Invalid)
+        specs.append([expected_replicas(g) for g in spec.workers])
+    assert specs == [[0, 1], [0, 0]]

@@ -198,3 +198,26 @@ def test_no_mark_when_the_cluster_goes_at_once() -> None:
     result = _finish(rayjob(shutdownAfterJobFinishes=True))
     assert all(s["marked"] == [] for s in result["steps"])
     assert "RayCluster" not in [o["kind"] for o in result["steps"][5]["objects"]]
+
+
+def test_delete_workers_on_an_autoscaled_cluster_is_the_mark_not_suspend() -> None:
+    """KubeRay refuses DeleteWorkers with autoscaling (a suspended group is not allowed there);
+    rayscale runs it as the job-finished mark: the autoscaler drains and removes the workers."""
+    rules = [{"policy": C.DELETE_WORKERS, "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 0}}]
+    result = _finish(rayjob(deletionStrategy={"deletionRules": rules}), [{}, {}, {"age": 60}])
+    steps = result["steps"]
+    assert len(steps[5]["marked"]) == 1
+    assert steps[6]["marked"] == steps[5]["marked"]  # done: not again
+    assert steps[7]["marked"] == steps[5]["marked"]
+    for step in steps:
+        for cluster in (o for o in step["objects"] if o["kind"] == "RayCluster"):
+            assert not any(g.get("suspend") for g in cluster["spec"]["workerGroupSpecs"])
+    assert [s["result"]["error"] for s in steps[5:]] == [None, None, None]
+
+
+def test_delete_workers_without_autoscaling_suspends_as_kuberay() -> None:
+    rules = [{"policy": C.DELETE_WORKERS, "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 0}}]
+    result = _finish(rayjob(autoscaling=False, deletionStrategy={"deletionRules": rules}))
+    cluster = next(o for o in result["steps"][5]["objects"] if o["kind"] == "RayCluster")
+    assert [g.get("suspend") for g in cluster["spec"]["workerGroupSpecs"]] == [True]
+    assert all(s["marked"] == [] for s in result["steps"])

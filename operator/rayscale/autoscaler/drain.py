@@ -5,7 +5,7 @@ its pod is deleted; a host that refuses (it got work) stays. A replica removed a
 a host that already accepted a drain; its other running hosts are asked the same way.
 
 In a cluster whose RayJob finished (``finished``: rayscale.io/job-finished), replicas removed as
-``MAX_REPLICAS`` (every group's maximum is then its minimum; see spec_reader.py) are drained the
+``MAX_REPLICAS`` (every group's maximum is then 0; see spec_reader.py) are drained the
 same way: the job's end takes the workers, and Ray hears it from a drain before their pods go.
 
 Multi-host replicas go only as a whole: their hosts are asked one after the other, and the first

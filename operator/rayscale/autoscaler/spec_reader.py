@@ -14,9 +14,9 @@ operator (``check=False``) only the CRD's shape is required: KubeRay decides wha
 Suspended worker groups are not scaled and are left out.
 
 A cluster marked ``rayscale.io/job-finished`` (its RayJob ended and a deletion policy will take
-its workers; rayscale.cluster.job_end) keeps no worker above each group's ``minReplicas``: every
-group's maximum is its minimum, so the surplus goes at once (drained first; see drain.py) and
-nothing new launches. ``ScalingSpec.finished`` says why.
+its workers; rayscale.cluster.job_end) keeps no worker: every group's minimum counts as 0 (as the
+controller counts it) and its maximum is 0, so every worker goes at once (drained first; see
+drain.py) and nothing new launches. ``ScalingSpec.finished`` says why.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
 from rayscale.autoscaler.scheduling.model import Group, Options, UpscalingMode
 from rayscale.cluster.host import host_labels, host_resources
-from rayscale.cluster.job_end import finished_reason
+from rayscale.cluster.job_end import finished_reason, finished_spec
 from rayscale.cluster.limits import pods_problem
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.validation import spec_error, validate_metadata, validate_spec
@@ -87,10 +87,11 @@ def read_spec(manifest: Mapping[str, Any], *, check: bool = True, max_pods: int 
             raise SpecError(problem)
     elif max_pods is not None and (problem := pods_problem(spec.workers, max_pods)):
         raise SpecError(problem)
+    spec = finished_spec(meta.annotations, spec)  # a finished job's cluster: no minimum
     groups, options = scaling_of(spec)
     finished = finished_reason(meta.annotations)
     if finished is not None:
-        groups = tuple(dataclasses.replace(g, max_replicas=g.min_replicas) for g in groups)
+        groups = tuple(dataclasses.replace(g, max_replicas=0) for g in groups)
     if max_pods is not None and sum(g.max_replicas * g.num_of_hosts for g in groups) > max_pods:
         cap = max_pods if options.max_workers is None else min(options.max_workers, max_pods)
         options = dataclasses.replace(options, max_workers=cap)

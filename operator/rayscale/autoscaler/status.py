@@ -208,7 +208,7 @@ def finished_condition(why: str, now: datetime, old: Obj | None) -> dict[str, An
         "type": JOB_FINISHED_CONDITION,
         "status": "True",
         "reason": "RayJobFinished",
-        "message": f"{why}: workers drained and removed (down to each group's minReplicas)",
+        "message": f"{why}: workers drained and removed",
         "lastTransitionTime": (was or {}).get("lastTransitionTime") or rfc3339(now),
     }
 

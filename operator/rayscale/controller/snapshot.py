@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rayscale.api.raycluster import Condition, RayClusterSpec, RayClusterStatus
+from rayscale.cluster.job_end import finished_spec
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.validation import Invalid, parse_and_validate
@@ -49,7 +50,9 @@ class ClusterSnapshot:
 
     def spec(self, *, max_pods: int = DEFAULT_MAX_PODS) -> RayClusterSpec | Invalid:
         """The parsed spec, or why it is invalid (`max_pods`: worker pods one RayCluster may ask for)."""
-        return parse_and_validate(self.meta, self._spec, max_pods=max_pods)
+        spec = parse_and_validate(self.meta, self._spec, max_pods=max_pods)
+        # a finished RayJob's cluster keeps no worker (its groups' minimum counts as 0)
+        return spec if isinstance(spec, Invalid) else finished_spec(self.meta.annotations, spec)
 
     @property
     def stored_status(self) -> dict[str, Any]:

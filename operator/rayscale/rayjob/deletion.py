@@ -7,7 +7,9 @@ most destructive runs first, one per reconcile), the legacy ``onSuccess``/``onFa
 rayscale's own addition: an autoscaled cluster whose workers a policy will release (DeleteCluster,
 DeleteWorkers, DeleteSelf, shutdownAfterJobFinishes) is marked finished at once (`MarkFinished`),
 before any TTL runs out: the autoscaler drains its workers and removes them then, instead of
-letting them idle until the idle timeout or the TTL. The head stays until the policy's time."""
+letting them idle until the idle timeout or the TTL. The head stays until the policy's time.
+DeleteWorkers on an autoscaled cluster (which KubeRay refuses: a suspended group is not allowed
+there) is that mark, not the groups' ``suspend``."""
 
 from __future__ import annotations
 
@@ -34,15 +36,16 @@ def cluster_release(spec: Mapping[str, Any], cluster: Obj | None) -> list[Action
     return [DeleteCluster(cluster["metadata"]["name"])]
 
 
-def _policy_actions(
-    policy: str, spec: Mapping[str, Any], cluster: Obj | None, name: str
-) -> list[Action] | str:
+def _policy_actions(policy: str, job: Obj, cluster: Obj | None) -> list[Action] | str:
     """The actions of one policy; a message when it cannot run (retried)."""
+    spec, name = job.get("spec") or {}, str((job.get("status") or {}).get("rayClusterName") or "")
     if policy == C.DELETE_CLUSTER:
         return cluster_release(spec, cluster)
     if policy == C.DELETE_WORKERS:
         if cluster is None:
             return f"RayCluster {name} not found"
+        if _autoscaled(cluster):  # suspended groups are refused there: the autoscaler drains them
+            return job_end_mark(job, cluster)
         return [SuspendWorkers(cluster["metadata"]["name"])]
     if policy == C.DELETE_SELF:
         return [DeleteSelf()]
@@ -59,8 +62,18 @@ def _done(policy: str, cluster: Obj | None) -> bool:
         return True
     if policy == C.DELETE_CLUSTER:
         return False
+    if _autoscaled(cluster):
+        return _marked(cluster)
     groups = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
     return all(bool(g.get("suspend")) for g in groups)
+
+
+def _autoscaled(cluster: Obj) -> bool:
+    return bool((cluster.get("spec") or {}).get("enableInTreeAutoscaling"))
+
+
+def _marked(cluster: Obj) -> bool:
+    return JOB_FINISHED_ANNOTATION in ((cluster.get("metadata") or {}).get("annotations") or {})
 
 
 def _matches(rule: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
@@ -83,7 +96,7 @@ def _step(actions: list[Action] | str, requeue: float | None = None) -> Step:
 def _rules(
     rules: list[Mapping[str, Any]], job: Obj, cluster: Obj | None, now: datetime, end: datetime
 ) -> Step:
-    spec, status = job.get("spec") or {}, job.get("status") or {}
+    status = job.get("status") or {}
     due: list[Mapping[str, Any]] = []
     upcoming: datetime | None = None
     for rule in rules:
@@ -102,10 +115,7 @@ def _rules(
     for rule in due[1:]:
         if C.POLICY_IMPACT.get(str(rule.get("policy")), 0) > C.POLICY_IMPACT.get(str(first.get("policy")), 0):
             first = rule
-    actions = _policy_actions(
-        str(first.get("policy")), spec, cluster, str(status.get("rayClusterName") or "")
-    )
-    return _step(actions, requeue)
+    return _step(_policy_actions(str(first.get("policy")), job, cluster), requeue)
 
 
 _RELEASING = frozenset({C.DELETE_WORKERS, C.DELETE_CLUSTER, C.DELETE_SELF})
@@ -131,9 +141,9 @@ def job_end_mark(job: Obj, cluster: Obj | None) -> list[Action]:
     if spec.get("clusterSelector") or cluster is None:
         return []
     meta = cluster.get("metadata") or {}
-    if meta.get("deletionTimestamp") or JOB_FINISHED_ANNOTATION in (meta.get("annotations") or {}):
+    if meta.get("deletionTimestamp") or _marked(cluster):
         return []
-    if not (cluster.get("spec") or {}).get("enableInTreeAutoscaling") or not _releases_workers(spec, status):
+    if not _autoscaled(cluster) or not _releases_workers(spec, status):
         return []
     job_status = str(status.get("jobStatus") or "")
     outcome = job_status if job_status in C.JOB_TERMINAL else str(status.get("jobDeploymentStatus") or "")
@@ -149,7 +159,7 @@ def finished(job: Obj, cluster: Obj | None, now: datetime, *, delete_job_after_f
     DELETE_RAYJOB_CR_AFTER_JOB_FINISHES switch (shutdownAfterJobFinishes deletes the RayJob)."""
     step = _finished(job, cluster, now, delete_job_after_finish)
     if not any(isinstance(a, DeleteCluster | DeleteSelf) for a in step.actions):  # else no point
-        step.actions[:0] = job_end_mark(job, cluster)
+        step.actions[:0] = [a for a in job_end_mark(job, cluster) if a not in step.actions]
     return step
 
 
@@ -172,7 +182,7 @@ def _finished(job: Obj, cluster: Obj | None, now: datetime, delete_job_after_fin
         at = end + timedelta(seconds=int(spec.get("ttlSecondsAfterFinished") or 0))
         if at > now:
             return Step(requeue=_requeue(at, now))
-        return _step(_policy_actions(policy, spec, cluster, str(status.get("rayClusterName") or "")))
+        return _step(_policy_actions(policy, job, cluster))
     if spec.get("shutdownAfterJobFinishes"):
         at = end + timedelta(seconds=int(spec.get("ttlSecondsAfterFinished") or 0))
         if at > now:

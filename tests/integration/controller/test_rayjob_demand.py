@@ -164,15 +164,16 @@ async def test_at_the_jobs_end_the_workers_are_drained_and_removed_at_once(
     kube = Kube(api, namespace)
     gcs.replies["InternalKVGet"] = _submission("RUNNING")
     body = rayjob("ends", gcs.address, submissionMode=C.HTTP_MODE, ttlSecondsAfterFinished=600)
+    body["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["minReplicas"] = 1  # a CPU worker kept
     await kube.objects.create_namespaced_custom_object(*RAYJOB.at(namespace), body)
     cluster = gcs.cluster = await cluster_name(kube, "ends")
 
-    (worker,) = names(
+    workers = names(
         await eventually(
-            lambda: kube.running_workers(cluster, 1, group="gpu"), timeout=PROMPTLY, message="the GPU worker"
+            lambda: kube.running_workers(cluster, 2), timeout=PROMPTLY, message="the two workers"
         )
     )
-    gcs.replies["GetClusterResourceState"] = _ray_state(gcs, {worker})
+    gcs.replies["GetClusterResourceState"] = _ray_state(gcs, workers)
 
     async def driver_runs() -> bool:
         status = await job_status(kube, "ends")
@@ -181,7 +182,7 @@ async def test_at_the_jobs_end_the_workers_are_drained_and_removed_at_once(
     await eventually(driver_runs, timeout=PROMPTLY, message="the driver RUNNING, the request deleted")
 
     async def kept() -> bool:
-        return names(await kube.workers(cluster, group="gpu", live=True)) == {worker}
+        return names(await kube.workers(cluster, live=True)) == workers
 
     await holds(kept, seconds=3, message="an idle worker stays while the job runs (idle timeout 60 s)")
     assert gcs.count("DrainNode") == 0
@@ -195,7 +196,8 @@ async def test_at_the_jobs_end_the_workers_are_drained_and_removed_at_once(
     await eventually(gone, timeout=PROMPTLY, message="the worker removed at the job's end")
     assert (await job_status(kube, "ends"))["jobDeploymentStatus"] == C.COMPLETE
     drains = [request for method, request, _ in gcs.calls if method == "DrainNode"]
-    assert [d.node_id for d in drains] == [_node_id(worker)]  # asked once, before its pod went
+    # each asked once, before its pod went (the minReplicas one too: the job is over)
+    assert sorted(d.node_id for d in drains) == sorted(_node_id(w) for w in workers)
     assert time.monotonic() - ended < 600  # long before the TTL (its value, not a speed)
 
     rc = await kube.objects.get_namespaced_custom_object(*RAYCLUSTER.at(namespace), cluster)
@@ -212,7 +214,7 @@ async def test_at_the_jobs_end_the_workers_are_drained_and_removed_at_once(
     found = await eventually(condition, timeout=PROMPTLY, message="status.autoscaler's JobFinished condition")
     assert found["status"] == "True"
     assert found["reason"] == "RayJobFinished"
-    assert found["message"] == f"{why}: workers drained and removed (down to each group's minReplicas)"
+    assert found["message"] == f"{why}: workers drained and removed"
     assert await head_phase(kube, cluster) == "Running"  # the head waits for the TTL
 
 
@@ -255,3 +257,40 @@ async def test_delete_workers_drains_each_worker_before_the_groups_are_suspended
     rc = await kube.objects.get_namespaced_custom_object(*RAYCLUSTER.at(namespace), cluster)
     assert [g.get("suspend") for g in rc["spec"]["workerGroupSpecs"]] == [True, True]
     assert JOB_FINISHED_ANNOTATION not in (rc["metadata"].get("annotations") or {})
+
+
+async def test_delete_workers_on_an_autoscaled_cluster_drains_and_removes_without_suspend(
+    api: client.ApiClient, namespace: str, gcs: FakeGcsServer, autoscaling_operator: Operator
+) -> None:
+    """KubeRay refuses DeleteWorkers with autoscaling; rayscale runs it as the job-finished mark."""
+    kube = Kube(api, namespace)
+    gcs.replies["InternalKVGet"] = _submission("RUNNING")
+    rules = [{"policy": "DeleteWorkers", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 0}}]
+    body = rayjob("rules", gcs.address, submissionMode=C.HTTP_MODE, deletionStrategy={"deletionRules": rules})
+    del body["spec"]["shutdownAfterJobFinishes"]
+    await kube.objects.create_namespaced_custom_object(*RAYJOB.at(namespace), body)
+    cluster = gcs.cluster = await cluster_name(kube, "rules")
+    (worker,) = names(
+        await eventually(
+            lambda: kube.running_workers(cluster, 1, group="gpu"), timeout=PROMPTLY, message="the GPU worker"
+        )
+    )
+    gcs.replies["GetClusterResourceState"] = _ray_state(gcs, {worker})
+
+    async def running() -> bool:
+        return (await job_status(kube, "rules")).get("jobStatus") == "RUNNING"
+
+    await eventually(running, timeout=PROMPTLY, message="the driver RUNNING")
+    gcs.replies["InternalKVGet"] = _submission("SUCCEEDED")
+
+    async def gone() -> bool:
+        return await kube.workers(cluster, live=True) == []
+
+    await eventually(gone, timeout=PROMPTLY, message="the worker removed by DeleteWorkers")
+    drains = [request for method, request, _ in gcs.calls if method == "DrainNode"]
+    assert [d.node_id for d in drains] == [_node_id(worker)]
+    rc = await kube.objects.get_namespaced_custom_object(*RAYCLUSTER.at(namespace), cluster)
+    assert JOB_FINISHED_ANNOTATION in rc["metadata"]["annotations"]
+    assert not any(g.get("suspend") for g in rc["spec"]["workerGroupSpecs"])
+    conditions = {c["type"]: c["status"] for c in rc["status"].get("conditions") or []}
+    assert conditions.get("SpecValid") != "False"  # no suspended group, which an autoscaled one refuses
