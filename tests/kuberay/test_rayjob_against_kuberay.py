@@ -21,17 +21,23 @@ from typing import Any
 
 import pytest
 
+from rayscale.api.crd import object_schema
+from rayscale.api.registry import RAYJOB
 from tests.kuberay import rayjob_allowlist, rayjob_compare, rayjob_oracle
 from tests.kuberay.compare import Difference
 from tests.kuberay.entries import Entry, Pattern
+from tests.kuberay.rayscale_side import structural_default
 from tests.support.rayjob_sim import run_case
 
 EPOCH_MS = 1_767_225_600_000  # the simulated world's first "now" (2026-01-01T00:00:00Z)
 
 
 def _ours(case: dict[str, Any]) -> dict[str, Any]:
-    """The oracle takes Ray's job times as milliseconds before now; the simulation as Unix ms."""
+    """The case as rayscale's side runs it: the RayJob as rayscale's CRD stores it (its defaults, as
+    the oracle applies KubeRay's), and Ray's job times as Unix ms (the oracle takes milliseconds
+    before now)."""
     case = copy.deepcopy(case)
+    structural_default(case["rayjob"], object_schema(RAYJOB))
     now_ms = EPOCH_MS
     for step in case.get("steps") or []:
         now_ms += int(float(step.get("age") or 0) * 1000)
