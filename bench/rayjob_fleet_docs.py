@@ -13,7 +13,12 @@ from bench.operator_scale import DOCS
 
 TITLE = "## RayJobs: a fleet at once, beside KubeRay's operator"
 BLOCK = Block("bench.rayjob_fleet", "bench/results/rayjob_fleet.json")
-LABELS = {"rayscale": "rayscale", "kuberay": "KubeRay default", "kuberay-matched": "KubeRay matched"}
+LABELS = {
+    "rayscale": "rayscale",
+    "rayscale-nopoll": "rayscale, no GCS poll",
+    "kuberay": "KubeRay default",
+    "kuberay-matched": "KubeRay matched",
+}
 
 
 def _runs(results: Mapping[str, Any], operator: str) -> list[Mapping[str, Any]]:
