@@ -186,10 +186,45 @@ def test_a_stale_or_broad_entry_fails() -> None:
     assert len(rayjob_allowlist.too_broad(broad)) == 3  # **, any field anywhere, no value pinned
 
 
-def test_an_entry_explains_only_its_values() -> None:
-    """The worker group priority entry explains rayscale's default 0, not another value."""
+_K_YAML = "failed to unmarshal RuntimeEnvYAML: pip: [x: error converting YAML to JSON: yaml: line 1: oops"
+_R_YAML = "failed to unmarshal RuntimeEnvYAML: pip: [x: expected ',' in line 1, column 6"
+_REQUEST = {
+    "apiVersion": "rayscale.io/v1alpha1",
+    "kind": "RayResourceRequest",
+    "metadata": {"labels": {"ray.io/originated-from-crd": "RayJob"}, "name": "x-<2>-demand"},
+}
+_ABSENT = rayjob_compare.ABSENT
+# (entry, document, object, path, explained (kuberay, rayscale), broken: [(document, kuberay, rayscale)])
+NARROW: list[tuple[str, str, str, str, tuple[Any, Any], list[tuple[str, Any, Any]]]] = [
+    ("worker-group-priority", "c#1", "RayCluster/x-<1>", "spec.workerGroupSpecs[0].priority", (_ABSENT, 0),
+     [("c#1", _ABSENT, 5), ("c#1", 1, 0)]),
+    ("runtime-env-yaml-parse-error", "c#0", "RayJob", "status.message", (_K_YAML, _R_YAML),
+     [("c#0", _K_YAML, "failed to unmarshal RuntimeEnvYAML: x"), ("c#0", _ABSENT, _R_YAML)]),
+    ("delete-workers-with-autoscaling", "deletion-rules-autoscaling#0", "RayJob",
+     "status.jobDeploymentStatus", ("ValidationFailed", "Initializing"),
+     [("deletion-rules#0", "ValidationFailed", "Initializing"),
+      ("deletion-rules-autoscaling#0", "ValidationFailed", "Running")]),
+    ("entrypoint-resources-checked-up-front", "entrypoint-resources-not-json#0", "RayJob",
+     "status.jobDeploymentStatus", ("Initializing", "ValidationFailed"),
+     [("http-mode#0", "Initializing", "ValidationFailed"),
+      ("entrypoint-resources-not-json#0", "Initializing", "Failed")]),
+    ("job-demand-resource-request", "demand-autoscaled-resources#1", "RayResourceRequest/x-<2>-demand", "",
+     (_ABSENT, _REQUEST),
+     [("k8sjob-happy-path#1", _ABSENT, _REQUEST),
+      ("demand-autoscaled-resources#1", _ABSENT, {**_REQUEST, "kind": "RayCluster"})]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("entry", [n[0] for n in NARROW])
+def test_an_entry_fails_a_broken_copy(entry: str) -> None:
+    """Each entry explains what rayscale does on purpose, not the same fields broken otherwise."""
+    (_, document, obj, path, (kuberay, rayscale), broken) = next(n for n in NARROW if n[0] == entry)
     allowlist = rayjob_allowlist.load()
-    path = "spec.workerGroupSpecs[0].priority"
-    ours = Difference("c#1", "RayCluster/x-<1>", path, rayjob_compare.ABSENT, 0)
-    other = Difference("c#1", "RayCluster/x-<1>", path, rayjob_compare.ABSENT, 5)
-    assert rayjob_allowlist.judge([ours, other], allowlist).unexplained == [other]
+    verdict = rayjob_allowlist.judge([Difference(document, obj, path, kuberay, rayscale)], allowlist)
+    assert (verdict.unexplained, dict(verdict.used)) == ([], {entry: 1})
+    wrong = [Difference(doc, obj, path, a, b) for doc, a, b in broken]
+    assert rayjob_allowlist.judge(wrong, allowlist).unexplained == wrong
+
+
+def test_every_entry_is_checked_narrow() -> None:
+    assert sorted(n[0] for n in NARROW) == sorted(e.id for e in rayjob_allowlist.load())
