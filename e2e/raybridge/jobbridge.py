@@ -86,6 +86,7 @@ class JobBridge:
         self._dashboards: dict[str, str] = {}
         self._starting: set[str] = set()
         self._gone: set[str] = set()  # deleted while starting
+        self._ready_once: set[str] = set()  # clusters whose head has been ready
         self._runs: dict[str, SubmitterRun] = {}  # pod uid/container -> run
         self._processes: dict[str, asyncio.subprocess.Process] = {}
         self._events: list[BridgeEvent] = []
@@ -335,13 +336,23 @@ class JobBridge:
         return str((found.get("status") or {}).get("rayClusterName") or "") or None
 
     async def _dashboard_of(self, cluster: str | None) -> str | None:
+        """The cluster's dashboard once its head has been ready (`submitters.head_ready`): a real
+        RayCluster is Ready, and a RayJob makes its submitter, only once the head pod's readiness
+        probe passed; kwok's head pods are Ready at once. A later submitter pod (a retry, after the
+        head restarted) runs at once, as a kubelet would run it, ready head or not."""
         if cluster is None:
             return None
+        with self._lock:
+            if cluster in self._ready_once:
+                return self._dashboards.get(cluster)
         deadline = time.monotonic() + DASHBOARD_WAIT
         loop = asyncio.get_running_loop()
         while time.monotonic() < deadline:
-            url = self.dashboard(cluster)
-            if url is not None and await loop.run_in_executor(self._pool, submitters.dashboard_answers, url):
+            url, bridge = self.dashboard(cluster), self.bridges().get(cluster)
+            head = bridge.head if bridge is not None else None
+            if url is not None and await loop.run_in_executor(self._pool, submitters.head_ready, url, head):
+                with self._lock:
+                    self._ready_once.add(cluster)
                 return url
             await asyncio.sleep(0.5)
         return None

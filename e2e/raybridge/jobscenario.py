@@ -35,6 +35,7 @@ __all__ = [
     "python",
     "rayjob",
     "rayjob_cluster_spec",
+    "sidecar_app_failed",
     "submitter_template",
 ]
 
@@ -92,6 +93,21 @@ def stop_all_jobs(flag: Path) -> str:
         "for job in client.list_jobs():\n"
         "    print('Stop Job: ' + str(job.submission_id), flush=True)\n"
         "    client.stop_job(job.submission_id)\n",
+    )
+
+
+def sidecar_app_failed(status: Mapping[str, Any]) -> bool:
+    """A SidecarMode RayJob whose Ray job failed ended as KubeRay says: reason AppFailed with
+    jobStatus FAILED; or, when its ``ray job submit`` (exit code 1: the job failed) ended between
+    two reads of Ray after the job failed, SubmissionFailed with that exit code. KubeRay checks the
+    submitter before it reads Ray, with the job status of its previous read, and rayscale plans as
+    it does: which of the two a run gets depends on that timing, in KubeRay too."""
+    if status.get("reason") == "AppFailed":
+        return bool(status.get("jobStatus") == "FAILED")
+    message = str(status.get("message") or "")
+    return (
+        status.get("reason") == "SubmissionFailed"
+        and "ray-job-submitter terminated with exit code 1" in message
     )
 
 

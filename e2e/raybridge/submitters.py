@@ -19,7 +19,7 @@ from hack.localk8s import launcher
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-__all__ = ["SubmitterRun", "command_and_env", "dashboard_answers", "now", "spawn", "write_exit"]
+__all__ = ["SubmitterRun", "command_and_env", "head_ready", "now", "spawn", "write_exit"]
 
 DASHBOARD_ENV = "RAY_DASHBOARD_ADDRESS"
 SIDECAR_DASHBOARD = ("127.0.0.1:8265", "localhost:8265")  # the sidecar's command and health check
@@ -42,13 +42,24 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def dashboard_answers(url: str) -> bool:
-    """The dashboard's API answers (blocking: call it off the event loop)."""
+def _ok(url: str) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/api/version", timeout=3) as response:
+        with urllib.request.urlopen(url, timeout=3) as response:
             return int(response.status) == 200
     except OSError:
         return False
+
+
+def head_ready(dashboard: str, head: rayproc.RayNode | None) -> bool:
+    """KubeRay's readiness probe of a head pod: the dashboard agent's ``/api/local_raylet_healthz``
+    and the dashboard's ``/api/gcs_healthz`` (blocking: call it off the event loop). Before the
+    agent answers, a job submission fails ("No available agent to submit job")."""
+    if head is None or not head.running():
+        return False
+    args = [str(a) for a in head.process.args] if isinstance(head.process.args, list) else []
+    ports = [a.partition("=")[2] for a in args if a.startswith("--dashboard-agent-listen-port=")]
+    agent = f"http://{rayproc.NODE_IP}:{ports[-1]}/api/local_raylet_healthz" if ports else None
+    return (agent is None or _ok(agent)) and _ok(f"{dashboard}/api/gcs_healthz")
 
 
 def command_and_env(
