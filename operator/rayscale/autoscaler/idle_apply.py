@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from rayscale.api.names import RAYCLUSTER
@@ -114,7 +114,10 @@ class IdleTermination:
         since = self._since.get(key) or idle_since(old)
         outcome = decide(settings, work, since, now, suspended=suspended)
         if isinstance(outcome, Act) and not await self._act(key, meta, outcome):
-            outcome = Wait(outcome.since, now, outcome.action)  # refused: decided again next round
+            # refused or failed: decided again an interval later (not at once: a lasting refusal,
+            # RBAC say, must not spin the rounds)
+            retry = now + timedelta(seconds=self.shared.config.interval)
+            outcome = Wait(outcome.since, retry, outcome.action)
         if isinstance(outcome, Wait):
             self._since[key] = outcome.since
             wait = max(0.0, (outcome.until - now).total_seconds())
