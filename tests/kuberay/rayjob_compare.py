@@ -22,11 +22,17 @@ Normalised, and why:
 - the RayJob's uid (the oracle's fixed one, the simulation's ``rayjob-uid``) becomes
   ``<rayjob uid>``, the oracle's other generated uids ``<uid n>``;
 - the API server's part: metadata it sets (resourceVersion, uid, creationTimestamp, generation,
-  managedFields), empty maps and lists (every map and list field of these kinds is omitempty),
-  and on rayscale's side what the oracle's stand-in API server adds on create (the RayCluster CRD's
-  defaults, a Service's type, cluster IP, port protocol and targetPort);
+  managedFields), empty maps and lists and an env var's empty value (omitempty fields), on
+  rayscale's side the RayCluster CRD's defaults, on both a Service's defaults on every write (the
+  oracle's stand-in sets them on create only), and a container port's protocol TCP (KubeRay's CRD
+  defaults it; rayscale's keeps pod templates as written, where the API server reads absent as TCP);
+- the garbage collector's part: a step after the RayJob is gone shows nothing it owned (the oracle
+  stands in for the collector, the simulation does not);
 - ``rayClusterStatus``: the zero quantities and empty ``head`` KubeRay's typed read-back of the
-  script's RayCluster status shows (``desiredCPU: "0"``, ...), which the script never set;
+  script's RayCluster status shows (``desiredCPU: "0"``, ...), which the script never set; and the
+  RayJob status's empty structs (``rayJobInfo: {}``), absent in rayscale's;
+- times printed in rayscale's texts (Go's layouts, as KubeRay prints them) become ``<n s ago>`` on
+  the simulation's clock, as the oracle shows KubeRay's: a time in another layout stays a difference;
 - a submit's address without its ``http://`` (KubeRay's client adds it, rayscale's address has it).
 """
 
