@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 BRIDGED_LABEL = launcher.BRIDGED_LABEL
 DASHBOARD_ANNOTATION = "rayscale.io/dashboard-address"
 SUBMITTER = "ray-job-submitter"  # KubeRay's submitter container name
-DASHBOARD_WAIT = 180.0
+DASHBOARD_WAIT = 300.0
 WATCH_SECONDS = 60
 MERGE_PATCH: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
 

@@ -42,7 +42,7 @@ __all__ = [
 # KubeRay's TestTimeoutShort and TestTimeoutMedium are 1 and 2 minutes; a cluster here is a real
 # Ray head with its dashboard and a worker started on 2 busy cores.
 SHORT = 90.0
-MEDIUM = 240.0
+MEDIUM = 360.0
 RESULTS = Path(__file__).resolve().parent.parent / ".results"
 
 
