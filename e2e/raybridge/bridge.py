@@ -162,6 +162,7 @@ class RayBridge:
         self._head_live: str | None = None  # the Running head pod (podspec.live_head)
         self._head_bound: str | None = None  # the head pod the running Ray head stands for
         self._old_temp: list[Path] = []  # session dirs of stopped heads, removed by close()
+        self._head_died: rayproc.RayNode | None = None  # a head that exited on its own, restarting
 
     # ---- lifecycle ----
 
@@ -312,7 +313,8 @@ class RayBridge:
 
     async def _check_exits(self) -> None:
         """Ray workers that exited on their own (Ray drained the node, the raylet lost the GCS):
-        recorded, cleaned up, and started again after `restart_delay` if their pod still Runs."""
+        recorded, cleaned up, and started again after `restart_delay` if their pod still Runs. A
+        Ray head that exited on its own while its head pod Runs is started again as well."""
         while True:
             await asyncio.sleep(0.5)
             with self._lock:
@@ -327,6 +329,27 @@ class RayBridge:
                     self._stopper.submit(rayproc.stop, node, grace=self.stop_grace)  # what is left of it
                 if name in restart:
                     self._later(self.restart_delay, self._restart, name)
+            head = self.head
+            if (
+                head is not None
+                and not head.stopped
+                and not head.running()
+                and self._head_live is not None
+                and head is not self._head_died
+            ):
+                # the Ray head exited on its own (e.g. "timed out during startup" on a loaded
+                # machine) while its pod Runs: a kubelet restarts the container
+                self._head_died = head
+                self._record("exited", "head", f"pid {head.pid}, code {head.process.returncode}")
+                self._later(self.restart_delay, self._restart_head)
+
+    def _restart_head(self) -> None:
+        def restart() -> None:
+            self._stop_head()  # what is left of it
+            self._converge_head()
+
+        with contextlib.suppress(RuntimeError):  # closing
+            self._head_ops.submit(restart)
 
     def _later(self, seconds: float, function: Any, *args: Any) -> None:
         timer = threading.Timer(seconds, function, args)
