@@ -33,6 +33,10 @@ def test_removals_and_backoff() -> None:
         "Warning", "BackingOff", "group gpu: pods not provisioned in time; no launches for 300s"
     )
     assert drain_message("rc-cpu-x") == "rayscale: idle, removing pod rc-cpu-x"
+    assert (
+        drain_message("rc-cpu-x", "RayJob ns/j finished (SUCCEEDED)")
+        == "rayscale: RayJob ns/j finished (SUCCEEDED), removing pod rc-cpu-x"
+    )
 
 
 def test_gcs_reachability() -> None:

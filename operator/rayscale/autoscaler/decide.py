@@ -202,7 +202,7 @@ class Round:
         decision = writable(scaling, decision, pod_names)  # drain nothing the patch would not write
         units = drain_plan(decision, snapshot, state, finished=scaling.finished is not None)
         if units:
-            decision = without(decision, await self.link.drain(key, units))
+            decision = without(decision, await self.link.drain(key, units, scaling.finished))
         patch = build_patch(scaling, decision, pod_names)
         if patch is not None:
             try:

@@ -167,9 +167,10 @@ class GcsLink:
             return None
         return cached[2]
 
-    async def drain(self, key: ClusterKey, units: Sequence[DrainUnit]) -> set[str]:
+    async def drain(self, key: ClusterKey, units: Sequence[DrainUnit], why: str | None = None) -> set[str]:
         """Drain the units host by host; the pods of the units that stay (a host refused or
-        could not be asked). Hosts that accepted are remembered as draining."""
+        could not be asked). Hosts that accepted are remembered as draining. `why`: the drain's
+        message when not idleness (texts.drain_message)."""
         memory = self.memories.of(key)
         gcs = memory.client()
         if gcs is None:
@@ -177,7 +178,7 @@ class GcsLink:
 
         async def ask(pod: str, node_id: str) -> bool:
             try:
-                result = await gcs.drain_node(node_id, message=drain_message(pod))
+                result = await gcs.drain_node(node_id, message=drain_message(pod, why))
             except GcsError as exc:
                 self._seen(key, DRAIN, exc.code)
                 log.info("drain of %s in %s/%s failed, keeping it: %s", pod, *key, exc)

@@ -85,6 +85,7 @@ def unscalable_message(name: str, problem: object) -> str:
     return f"RayCluster {name} cannot be autoscaled: {problem}"[:MESSAGE_LIMIT]
 
 
-def drain_message(pod: str) -> str:
-    """What Ray's drain request says (the node's drain reason message)."""
-    return f"rayscale: idle, removing pod {pod}"
+def drain_message(pod: str, why: str | None = None) -> str:
+    """What Ray's drain request says (the node's drain reason message): idle, or `why` (e.g. the
+    cluster's RayJob finished)."""
+    return f"rayscale: {why or 'idle'}, removing pod {pod}"

@@ -202,6 +202,7 @@ async def test_at_the_jobs_end_the_workers_are_drained_and_removed_at_once(
 
     rc = await kube.objects.get_namespaced_custom_object(*RAYCLUSTER.at(namespace), cluster)
     why = "RayJob " + namespace + "/ends finished (SUCCEEDED)"
+    assert all(d.reason_message.startswith(f"rayscale: {why}, removing pod ") for d in drains)  # why, to Ray
     assert rc["metadata"]["annotations"][JOB_FINISHED_ANNOTATION] == why
     assert {g["groupName"]: g.get("replicas") for g in rc["spec"]["workerGroupSpecs"]} == {"cpu": 0, "gpu": 0}
     assert not any(g.get("suspend") for g in rc["spec"]["workerGroupSpecs"])  # KubeRay's view unchanged
