@@ -303,3 +303,30 @@ def test_submit_command_has_kuberays_shape() -> None:
         '--entrypoint-resources "{\\"r\\": 1}" -- python -c \'print(1)\' ; fi ; ray job logs --address '
         "http://svc:8265 --follow id-1"
     )
+
+
+@pytest.mark.parametrize(("seconds", "completes"), [(None, False), (60.0, True)])
+def test_transition_grace_period_is_the_operators_setting(seconds: float | None, completes: bool) -> None:
+    """Ray's job ended 120 s ago, the submitter still runs: past a 60 s grace period (KubeRay's
+    RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS) the RayJob completes; within the
+    default 300 s it stays Running."""
+    from datetime import UTC, datetime, timedelta
+
+    from rayscale.common.timefmt import rfc3339
+    from rayscale.rayjob.checks import grace_period
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    status = {
+        "jobStatus": C.JOB_SUCCEEDED,
+        "jobDeploymentStatus": C.RUNNING,
+        "rayJobInfo": {"endTime": rfc3339(now - timedelta(seconds=120))},
+    }
+    assert grace_period(status, now, *([] if seconds is None else [seconds])) is completes
+    assert status["jobDeploymentStatus"] == (C.COMPLETE if completes else C.RUNNING)
+
+
+@pytest.mark.parametrize(("value", "seconds"), [(None, 300.0), ("", 300.0), ("x", 300.0), ("45", 45.0)])
+def test_grace_period_setting_reads_as_kuberay_reads_it(value: str | None, seconds: float) -> None:
+    from rayscale.rayjob.controller import _grace_seconds
+
+    assert _grace_seconds(value) == seconds

@@ -66,13 +66,14 @@ def pre_running_deadline(spec: Mapping[str, Any], status: Status, now: datetime)
     return _deadline(spec, status, now, "preRunningDeadlineSeconds", C.PRE_RUNNING_DEADLINE_EXCEEDED)
 
 
-def grace_period(status: Status, now: datetime) -> bool:
-    """Ray's job ended over 300 s ago and the RayJob is still Running: Complete or Failed now."""
+def grace_period(status: Status, now: datetime, seconds: float = C.TRANSITION_GRACE_SECONDS) -> bool:
+    """Ray's job ended over `seconds` (300 by default) ago and the RayJob is still Running:
+    Complete or Failed now."""
     job_status = status.get("jobStatus") or ""
     if job_status not in C.JOB_TERMINAL or status.get("jobDeploymentStatus") != C.RUNNING:
         return False
     end = parse_time((status.get("rayJobInfo") or {}).get("endTime"))
-    if end is None or now < end + timedelta(seconds=C.TRANSITION_GRACE_SECONDS):
+    if end is None or now < end + timedelta(seconds=seconds):
         return False
     status.update(
         jobDeploymentStatus=C.FAILED if job_status == C.JOB_FAILED else C.COMPLETE,

@@ -137,6 +137,9 @@ class RayJobController:
         )
         index.changed = self.queue.mark
         self.delete_after_finish = os.environ.get("DELETE_RAYJOB_CR_AFTER_JOB_FINISHES", "").lower() == "true"
+        self.grace_seconds = _grace_seconds(
+            os.environ.get("RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS")
+        )
 
     def mark_cluster(self, cluster: Obj) -> None:
         """A RayCluster a RayJob made changed: look at that RayJob again."""
@@ -187,6 +190,7 @@ class RayJobController:
             ray_error=ray_error,
             suffixes=(suffix(), suffix()),
             delete_job_after_finish=self.delete_after_finish,
+            grace_seconds=self.grace_seconds,
             resource_request=dict(request) if request is not None else None,
         )
 
@@ -363,3 +367,11 @@ class RayJobController:
 
 def _is_head(pod: Obj) -> bool:
     return ((pod.get("metadata") or {}).get("labels") or {}).get(L.NODE_TYPE) == L.HEAD
+
+
+def _grace_seconds(value: str | None) -> float:
+    """KubeRay's RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS: an integer, else 300."""
+    try:
+        return float(int(value or ""))
+    except ValueError:
+        return C.TRANSITION_GRACE_SECONDS

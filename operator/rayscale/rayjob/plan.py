@@ -67,6 +67,7 @@ class World:
     ray_error: str | None = None  # Ray could not be asked
     suffixes: tuple[str, str] = ("", "")  # 5 characters each, for a new job id and cluster name
     delete_job_after_finish: bool = False  # DELETE_RAYJOB_CR_AFTER_JOB_FINISHES
+    grace_seconds: float = C.TRANSITION_GRACE_SECONDS  # RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_...
     resource_request: Obj | None = None  # the RayJob's RayResourceRequest (rayjob/demand.py)
 
 
@@ -321,7 +322,7 @@ class _Plan:
             raise _Break
 
     def _grace_period(self) -> None:
-        if checks.grace_period(self.status, self.w.now):
+        if checks.grace_period(self.status, self.w.now, self.w.grace_seconds):
             raise _Break
 
     # ---- reads and the objects made on the way
