@@ -18,6 +18,8 @@ SUCCEEDED, on one schedule both operators read:
   address``);
 - `rayscale-nopoll` (only when asked): rayscale with ``--gcs-poll-interval 0``, its autoscaler
   reading Ray only in its rounds (every 5 s), not also every second between them;
+- `rayscale-c16` (only when asked): rayscale with ``--rayjob-concurrency 16`` (the setting before
+  the default became 64), to show what the RayJob reconciles in parallel change;
 - KubeRay's operator (the version of tools/kuberay-oracle/versions.env, `make kuberay-operator`; its
   defaults, leader election off) polls ``http://<head-svc>.<ns>.svc.cluster.local:8265/api/jobs/<id>``:
   that name does not resolve here, so the operator's process gets ``HTTP_PROXY`` = the fake dashboard
@@ -73,7 +75,7 @@ from bench.vs_kuberay import (
 )
 from rayscale.api.names import RAYJOB
 
-OPERATORS = ("rayscale", "kuberay", "kuberay-matched", "rayscale-nopoll")
+OPERATORS = ("rayscale", "kuberay", "kuberay-matched", "rayscale-nopoll", "rayscale-c16")
 NO_POLL = ("--gcs-poll-interval", "0")  # rayscale-nopoll: the autoscaler reads Ray only in its rounds
 PODS_PER_NODE = 100
 STATUSES = ("RUNNING", "SUCCEEDED")  # the changes Ray makes on its own (PENDING is the submission)
@@ -103,9 +105,9 @@ class ProxiedBench(Bench):
     proxy = ""
 
     def command(self, name: str, namespace: str) -> tuple[list[str], dict[str, str]]:
-        if name == "rayscale-nopoll":
+        if name in ("rayscale-nopoll", "rayscale-c16"):
             cmd, env = super().command("rayscale", namespace)
-            return [*cmd, *NO_POLL], env
+            return [*cmd, *(NO_POLL if name == "rayscale-nopoll" else ("--rayjob-concurrency", "16"))], env
         cmd, env = super().command(name, namespace)
         if name.startswith("kuberay"):
             server = urlparse(self.api_server()).hostname or "127.0.0.1"

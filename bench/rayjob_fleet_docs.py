@@ -16,6 +16,7 @@ BLOCK = Block("bench.rayjob_fleet", "bench/results/rayjob_fleet.json")
 LABELS = {
     "rayscale": "rayscale",
     "rayscale-nopoll": "rayscale, no GCS poll",
+    "rayscale-c16": "rayscale, 16 RayJob reconciles at once",
     "kuberay": "KubeRay default",
     "kuberay-matched": "KubeRay matched",
 }

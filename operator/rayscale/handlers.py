@@ -299,6 +299,7 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
             source,
             runtime.rayjob_ray,
             runtime.recorder,
+            concurrency=runtime.config.rayjob_concurrency,
             observer=metrics.queue("rayjob"),
         )
         runtime.tasks.append(

@@ -89,6 +89,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--concurrency", type=int, default=16, help="clusters reconciled in parallel (default: 16)"
     )
+    p.add_argument("--rayjob-concurrency", type=int, default=64,
+                   help="RayJobs and RayCronJobs reconciled in parallel: a reconcile mostly waits for "
+                   "the cluster's GCS (default: %(default)s)")  # fmt: skip
     p.add_argument("--autoscaler-concurrency", type=int, default=DEFAULT_AUTOSCALER_CONCURRENCY,
                    help="clusters autoscaled in parallel: a round mostly waits for its cluster's GCS "
                    "(default: %(default)s)")  # fmt: skip
@@ -246,6 +249,7 @@ async def _run(args: argparse.Namespace, metrics: Metrics, served: web_api.Serve
 
     config = ControllerConfig(
         concurrency=args.concurrency,
+        rayjob_concurrency=args.rayjob_concurrency,
         resync_seconds=args.resync_seconds,
         stuck_terminating_seconds=args.stuck_terminating_seconds,
         random_delete=os.environ.get("ENABLE_RANDOM_POD_DELETE", "").lower() == "true",

@@ -71,6 +71,7 @@ class ClusterSource(Protocol):
 @dataclasses.dataclass(frozen=True)
 class ControllerConfig:
     concurrency: int = 16
+    rayjob_concurrency: int = 64  # RayJobs and RayCronJobs reconciled in parallel (each mostly waits on Ray)
     resync_seconds: float = 60.0
     stuck_terminating_seconds: float = STUCK_TERMINATING_AFTER
     random_delete: bool = False
