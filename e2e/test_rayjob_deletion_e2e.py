@@ -91,7 +91,13 @@ SINGLE = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("policy", "failed"), [c[1:] for c in SINGLE], ids=[c[0] for c in SINGLE])
+SMOKE = {"DeletionRules with DeleteCluster policy should delete entire cluster"}  # also in `make test`
+
+
+@pytest.mark.parametrize(
+    ("policy", "failed"),
+    [pytest.param(*c[1:], id=c[0], marks=[pytest.mark.e2e_smoke] if c[0] in SMOKE else []) for c in SINGLE],
+)
 async def test_deletion_strategy(jobs: Jobs, policy: str, failed: bool) -> None:
     name = f"{policy.lower().replace('delete', 'delete-')}{'-failed' if failed else ''}-test"
     ttl = 5 if policy == "DeleteNone" else 10

@@ -48,6 +48,7 @@ def terminal(status: dict[str, object]) -> bool:
     return status.get("jobStatus") in TERMINAL_JOB
 
 
+@pytest.mark.e2e_smoke
 async def test_lightweight_successful_rayjob(jobs: Jobs) -> None:
     spec = {
         "rayVersion": "2.60.0",

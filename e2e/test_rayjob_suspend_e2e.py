@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import pytest
 from e2e.raybridge.jobscenario import COUNTER, COUNTER_ENV, LONG_RUNNING, Jobs, rayjob
 
 
@@ -30,6 +31,7 @@ async def test_suspend_running_then_resume(jobs: Jobs) -> None:
     await jobs.delete("long-running")
 
 
+@pytest.mark.e2e_smoke
 async def test_create_suspended_then_resume(jobs: Jobs) -> None:
     body = rayjob(
         "counter", entrypoint=COUNTER, runtimeEnvYAML=COUNTER_ENV, shutdownAfterJobFinishes=True, suspend=True

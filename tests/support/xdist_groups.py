@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 
 GROUPS_ENV = "RAYSCALE_XDIST_GROUPS"  # the file the workers write {node id: group} to
-# The fixtures that start real Ray nodes on this machine (e2e/conftest.py's Ray bridge, the Ray
-# tests' heads); a test that starts them otherwise is marked `ray`.
-RAY_FIXTURES = frozenset({"bridge", "ray_head"})
+# The fixtures that start real Ray nodes on this machine (e2e/conftest.py's Ray bridge and RayJob
+# bridge, the Ray tests' heads); a test that starts them otherwise is marked `ray`.
+RAY_FIXTURES = frozenset({"bridge", "jobs", "ray_head"})
 RAY_GROUP = "ray"
 
 
