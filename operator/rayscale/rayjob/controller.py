@@ -214,8 +214,12 @@ class RayJobController:
                 log.info("rayjob %s/%s: %s", *key, exc)
                 return Failed(str(exc), exc.retry_after)
         if step.error is not None:
+            # KubeRay returns these as errors, retried by its rate limiter from 5 ms doubling. They
+            # are states that pass (Ray has no record of the submission yet, the dashboard's URL is
+            # not known yet): look again after the step's requeue (3 s), not after a backoff that
+            # grows to a minute and leaves a finished job unseen that long.
             log.info("rayjob %s/%s: %s", *key, step.error)
-            return Failed(step.error)
+            return step.requeue if step.requeue is not None else Failed(step.error)
         if step.status is not None:
             body = {**job, "status": step.status}
             try:
