@@ -70,7 +70,7 @@ GENERATED = (
     Generated(operator_scale.DOCS, operator_fleet.BLOCK, operator_fleet.render),
     Generated(operator_scale.DOCS, vs_kuberay.BLOCK, vs_kuberay.render),
     Generated(limits.DOCS, limits.BLOCK, limits.render),
-    Generated(rayjob_fleet_docs.DOCS, rayjob_fleet_docs.BLOCK, rayjob_fleet_docs.render),
+    Generated(operator_scale.DOCS, rayjob_fleet_docs.BLOCK, rayjob_fleet_docs.render),
     Generated(chaos.DOCS, chaos.BLOCK, chaos.section, chaos.load_stored),
     *(
         Generated(ci_stages_docs.DOCS, block, ci_stages_docs.render)
