@@ -436,8 +436,10 @@ async def test_jobs_actors_and_placement_groups(
             driver_node_id=ids["driver_node"],
             entrypoint=job.entrypoint,
             status="RUNNING",
+            start_time_ms=job.start_time_ms,
         )
         assert job.entrypoint  # the driver's command line
+        assert job.start_time_ms > 0 and job.end_time_ms == 0  # started, not ended
 
     # the driver killed the actor, removed the group and exited
     async def released() -> bool:
