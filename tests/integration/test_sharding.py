@@ -91,8 +91,9 @@ class Shard(Observed):
         return {(c["namespace"], c["name"]) for c in body["clusters"]}
 
     def lease(self) -> str:
-        """The Lease it says it leads on ("" until it leads)."""
-        for line in self.output().splitlines():
+        """The Lease it says it leads on ("" until it leads), from its whole log (output() is its
+        end only, which other work of an operator of every namespace can fill)."""
+        for line in self.log.read_text(errors="replace").splitlines():
             if "became leader: Lease " in line:
                 return line.split("became leader: Lease ")[1].split()[0]
         return ""

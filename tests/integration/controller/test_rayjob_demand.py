@@ -225,7 +225,9 @@ async def test_delete_workers_drains_each_worker_before_the_groups_are_suspended
     """DeleteWorkers (a cluster without autoscaling: KubeRay refuses it with autoscaling): the
     suspend flags and the pods' deletion are KubeRay's; before them, Ray is asked to drain."""
     kube = Kube(api, namespace)
-    gcs.replies["InternalKVGet"] = _submission("RUNNING")
+    # PENDING until the worker runs: a driver that runs at once would take the request (and with it
+    # the reason for the GPU worker) away before the autoscaler's round, as it should.
+    gcs.replies["InternalKVGet"] = _submission("PENDING")
     rules = [{"policy": "DeleteWorkers", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 0}}]
     body = rayjob("fixed", gcs.address, submissionMode=C.HTTP_MODE, deletionStrategy={"deletionRules": rules})
     del body["spec"]["shutdownAfterJobFinishes"]
@@ -265,7 +267,9 @@ async def test_delete_workers_on_an_autoscaled_cluster_drains_and_removes_withou
 ) -> None:
     """KubeRay refuses DeleteWorkers with autoscaling; rayscale runs it as the job-finished mark."""
     kube = Kube(api, namespace)
-    gcs.replies["InternalKVGet"] = _submission("RUNNING")
+    # PENDING until the worker runs: a driver that runs at once would take the request (and with it
+    # the reason for the GPU worker) away before the autoscaler's round, as it should.
+    gcs.replies["InternalKVGet"] = _submission("PENDING")
     rules = [{"policy": "DeleteWorkers", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 0}}]
     body = rayjob("rules", gcs.address, submissionMode=C.HTTP_MODE, deletionStrategy={"deletionRules": rules})
     del body["spec"]["shutdownAfterJobFinishes"]
@@ -277,6 +281,7 @@ async def test_delete_workers_on_an_autoscaled_cluster_drains_and_removes_withou
         )
     )
     gcs.replies["GetClusterResourceState"] = _ray_state(gcs, {worker})
+    gcs.replies["InternalKVGet"] = _submission("RUNNING")
 
     async def running() -> bool:
         return (await job_status(kube, "rules")).get("jobStatus") == "RUNNING"
