@@ -225,9 +225,7 @@ async def test_delete_workers_drains_each_worker_before_the_groups_are_suspended
     """DeleteWorkers (a cluster without autoscaling: KubeRay refuses it with autoscaling): the
     suspend flags and the pods' deletion are KubeRay's; before them, Ray is asked to drain."""
     kube = Kube(api, namespace)
-    # PENDING until the worker runs: a driver that runs at once would take the request (and with it
-    # the reason for the GPU worker) away before the autoscaler's round, as it should.
-    gcs.replies["InternalKVGet"] = _submission("PENDING")
+    gcs.replies["InternalKVGet"] = _submission("RUNNING")
     rules = [{"policy": "DeleteWorkers", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 0}}]
     body = rayjob("fixed", gcs.address, submissionMode=C.HTTP_MODE, deletionStrategy={"deletionRules": rules})
     del body["spec"]["shutdownAfterJobFinishes"]
