@@ -439,7 +439,8 @@ async def test_jobs_actors_and_placement_groups(
             start_time_ms=job.start_time_ms,
         )
         assert job.entrypoint  # the driver's command line
-        assert job.start_time_ms > 0 and job.end_time_ms == 0  # started, not ended
+        assert job.start_time_ms > 0  # started
+        assert job.end_time_ms == 0  # not ended
 
     # the driver killed the actor, removed the group and exited
     async def released() -> bool:
