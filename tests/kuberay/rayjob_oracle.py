@@ -19,7 +19,6 @@ name, when not given, the file's stem). Beyond the oracle's keys a case file may
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import json
@@ -31,6 +30,7 @@ import yaml
 
 from tests.kuberay import oracle
 from tests.kuberay.oracle import Oracle, OracleError
+from tests.kuberay.rayscale_side import merge_patch  # RFC 7386, as the oracle applies a step's spec
 
 CASES_DIR = Path(__file__).resolve().parent / "rayjob_cases"
 _ORACLE_STEP_KEYS = {
@@ -58,19 +58,6 @@ def run_rayjob_cases(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if len(results) != len(cases):
         raise OracleError(f"sent {len(cases)} RayJob cases, got {len(results)} answers")
     return results
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """A JSON merge patch (RFC 7386), as the oracle applies a step's ``spec``."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 def _sample(samples_dir: Path, name: str, kind: str, patch: Any) -> dict[str, Any]:

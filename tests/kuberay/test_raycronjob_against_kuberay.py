@@ -31,7 +31,7 @@ import pytest
 from rayscale.common.timefmt import parse_time
 from rayscale.rayjob.cron import plan_cron, rayjob_name
 from tests.kuberay import oracle
-from tests.kuberay.rayjob_oracle import merge_patch
+from tests.kuberay.rayscale_side import merge_patch
 from tests.support.builders import example
 
 FAKE_UID = "00000000-0000-4000-8000-000000000001"  # the oracle's uid for the RayCronJob
