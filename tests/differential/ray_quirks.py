@@ -269,9 +269,18 @@ def _cap_keeps_minimum(outcome: Outcome, difference: Difference, others: list[En
         } - mine
         return bool(ray_only) and all(group_of(outcome, r) in below for r in ray_only)
     if kind == "idle-only-ray":
-        # rayscale took the surplus from this replica instead, or put work on it.
+        # rayscale took the surplus from this replica instead, or put work on it; or it took the
+        # surplus from another replica of this group (Ray took it from a group it cut below the
+        # minimum), which leaves this idle one as the group's minimum.
         capped = {r.replica or r.name for r in decision.terminate if r.reason in RAYSCALE_CAP_CAUSES}
-        return subject in capped or _rayscale_worked(outcome, subject)
+        if subject in capped or _rayscale_worked(outcome, subject):
+            return True
+        group = group_of(outcome, subject)
+        if group is None:
+            return False
+        spec = next(g for g in outcome.snapshot.groups if g.name == group)
+        cut_here = any(group_of(outcome, r) == group for r in capped)
+        return cut_here and group not in below and decision.groups[group].replicas == spec.min_replicas
     if kind == "idle-only-rayscale":
         return _ray_worked(outcome, subject)
     if kind.startswith("unplaced-"):

@@ -27,6 +27,7 @@ from rayscale.autoscaler.scheduling.model import (
     LabelOp,
     Node,
     NodeState,
+    RemovalCause,
     Snapshot,
     Strategy,
     Unmet,
@@ -137,6 +138,31 @@ def test_compare_catches_a_different_idle_removal(oracle: Oracle) -> None:
     keep_all = Decision(groups=outcome.decision.groups, terminate=(), unmet=(), placements=())
     kinds = {d.kind for d in compare(Outcome("t", snap, keep_all, outcome.ray))}
     assert kinds == {"idle-only-ray", "more-hosts:CPU"}
+
+
+def test_cap_keeps_minimum_keeps_only_the_minimum(oracle: Oracle) -> None:
+    """Ray's cap cuts a pending host of a group at its minimum and idles two hosts of another;
+    rayscale's cap takes that group's pending host instead and keeps one running host as its
+    minimum (excused); keeping a second idle host above the minimum is not."""
+    snap = scenario_io.read(FIXED / "idle-only-ray-s845603366-205.yaml")
+    outcome = _one(oracle, snap)
+    assert outcome.decision is not None
+    _, allowed = runner.split(outcome, allowlist.load())
+    assert "cap-keeps-minimum" in [entry for entry, _ in allowed]
+    gamma = outcome.decision.groups["gamma"]
+    two = GroupDecision(gamma.current, gamma.replicas + 1, 0, gamma.terminate - 1)
+    more = dict(outcome.decision.groups, gamma=two)
+    keep = Decision(
+        groups=more,
+        terminate=tuple(r for r in outcome.decision.terminate if r.reason is not RemovalCause.IDLE),
+        unmet=outcome.decision.unmet,
+        placements=outcome.decision.placements,
+    )
+    kept = Outcome("t", snap, keep, outcome.ray)
+    kept.differences = compare(kept)
+    failing, _ = runner.split(kept, allowlist.load())
+    kinds = {(d.kind, d.subject) for d in failing}
+    assert kinds >= {("idle-only-ray", "gamma-0"), ("idle-only-ray", "gamma-2")}
 
 
 # ----------------------------------------------------------------------------- generator, shrinker, files
