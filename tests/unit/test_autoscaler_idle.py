@@ -80,6 +80,8 @@ def test_settings(annotations: dict[str, str], expected: Settings) -> None:
         ({SECONDS_ANNOTATION: "1.5"}, "is not a whole number"),
         ({SECONDS_ANNOTATION: "10m"}, "is not a whole number"),
         ({SECONDS_ANNOTATION: ""}, "is not a whole number"),
+        ({SECONDS_ANNOTATION: "\u00b2"}, "is not a whole number"),  # a digit to str.isdigit, not to int
+        ({SECONDS_ANNOTATION: "\u0661\u0662"}, "is not a whole number"),  # Arabic-Indic 12: ASCII only
         ({SECONDS_ANNOTATION: "0"}, "must be between 1 and 2147483647"),
         ({SECONDS_ANNOTATION: "9999999999"}, "must be between 1 and"),
         (

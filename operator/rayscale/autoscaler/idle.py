@@ -96,7 +96,7 @@ def read_settings(annotations: Mapping[str, str]) -> Settings | str | None:
             " idle termination is off"
         )
     text = str(raw_seconds).strip()
-    if not text.isdigit():  # digits only: no sign, fraction or unit
+    if not (text.isascii() and text.isdigit()):  # ASCII digits only: no sign, fraction or unit
         return (
             f'annotation {SECONDS_ANNOTATION}="{raw_seconds}" is not a whole number of seconds'
             f' (e.g. "600"); idle termination is off'
