@@ -32,9 +32,20 @@ async def create_custom(api: client.ApiClient, kind: ResourceName, manifest: dic
     return await _send_unless(call, f"create {kind.plural}/{manifest['metadata']['name']}", tolerated=409)
 
 
-async def delete_custom(api: client.ApiClient, kind: ResourceName, namespace: str, name: str) -> bool:
-    """Delete (in the background); False when it was gone."""
-    call = _objects(api).delete_namespaced_custom_object(*kind.at(namespace), name, _preload_content=False)
+async def delete_custom(
+    api: client.ApiClient,
+    kind: ResourceName,
+    namespace: str,
+    name: str,
+    *,
+    preconditions: dict[str, str] | None = None,
+) -> bool:
+    """Delete (in the background); False when it was gone. `preconditions` (``uid``,
+    ``resourceVersion``): KubeError 409 when the object is no longer that one."""
+    body = {"preconditions": preconditions} if preconditions else None
+    call = _objects(api).delete_namespaced_custom_object(
+        *kind.at(namespace), name, body=body, _preload_content=False
+    )
     return await _send_unless(call, f"delete {kind.plural}/{name}", tolerated=404)
 
 
