@@ -15,12 +15,14 @@ from tests.support.fakes import EventLog as Events
 from tests.support.fakes import FakeApi as Api
 from tests.support.fakes import FakeSource as Source
 
+from rayscale.kube import ops
 from rayscale.ray import model as ray
 from rayscale.ray.client import GcsUnavailable
 
 SECONDS = 10
-SUSPEND = [
+SUSPEND = [  # guarded: the spec and the opt-in as the decision read them
     {"op": "test", "path": "/metadata/generation", "value": 1},
+    {"op": "test", "path": "/metadata/annotations/rayscale.io~1idle-termination-seconds", "value": "10"},
     {"op": "add", "path": "/spec/suspend", "value": True},
 ]
 
@@ -60,6 +62,36 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Api:
 
 def opted_in(body: dict[str, Any], **more: str) -> dict[str, Any]:
     body["metadata"]["annotations"] = {"rayscale.io/idle-termination-seconds": str(SECONDS), **more}
+    return body
+
+
+class Deletes:
+    """The RayCluster DELETEs sent, with their preconditions; `refusals` are raised first, in order."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[tuple[str, str], dict[str, str] | None]] = []
+        self.refusals: list[ops.KubeError] = []
+
+    async def __call__(
+        self, api: Any, kind: Any, namespace: str, name: str, *, preconditions: dict[str, str] | None = None
+    ) -> bool:
+        if self.refusals:
+            raise self.refusals.pop(0)
+        self.sent.append(((namespace, name), preconditions))
+        return True
+
+
+@pytest.fixture
+def deletes(monkeypatch: pytest.MonkeyPatch) -> Deletes:
+    found = Deletes()
+    monkeypatch.setattr("rayscale.kube.rayjob_ops.delete_custom", found)
+    return found
+
+
+def to_delete() -> dict[str, Any]:
+    """A cluster rayscale does not autoscale, opted in to be deleted, as a watch gives it."""
+    body = opted_in(cluster(group("a", replicas=0)), **{"rayscale.io/idle-termination-action": "delete"})
+    body["metadata"]["resourceVersion"] = "7"
     return body
 
 
@@ -160,23 +192,16 @@ async def test_unanswered_jobs_or_a_request_keep_it(api: Api) -> None:
 
 
 async def test_a_cluster_not_autoscaled_is_deleted_with_its_condition_alone(
-    api: Api, monkeypatch: pytest.MonkeyPatch
+    api: Api, deletes: Deletes
 ) -> None:
-    deleted: list[tuple[str, str]] = []
-
-    async def delete(api_: Any, kind: Any, namespace: str, name: str) -> bool:
-        deleted.append((namespace, name))
-        return True
-
-    monkeypatch.setattr("rayscale.kube.rayjob_ops.delete_custom", delete)
     events, clock = Events(), LoopClock()
-    body = opted_in(cluster(group("a", replicas=0)), **{"rayscale.io/idle-termination-action": "delete"})
-    scaler = autoscaler(Source(body), events, clock)
+    scaler = autoscaler(Source(to_delete()), events, clock)
     assert await scaler.step(KEY) == 5  # looked at every interval
     assert api.cluster_statuses[-1] == {"autoscaler": {"conditions": [idle_condition(api)]}}
     clock.advance(SECONDS)
     await scaler.step(KEY)
-    assert deleted == [KEY]
+    # the DELETE names the object the decision read, unchanged
+    assert deletes.sent == [(KEY, {"uid": "uid-1", "resourceVersion": "7"})]
     assert [e[1] for e in events.posted] == ["IdleDeleted"]
     assert api.patches == []  # not autoscaled: no patch of replicas
 
@@ -197,3 +222,23 @@ async def test_a_bad_annotation_warns_once_and_touches_nothing(api: Api) -> None
     assert (bad["status"], bad["reason"]) == ("False", "InvalidAnnotation")
     assert api.patches == []
     assert "GetAllJobInfo" not in FakeGcs.calls
+
+
+async def test_a_delete_whose_object_changed_is_decided_again(api: Api, deletes: Deletes) -> None:
+    """The API server refuses the DELETE (409) when the cluster changed since the decision read it
+    (re-annotated, recreated): nothing is deleted, and it is decided again an interval later."""
+    deletes.refusals = [ops.KubeError("Precondition failed: ResourceVersion in precondition: 7", 409)]
+    events, clock = Events(), LoopClock()
+    scaler = autoscaler(Source(to_delete()), events, clock)
+    await scaler.step(KEY)
+    clock.advance(SECONDS)
+    assert await scaler.step(KEY) == 5
+    assert deletes.sent == []
+    assert [e for e in events.posted if e[1] == "IdleDeleted"] == []
+    waiting = idle_condition(api)
+    assert waiting is not None
+    assert (waiting["status"], waiting["reason"]) == ("True", "Idle")
+    clock.advance(5)
+    await scaler.step(KEY)
+    assert deletes.sent == [(KEY, {"uid": "uid-1", "resourceVersion": "7"})]
+    assert [e[1] for e in events.posted] == ["IdleDeleted"]

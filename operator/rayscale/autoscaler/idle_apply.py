@@ -4,7 +4,8 @@ After each full round (and, for a cluster rayscale does not autoscale, after a r
 alone) `check` reads what the round did not: Ray's job table, the job submissions and the live
 actors, but only when the round's state shows no demand and no RayResourceRequest names the
 cluster. The pure decision (idle.py) says keep, wait or act. Acting is one guarded write: a JSON
-patch ``spec.suspend: true`` with a ``test`` of the generation the decision saw, or a DELETE; then a
+patch ``spec.suspend: true`` with a ``test`` of the generation and the idle annotations the decision
+saw, or a DELETE with the uid and resourceVersion it saw as preconditions; then a
 Normal Event (``IdleSuspended``, ``IdleDeleted``). The ``IdleTermination`` condition it keeps here
 goes into ``status.autoscaler`` with the round's status (reporter.py), or on its own for a cluster
 rayscale does not autoscale (`status_patch`). An unreadable annotation gets the condition (reason
@@ -24,6 +25,8 @@ from typing import Any, NamedTuple
 
 from rayscale.api.names import RAYCLUSTER
 from rayscale.autoscaler.idle import (
+    ACTION_ANNOTATION,
+    SECONDS_ANNOTATION,
     Act,
     Action,
     Reason,
@@ -162,14 +165,17 @@ class IdleTermination:
         namespace, name = key
         try:
             if act.action is Action.SUSPEND:
-                patch = [
-                    {"op": "test", "path": "/metadata/generation", "value": meta.generation},
-                    {"op": "add", "path": "/spec/suspend", "value": True},
-                ]
+                patch = [*_unchanged(meta), {"op": "add", "path": "/spec/suspend", "value": True}]
                 await ops.json_patch_raycluster(self.shared.api, namespace, name, patch)
                 reason = Reason.SUSPENDED
             else:
-                await rayjob_ops.delete_custom(self.shared.api, RAYCLUSTER, namespace, name)
+                # no generation to test: the object exactly as read (a changed annotation, a
+                # cluster deleted and made again under the name, ...: 409, decided again)
+                seen = {"uid": meta.uid, "resourceVersion": meta.resource_version}
+                unchanged = {field: value for field, value in seen.items() if value}
+                await rayjob_ops.delete_custom(
+                    self.shared.api, RAYCLUSTER, namespace, name, preconditions=unchanged
+                )
                 reason = Reason.DELETED
         except ops.KubeError as exc:
             if exc.status not in TEST_FAILED:
@@ -178,6 +184,17 @@ class IdleTermination:
         log.info("%s/%s %s: %s", namespace, name, reason, act.message)
         self.shared.events.post(meta.subject(), "Normal", str(reason), act.message)
         return True
+
+
+def _unchanged(meta: ClusterMeta) -> list[dict[str, Any]]:
+    """The ``test`` operations that refuse a suspension when the cluster's spec or its opt-in is no
+    longer what the decision read (an annotation change moves no generation)."""
+    tests: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/generation", "value": meta.generation}]
+    for annotation in (SECONDS_ANNOTATION, ACTION_ANNOTATION):
+        if annotation in meta.annotations:
+            pointer = "/metadata/annotations/" + annotation.replace("~", "~0").replace("/", "~1")
+            tests.append({"op": "test", "path": pointer, "value": meta.annotations[annotation]})
+    return tests
 
 
 def status_patch(autoscaler_status: Mapping[str, Any] | None, idle: Obj | None) -> dict[str, Any] | None:
