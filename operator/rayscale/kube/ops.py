@@ -266,6 +266,7 @@ async def list_events(api: client.ApiClient, namespace: str, field_selector: str
 
 
 JSON_PATCH = "application/json-patch+json"
+TEST_FAILED = (409, 422)  # what the API server answers when a patch's test or a delete's precondition fails
 
 
 async def get_raycluster(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
