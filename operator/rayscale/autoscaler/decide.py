@@ -50,13 +50,13 @@ from rayscale.common.pods import pod_name
 from rayscale.common.retry import Failed
 from rayscale.common.types import ClusterKey, Obj
 from rayscale.kube import ops
+from rayscale.kube.ops import TEST_FAILED
 from rayscale.ray.model import ClusterState
 
 __all__ = ["Round"]
 
 log = logging.getLogger(__name__)
 CONFLICT_ATTEMPTS = 3
-TEST_FAILED = (409, 422)  # what the API server answers when the generation test fails
 
 
 class Conflict(Exception):
