@@ -51,7 +51,6 @@ from rayscale.ray.model import ClusterState
 __all__ = ["Cluster", "IdleTermination", "opted_in", "status_patch"]
 
 log = logging.getLogger(__name__)
-TEST_FAILED = (409, 422)
 
 
 class Cluster(NamedTuple):
@@ -178,7 +177,7 @@ class IdleTermination:
                 )
                 reason = Reason.DELETED
         except ops.KubeError as exc:
-            if exc.status not in TEST_FAILED:
+            if exc.status not in ops.TEST_FAILED:
                 log.warning("idle termination of %s/%s failed: %s", *key, exc)
             return False
         log.info("%s/%s %s: %s", namespace, name, reason, act.message)
