@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
+import random
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -38,7 +38,8 @@ _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # KubeRay's (apimachinery's rand.Stri
 
 
 def suffix() -> str:
-    return "".join(secrets.choice(_ALPHABET) for _ in range(5))
+    """5 random characters of KubeRay's alphabet (not a secret: names, as KubeRay's math/rand)."""
+    return "".join(random.choices(_ALPHABET, k=5))
 
 
 class JobRay(Protocol):

@@ -9,7 +9,6 @@ Ray's GCS keeps of the submission (`Submission`): the operator reads it through 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from rayscale.api.raycluster import KUBERAY_MANAGER
 from rayscale.cluster import naming
 from rayscale.common import labels as L
+from rayscale.common.jsoncopy import copy_json
 from rayscale.common.timefmt import rfc3339
 from rayscale.common.types import Obj
 from rayscale.rayjob import checks
@@ -86,7 +86,7 @@ class _Plan:
         self.meta = world.job.get("metadata") or {}
         self.spec = world.job.get("spec") or {}
         self.original: dict[str, Any] = dict(world.job.get("status") or {})
-        self.status: dict[str, Any] = copy.deepcopy(self.original)
+        self.status: dict[str, Any] = copy_json(self.original)
         self.mode = self.spec.get("submissionMode") or C.K8S_JOB_MODE
         self.step = Step()
         self.actions: list[Action] = self.step.actions
