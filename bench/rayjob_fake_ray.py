@@ -27,7 +27,7 @@ import collections
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -247,6 +247,15 @@ async def serving_dashboard(schedule: Schedule) -> AsyncIterator[str]:
         if isinstance(out, str):
             return web.Response(status=status, text=out)
         return web.json_response(out, status=status)
+
+    async with serving_http(handle) as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def serving_http(handle: Callable[[Any], Awaitable[Any]]) -> AsyncIterator[str]:
+    """`handle` (an aiohttp low-level handler) serving on a port of 127.0.0.1; yields its URL."""
+    from aiohttp import web
 
     runner = web.ServerRunner(web.Server(handle), access_log=None)
     await runner.setup()
