@@ -109,6 +109,16 @@ def test_no_work() -> None:
     assert work.describe() == "no work"
 
 
+def test_ended_submissions_are_counted() -> None:
+    submissions = {
+        "raysubmit_a": SubmissionInfo("SUCCEEDED", "python a.py"),
+        "raysubmit_b": SubmissionInfo("STOPPED", "python b.py"),
+        "raysubmit_c": SubmissionInfo("RUNNING", "python c.py"),
+    }
+    assert work_of(EMPTY, [], submissions, [], 0).ended == 2
+    assert work_of(EMPTY, [job(dead=True)], {}, [], 0).ended == 0  # a ray.init driver is no submission
+
+
 def test_an_attached_driver_is_work() -> None:
     work = work_of(EMPTY, [job(dead=False), job(dead=True)], {}, [], 0)
     assert (work.busy, work.drivers, work.jobs) == (True, 1, 0)
@@ -200,6 +210,26 @@ def test_a_driver_that_came_and_went_between_rounds_restarts_the_clock() -> None
     future = decide(TEN, Work(last_end_ms=_ms(T0 + timedelta(hours=1))), None, T0, suspended=False)
     assert isinstance(future, Wait)
     assert future.since == T0
+
+
+def test_a_rayjobs_cluster_has_no_clock_until_a_submission_ended() -> None:
+    """A RayJob's cluster idles between its head being ready and its job's submission: no clock
+    then (its RayJob would wait on a suspended cluster, or make a deleted one again)."""
+    for later in (0, 3600):
+        before = decide(TEN, Work(), T0, T0 + timedelta(seconds=later), suspended=False, rayjob="job-a")
+        assert before == Keep(
+            Reason.AWAITING_JOB,
+            "the cluster is RayJob job-a's and no job submission has ended on it yet:"
+            " the idle clock starts when one has",
+        )
+        assert condition(before, T0)["status"] == "False"
+    ended = T0 + timedelta(minutes=5)
+    work = Work(ended=1, last_end_ms=_ms(ended))
+    after = decide(TEN, work, None, ended + timedelta(seconds=3), suspended=False, rayjob="job-a")
+    assert after == Wait(ended + timedelta(seconds=3), ended + timedelta(seconds=13), Action.SUSPEND)
+    assert isinstance(
+        decide(TEN, work, ended, ended + timedelta(seconds=10), suspended=False, rayjob="job-a"), Act
+    )
 
 
 # ---- the condition ----

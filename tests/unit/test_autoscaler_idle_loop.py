@@ -31,6 +31,7 @@ class Jobs:
     """What the faked GCS answers about jobs; `fail`: GetAllJobInfo does not answer."""
 
     jobs: list[ray.JobInfo] = []
+    submissions: dict[str, ray.SubmissionInfo] = {}
     fail = False
 
 
@@ -38,7 +39,7 @@ class Jobs:
 def api(monkeypatch: pytest.MonkeyPatch) -> Api:
     found = Api(monkeypatch)
     FakeGcs.state = gcs_state()
-    Jobs.jobs, Jobs.fail = [], False
+    Jobs.jobs, Jobs.submissions, Jobs.fail = [], {}, False
 
     async def jobs(self: FakeGcs) -> list[ray.JobInfo]:
         self._call("GetAllJobInfo")
@@ -48,7 +49,7 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Api:
 
     async def submissions(self: FakeGcs) -> dict[str, ray.SubmissionInfo]:
         self._call("InternalKVKeys")
-        return {}
+        return dict(Jobs.submissions)
 
     async def actors(self: FakeGcs, *, state: str | None = None) -> list[ray.ActorInfo]:
         self._call("GetAllActorInfo")
@@ -242,3 +243,30 @@ async def test_a_delete_whose_object_changed_is_decided_again(api: Api, deletes:
     await scaler.step(KEY)
     assert deletes.sent == [(KEY, {"uid": "uid-1", "resourceVersion": "7"})]
     assert [e[1] for e in events.posted] == ["IdleDeleted"]
+
+
+async def test_a_rayjobs_cluster_waits_for_its_job_to_end(api: Api) -> None:
+    """Between its head being ready and its job's submission a RayJob's cluster has no work: no
+    clock then. Once the job's submission has ended, the clock runs and the cluster ends."""
+    events, clock = Events(), LoopClock()
+    body = opted_in(rc(group("a", replicas=0)))
+    body["metadata"]["labels"] = {
+        "ray.io/originated-from-crd": "RayJob",
+        "ray.io/originated-from-cr-name": "job",
+    }
+    scaler = autoscaler(Source(body), events, clock)
+    for _ in range(3 * SECONDS):
+        await scaler.step(KEY)
+        clock.advance(1)
+    assert api.patches == []
+    waiting = idle_condition(api)
+    assert waiting is not None
+    assert (waiting["status"], waiting["reason"]) == ("False", "AwaitingJob")
+    ended = clock.now()
+    Jobs.submissions = {"job-x": ray.SubmissionInfo("SUCCEEDED", "python x.py", end_time_ms=0)}
+    for _ in range(5 + SECONDS):
+        await scaler.step(KEY)
+        clock.advance(1)
+    assert api.patches == [SUSPEND]
+    ((_, _, message),) = [e for e in events.posted if e[1] == "IdleSuspended"]
+    assert message.split("(since ", 1)[1][:20] >= ended.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -13,7 +13,9 @@ actor (a Ray Serve application, say), no pending task, actor or placement group,
 when a round first finds it idle, or later when the GCS says a driver or submission ended later
 (a driver that came and went between two rounds); any work stops it. When it has run the
 cluster's seconds, the cluster ends (`Act`); until then `Wait` says when. An unknown state (the
-GCS did not answer) keeps the cluster and stops the clock, and so does a suspended cluster.
+GCS did not answer) keeps the cluster and stops the clock, and so does a suspended cluster. A
+RayJob's cluster has no clock until a job submission has ended on it: until its job has been
+submitted and has run, its RayJob needs it (and would wait on it suspended, or make it again).
 
 The clock is kept in the ``IdleTermination`` condition of ``status.autoscaler``: while it runs,
 ``status: "True"``, reason ``Idle``, its ``lastTransitionTime`` the moment the cluster became idle.
@@ -28,6 +30,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from rayscale.api.names import RAYJOB
+from rayscale.common.labels import ORIGINATED_FROM_CR_NAME, ORIGINATED_FROM_CRD
 from rayscale.common.timefmt import parse_time, rfc3339
 from rayscale.common.types import Obj
 from rayscale.ray.model import ActorInfo, ClusterState, JobInfo, SubmissionInfo
@@ -49,6 +53,7 @@ __all__ = [
     "find_condition",
     "idle_since",
     "invalid_event",
+    "rayjob_of",
     "read_settings",
     "work_of",
 ]
@@ -74,6 +79,7 @@ class Reason(enum.StrEnum):
     BUSY = "Busy"  # False: Ray has work
     PAUSED = "Suspended"  # False: suspended, not by rayscale (or resumed since): no clock
     UNKNOWN = "RayUnreachable"  # Unknown: the GCS did not answer
+    AWAITING_JOB = "AwaitingJob"  # False: a RayJob's cluster on which no job submission has ended
     INVALID = "InvalidAnnotation"  # False: the annotations cannot be read; the feature is off
 
 
@@ -116,10 +122,17 @@ def read_settings(annotations: Mapping[str, str]) -> Settings | str | None:
     return Settings(seconds, Action(action))
 
 
+def rayjob_of(labels: Mapping[str, str]) -> str | None:
+    """The RayJob that made the cluster (KubeRay's origin labels), if one did."""
+    if labels.get(ORIGINATED_FROM_CRD) != RAYJOB.kind:
+        return None
+    return str(labels.get(ORIGINATED_FROM_CR_NAME) or "")
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Work:
     """What keeps a cluster from being idle, counted; `last_end_ms` is when the latest driver or
-    job submission ended (Unix ms, 0: none did)."""
+    job submission ended (Unix ms, 0: none did); `ended`: how many job submissions have ended."""
 
     drivers: int = 0  # live drivers started by hand (ray.init)
     jobs: int = 0  # submitted jobs not ended (their drivers, or submissions still pending)
@@ -129,6 +142,7 @@ class Work:
     constraints: int = 0  # request_resources constraints
     requests: int = 0  # RayResourceRequests naming the cluster
     last_end_ms: int = 0
+    ended: int = 0
 
     @property
     def busy(self) -> bool:
@@ -159,7 +173,7 @@ def work_of(
 ) -> Work:
     """The work Ray's GCS shows: its jobs table, the job submissions, the live actors (only the
     detached ones count: the others live and die with a driver) and the cluster's demand."""
-    drivers, submitted, last_end = 0, set(), 0
+    drivers, submitted, last_end, ended = 0, set(), 0, 0
     for job in jobs:
         if not job.is_dead:
             if job.submission_id is None:
@@ -170,6 +184,8 @@ def work_of(
     for submission_id, submission in submissions.items():
         if not submission.terminal:
             submitted.add(submission_id)
+        else:
+            ended += 1
         last_end = max(last_end, submission.end_time_ms)
     return Work(
         drivers=drivers,
@@ -180,6 +196,7 @@ def work_of(
         constraints=len(state.constraints),
         requests=requests,
         last_end_ms=last_end,
+        ended=ended,
     )
 
 
@@ -217,16 +234,29 @@ def _ms(ms: int, like: datetime) -> datetime:
 
 
 def decide(
-    settings: Settings, work: Work | None, since: datetime | None, now: datetime, *, suspended: bool
+    settings: Settings,
+    work: Work | None,
+    since: datetime | None,
+    now: datetime,
+    *,
+    suspended: bool,
+    rayjob: str | None = None,
 ) -> Outcome:
     """What to do with an opted-in cluster. `work` None: Ray's state is unknown. `since`: when the
-    clock started (None: it does not run). `suspended`: ``spec.suspend`` is true."""
+    clock started (None: it does not run). `suspended`: ``spec.suspend`` is true. `rayjob`: the
+    RayJob that made the cluster (its clock waits for a job submission to end)."""
     if suspended:
         return Keep(Reason.PAUSED, "the cluster is suspended; the idle clock starts when it resumes")
     if work is None:
         return Keep(Reason.UNKNOWN, "Ray's GCS did not answer; the idle clock starts over when it does")
     if work.busy:
         return Keep(Reason.BUSY, f"the cluster has work: {work.describe()}")
+    if rayjob is not None and not work.ended:
+        return Keep(
+            Reason.AWAITING_JOB,
+            f"the cluster is RayJob {rayjob}'s and no job submission has ended on it yet:"
+            " the idle clock starts when one has",
+        )
     start = since or now
     if work.last_end_ms:  # a driver or a job that ended after the clock started: it starts then
         start = max(start, min(_ms(work.last_end_ms, now), now))

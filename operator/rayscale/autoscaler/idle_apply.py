@@ -37,6 +37,7 @@ from rayscale.autoscaler.idle import (
     find_condition,
     idle_since,
     invalid_event,
+    rayjob_of,
     read_settings,
     work_of,
 )
@@ -114,7 +115,7 @@ class IdleTermination:
             return None
         work = None if state is None or suspended else await self._work(key, state, len(requests))
         since = self._since.get(key) or idle_since(old)
-        outcome = decide(settings, work, since, now, suspended=suspended)
+        outcome = decide(settings, work, since, now, suspended=suspended, rayjob=rayjob_of(meta.labels))
         if isinstance(outcome, Act) and not await self._act(key, meta, outcome):
             # refused or failed: decided again an interval later (not at once: a lasting refusal,
             # RBAC say, must not spin the rounds)
