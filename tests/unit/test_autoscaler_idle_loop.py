@@ -15,6 +15,7 @@ from tests.support.fakes import EventLog as Events
 from tests.support.fakes import FakeApi as Api
 from tests.support.fakes import FakeSource as Source
 
+from rayscale.autoscaler.loop import Autoscaler
 from rayscale.kube import ops
 from rayscale.ray import model as ray
 from rayscale.ray.client import GcsUnavailable
@@ -96,6 +97,13 @@ def to_delete() -> dict[str, Any]:
     return body
 
 
+async def run_for(scaler: Autoscaler, clock: LoopClock, seconds: int) -> None:
+    """A step of the loop every virtual second, for `seconds`."""
+    for _ in range(seconds):
+        await scaler.step(KEY)
+        clock.advance(1)
+
+
 def idle_condition(api: Api) -> dict[str, Any] | None:
     """The IdleTermination condition the latest status.autoscaler write carried."""
     for status in reversed(api.cluster_statuses):
@@ -135,9 +143,7 @@ async def test_a_live_driver_keeps_it_and_its_end_starts_the_clock(api: Api) -> 
     events, clock = Events(), LoopClock()
     scaler = autoscaler(Source(opted_in(rc(group("a", replicas=0)))), events, clock, poll=1)
     Jobs.jobs = [driver(dead=False)]
-    for _ in range(10 * SECONDS):
-        await scaler.step(KEY)
-        clock.advance(1)
+    await run_for(scaler, clock, 10 * SECONDS)
     assert api.patches == []
     busy = idle_condition(api)
     assert busy is not None
@@ -145,9 +151,7 @@ async def test_a_live_driver_keeps_it_and_its_end_starts_the_clock(api: Api) -> 
     # the driver's end moves nothing in Ray's resource state: the jobs are looked at every interval
     Jobs.jobs = [driver(dead=True)]
     ended_by = clock.now()
-    for _ in range(5 + SECONDS):
-        await scaler.step(KEY)
-        clock.advance(1)
+    await run_for(scaler, clock, 5 + SECONDS)
     assert api.patches == [SUSPEND]
     ((_, _, message),) = [e for e in events.posted if e[1] == "IdleSuspended"]
     since = message.split("(since ", 1)[1][:20]
@@ -174,17 +178,13 @@ async def test_unanswered_jobs_or_a_request_keep_it(api: Api) -> None:
     source = Source(opted_in(rc(group("a", replicas=0))))
     scaler = autoscaler(source, Events(), clock)
     Jobs.fail = True
-    for _ in range(3 * SECONDS):
-        await scaler.step(KEY)
-        clock.advance(1)
+    await run_for(scaler, clock, 3 * SECONDS)
     unknown = idle_condition(api)
     assert unknown is not None
     assert (unknown["status"], unknown["reason"]) == ("Unknown", "RayUnreachable")
     Jobs.fail = False
     source._requests = [rrr(0)]  # a RayResourceRequest names the cluster (even an empty one)
-    for _ in range(3 * SECONDS):
-        await scaler.step(KEY)
-        clock.advance(1)
+    await run_for(scaler, clock, 3 * SECONDS)
     assert api.patches == []
     busy = idle_condition(api)
     assert busy is not None
@@ -255,18 +255,14 @@ async def test_a_rayjobs_cluster_waits_for_its_job_to_end(api: Api) -> None:
         "ray.io/originated-from-cr-name": "job",
     }
     scaler = autoscaler(Source(body), events, clock)
-    for _ in range(3 * SECONDS):
-        await scaler.step(KEY)
-        clock.advance(1)
+    await run_for(scaler, clock, 3 * SECONDS)
     assert api.patches == []
     waiting = idle_condition(api)
     assert waiting is not None
     assert (waiting["status"], waiting["reason"]) == ("False", "AwaitingJob")
     ended = clock.now()
     Jobs.submissions = {"job-x": ray.SubmissionInfo("SUCCEEDED", "python x.py", end_time_ms=0)}
-    for _ in range(5 + SECONDS):
-        await scaler.step(KEY)
-        clock.advance(1)
+    await run_for(scaler, clock, 5 + SECONDS)
     assert api.patches == [SUSPEND]
     ((_, _, message),) = [e for e in events.posted if e[1] == "IdleSuspended"]
     assert message.split("(since ", 1)[1][:20] >= ended.strftime("%Y-%m-%dT%H:%M:%SZ")
