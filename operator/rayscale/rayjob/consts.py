@@ -79,6 +79,10 @@ EV_FAILED_CREATE_CLUSTER: Final = "FailedToCreateRayCluster"
 EV_FAILED_DELETE_CLUSTER: Final = "FailedToDeleteRayCluster"
 EV_FAILED_UPDATE_CLUSTER: Final = "FailedToUpdateRayCluster"
 EV_CLUSTER_NOT_FOUND: Final = "RayClusterNotFound"
+EV_WORKERS_DRAINED: Final = (
+    "DrainedWorkers"  # rayscale's, on the RayCluster: DeleteWorkers drained them first
+)
+EV_WORKERS_NOT_DRAINED: Final = "WorkersNotDrained"  # rayscale's: Ray could not be asked
 EV_CREATED_SERVICE: Final = "CreatedService"
 EV_UPDATED_SERVICE: Final = "UpdatedService"
 EV_FAILED_CREATE_SERVICE: Final = "FailedToCreateService"

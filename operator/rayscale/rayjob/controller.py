@@ -329,13 +329,24 @@ class RayJobController:
         pods = [str(p["metadata"]["name"]) for p in self.clusters.pods(key) if not _is_head(p)]
         if not pods:
             return
+        name = job["metadata"]["name"]
+        why = f"RayJob {key[0]}/{name} finished (DeleteWorkers): its {len(pods)} worker pod(s) go"
         try:
             accepted = await self.ray.drain_workers(cluster, pods)
         except Exception as exc:
             log.info("rayjob %s: draining the workers of %s/%s: %s", job["metadata"]["name"], *key, exc)
+            self.recorder.post(
+                cluster,
+                "Warning",
+                C.EV_WORKERS_NOT_DRAINED,
+                f"{why}; Ray could not be asked to drain them: {exc}",
+            )
             return
-        log.info("rayjob %s: %d of %d workers of %s/%s drained", job["metadata"]["name"], len(accepted),
-                 len(pods), *key)  # fmt: skip
+        left = len(pods) - len(accepted)
+        tail = f"; {left} had no live Ray node or refused (work still running)" if left else ""
+        self.recorder.post(
+            cluster, "Normal", C.EV_WORKERS_DRAINED, f"{why}; Ray drained {len(accepted)} first{tail}"
+        )
 
     async def _service(self, job: Obj, action: A.CreateService | A.UpdateService) -> None:
         ns, name = job["metadata"]["namespace"], action.manifest["metadata"]["name"]

@@ -259,6 +259,15 @@ async def test_delete_workers_drains_each_worker_before_the_groups_are_suspended
     assert [g.get("suspend") for g in rc["spec"]["workerGroupSpecs"]] == [True, True]
     assert JOB_FINISHED_ANNOTATION not in (rc["metadata"].get("annotations") or {})
 
+    async def said() -> list[Any]:  # no status.autoscaler here: the RayCluster's Event says why
+        return [e for e in await kube.events(C.EV_WORKERS_DRAINED) if e.involved_object.name == cluster]
+
+    (event,) = await eventually(said, timeout=PROMPTLY, message="the RayCluster's DrainedWorkers Event")
+    assert (event.type, event.involved_object.kind) == ("Normal", "RayCluster")
+    assert event.message == (
+        f"RayJob {namespace}/fixed finished (DeleteWorkers): its 1 worker pod(s) go; Ray drained 1 first"
+    )
+
 
 async def test_delete_workers_on_an_autoscaled_cluster_drains_and_removes_without_suspend(
     api: client.ApiClient, namespace: str, gcs: FakeGcsServer, autoscaling_operator: Operator
