@@ -189,6 +189,10 @@ bench-vs-kuberay: install cluster-build kuberay-operator ## the controller besid
 bench-rayjob-fleet: install cluster-build kuberay-operator ## 1,000 RayJobs on one operator, rayscale beside KubeRay's operator: job-status lag, dashboard calls, CPU, RSS (Ray faked; about 30 min; RAYJOB_ARGS="--jobs 100 --reps 1" for less)
 	$(PY) -m bench.rayjob_fleet --write-docs $(RAYJOB_ARGS)
 
+.PHONY: bench-rayjob-first-task
+bench-rayjob-first-task: install cluster-build kuberay-operator ## one RayJob from apply to its first task running, rayscale beside KubeRay's operator with Ray's sidecar (real Ray; 5 reps, about 15 min; FIRST_TASK_ARGS="--reps 3" for fewer)
+	$(PY) -m bench.rayjob_first_task --write-docs $(FIRST_TASK_ARGS)
+
 # ---- Ray GCS protobuf bindings (operator/rayscale/ray/protos; generated, git-ignored) ----
 RAY_PROTOS := operator/rayscale/ray/protos
 RAY_PROTO_STAMP := $(RAY_PROTOS)/.generated

@@ -29,6 +29,7 @@ from bench import (
     limits,
     operator_fleet,
     operator_scale,
+    rayjob_first_task_docs,
     rayjob_fleet_docs,
     scheduler_vs_ray,
     vs_kuberay,
@@ -71,6 +72,7 @@ GENERATED = (
     Generated(operator_scale.DOCS, vs_kuberay.BLOCK, vs_kuberay.render),
     Generated(limits.DOCS, limits.BLOCK, limits.render),
     Generated(operator_scale.DOCS, rayjob_fleet_docs.BLOCK, rayjob_fleet_docs.render),
+    Generated(operator_scale.DOCS, rayjob_first_task_docs.BLOCK, rayjob_first_task_docs.render),
     Generated(chaos.DOCS, chaos.BLOCK, chaos.section, chaos.load_stored),
     *(
         Generated(ci_stages_docs.DOCS, block, ci_stages_docs.render)
