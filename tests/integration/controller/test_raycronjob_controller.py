@@ -5,10 +5,11 @@ from its tick, labelled, annotated and owned as KubeRay makes them, ``lastSchedu
 ``suspend: true`` stops the creates (and says so in an Event); an operator SIGKILLed at a tick and
 started again makes no second RayJob for it (the tick's RayJob made before the operator starts,
 as a killed operator that created it and never wrote the status leaves it, is taken as made; and
-a real kill right after a create); a bad schedule is SpecValid=False and a Warning Event, and
-nothing is made until it is fixed; created suspended, nothing until resumed. And the controller alone
-(in this process, its RayJob index empty) meeting AlreadyExists at a tick: its own RayJob counts as
-made, another's is refused with a Warning. The plan's every rule is the unit tests'."""
+a real kill right after a create); a bad schedule or an unknown spec.timeZone is SpecValid=False
+and a Warning Event, and nothing is made until it is fixed; created suspended, nothing until
+resumed. And the controller alone (in this process, its RayJob index empty) meeting AlreadyExists
+at a tick: its own RayJob counts as made, another's is refused with a Warning. The plan's every
+rule is the unit tests'."""
 
 from __future__ import annotations
 
@@ -240,11 +241,34 @@ async def test_a_restart_at_a_tick_makes_no_second_rayjob(
     one_per_tick(await eventually(another, timeout=PROMPTLY, message="a RayJob after the second restart"))
 
 
-async def test_bad_schedule_is_a_condition_and_a_warning(
-    api: client.ApiClient, kube: Kube, namespace: str, operator: Operator
+@pytest.mark.parametrize(
+    ("spec", "problem", "fix"),
+    [
+        (
+            {"schedule": "every day"},
+            "invalid cron schedule: expected exactly 5 fields, found 2: [every day]",
+            {"schedule": "@every 2s"},
+        ),
+        (
+            {"schedule": "@every 2s", "timeZone": "Mars/Olympus"},
+            "invalid spec.timeZone: unknown time zone Mars/Olympus",
+            {"timeZone": "Europe/Berlin"},
+        ),
+    ],
+    ids=["schedule", "time-zone"],
+)
+async def test_bad_input_is_a_condition_and_a_warning(
+    api: client.ApiClient,
+    kube: Kube,
+    namespace: str,
+    operator: Operator,
+    spec: dict[str, str],
+    problem: str,
+    fix: dict[str, str],
 ) -> None:
     objects: Any = client.CustomObjectsApi(api)
-    await objects.create_namespaced_custom_object(*RAYCRONJOB.at(namespace), raycronjob("bad", "every day"))
+    body = raycronjob("bad", spec["schedule"], **{k: v for k, v in spec.items() if k != "schedule"})
+    await objects.create_namespaced_custom_object(*RAYCRONJOB.at(namespace), body)
 
     async def refused() -> dict[str, Any] | None:
         status = (await get_cron(api, namespace, "bad")).get("status") or {}
@@ -254,14 +278,14 @@ async def test_bad_schedule_is_a_condition_and_a_warning(
     condition = await eventually(refused, timeout=PROMPTLY, message="SpecValid=False")
     assert condition["status"] == "False"
     assert condition["reason"] == EV_INVALID_SPEC
-    assert condition["message"] == "invalid cron schedule: expected exactly 5 fields, found 2: [every day]"
+    assert condition["message"] == problem
     events = await eventually(lambda: kube.events(EV_INVALID_SPEC), timeout=PROMPTLY, message="the Event")
     assert events[0].type == "Warning"
-    assert events[0].message == f"{namespace}/bad: {condition['message']}"
+    assert events[0].message == f"{namespace}/bad: {problem}"
     assert await rayjobs(api, namespace, "bad") == []
 
     await objects.patch_namespaced_custom_object(
-        *RAYCRONJOB.at(namespace), "bad", {"spec": {"schedule": "@every 2s"}}, _content_type=MERGE
+        *RAYCRONJOB.at(namespace), "bad", {"spec": fix}, _content_type=MERGE
     )
 
     async def healed() -> bool:
