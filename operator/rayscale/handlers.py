@@ -152,9 +152,16 @@ async def raycluster_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
 _MADE_BY_RAYJOB = {L.ORIGINATED_FROM_CRD: "RayJob"}
 
 
+def _shard_kind(event: kopf.RawEvent, runtime: Runtime) -> str:
+    """The event's type for this shard: a RayJob or RayCronJob whose labels the shard's
+    ``--cluster-selector`` does not match is another shard's, and leaves this one's tables as if
+    deleted (its RayCluster carries the RayJob's labels, so the same shard takes both)."""
+    return str(event["type"] or "ADDED") if runtime.scope.owns(event["object"]) else "DELETED"
+
+
 @kopf.on.event(*RAYJOB.path, registry=registry)
 async def rayjob_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
-    memo.runtime.rayjobs.rayjob_event(event["type"], event["object"])
+    memo.runtime.rayjobs.rayjob_event(_shard_kind(event, memo.runtime), event["object"])
     if memo.runtime.raycronjob_controller is not None:  # a RayCronJob's RayJob: look at it again
         memo.runtime.raycronjob_controller.rayjob_changed(event["object"])
 
@@ -162,7 +169,7 @@ async def rayjob_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
 @kopf.on.event(*RAYCRONJOB.path, registry=registry)
 async def raycronjob_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
     if memo.runtime.raycronjob_controller is not None:
-        memo.runtime.raycronjob_controller.cronjob_event(event["type"], event["object"])
+        memo.runtime.raycronjob_controller.cronjob_event(_shard_kind(event, memo.runtime), event["object"])
 
 
 @kopf.on.event("batch", "v1", "jobs", labels=_MADE_BY_RAYJOB, registry=registry)

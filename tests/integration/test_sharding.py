@@ -30,7 +30,7 @@ from hack.localk8s import launcher
 from hack.localk8s.testcluster import ClusterHandle
 from kubernetes_asyncio import client
 
-from rayscale.api.names import RAYRESOURCEREQUEST
+from rayscale.api.names import RAYJOB, RAYRESOURCEREQUEST
 from rayscale.common.types import ClusterKey
 from tests.support.builders import ROOT, cpu_and_gpu_cluster, example, resource_request
 from tests.support.kube import Kube, fresh_namespace
@@ -300,6 +300,54 @@ async def _has(shard: Shard, key: ClusterKey) -> bool:
 async def _lacks(shard: Shard, key: ClusterKey) -> bool:
     served = await shard.autoscaled()
     return served is not None and key not in served and key not in await shard.watched_clusters()
+
+
+def labelled_rayjob(name: str, shard: str) -> dict[str, Any]:
+    spec = {"entrypoint": "python -c 'print(1)'", "rayClusterSpec": example("raycluster-basic.yaml")["spec"]}
+    return {**RAYJOB.type_meta(), "metadata": {"name": name, "labels": {"shard": shard}}, "spec": spec}
+
+
+async def job_reporters(kube: Kube, name: str) -> set[str]:
+    """Who posted Events about RayJob `name`."""
+    events = (
+        await kube.core.list_namespaced_event(kube.ns, field_selector=f"involvedObject.name={name}")
+    ).items
+    return {e.reporting_instance for e in events if e.involved_object.kind == "RayJob"}
+
+
+async def test_shards_by_label_selector_take_the_rayjobs_they_select(
+    api: client.ApiClient, namespace: str, shards: Callable[..., Shard]
+) -> None:
+    """A RayJob is the shard's whose selector matches its labels; its RayCluster carries them, so
+    that shard runs both. A RayJob no shard selects is left alone until it is relabelled."""
+    kube = Kube(api, namespace)
+    objects: Any = kube.objects
+    shards("shard-a", ["--shard", "a", "--cluster-selector", "shard=a"], namespace)
+    shards("shard-b", ["--shard", "b", "--cluster-selector", "shard=b"], namespace)
+    for name, shard in (("job-z", "z"), ("job-a", "a"), ("job-b", "b")):
+        await objects.create_namespaced_custom_object(*RAYJOB.at(namespace), labelled_rayjob(name, shard))
+
+    async def cluster_of(name: str) -> str | None:
+        job = await objects.get_namespaced_custom_object(*RAYJOB.at(namespace), name)
+        return (job.get("status") or {}).get("rayClusterName") or None
+
+    for name, shard in (("job-a", "a"), ("job-b", "b")):
+        made = await eventually(partial(cluster_of, name), timeout=60, message=f"{name}'s RayCluster")
+        assert (await kube.get(made))["metadata"]["labels"]["shard"] == shard
+        said = await eventually(partial(reporters, kube, made), timeout=60, message=f"{made}'s Events")
+        assert set(said) == {f"shard-{shard}"}
+        assert await job_reporters(kube, name) == {f"shard-{shard}"}
+    nobodys = await objects.get_namespaced_custom_object(*RAYJOB.at(namespace), "job-z")
+    assert not nobodys.get("status")
+    assert not nobodys["metadata"].get("finalizers")
+    assert await job_reporters(kube, "job-z") == set()
+
+    patch = [{"op": "replace", "path": "/metadata/labels/shard", "value": "a"}]
+    await objects.patch_namespaced_custom_object(
+        *RAYJOB.at(namespace), "job-z", patch, _content_type="application/json-patch+json"
+    )
+    await eventually(partial(cluster_of, "job-z"), timeout=60, message="job-z's RayCluster, once relabelled")
+    assert await job_reporters(kube, "job-z") == {"shard-a"}
 
 
 def test_the_charts_shards_pass_server_side_dry_run(
