@@ -13,7 +13,9 @@ docs/raycronjob.md, and each required to occur (an entry that explains nothing f
 - ``name``: KubeRay names a RayJob ``<cronjob>-<5 random characters>``; rayscale after its tick;
 - ``condition``: rayscale's status also holds ``SpecValid=False`` while the spec is refused;
 - ``repeat``: KubeRay posts ``InvalidRayCronJobSpec`` on every reconcile of a refused spec; rayscale
-  when the problem is new or changed.
+  when the problem is new or changed;
+- ``labels``: rayscale's RayJob also has the RayCronJob's own labels (KubeRay's has only
+  ``ray.io/raycronjob``), so that a sharded fleet runs it on the RayCronJob's shard.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from tests.support.builders import example
 
 FAKE_UID = "00000000-0000-4000-8000-000000000001"  # the oracle's uid for the RayCronJob
 SELECTOR = {"entrypoint": "python t.py", "clusterSelector": {"ray.io/cluster": "shared"}}
-ALLOWED = ("name", "condition", "repeat")
+ALLOWED = ("name", "condition", "repeat", "labels")
 KUBERAY_NAME = re.compile(r"[bcdfghjklmnpqrstvwxz2456789]{5}")  # apimachinery's rand.String(5)
 
 
@@ -62,8 +64,9 @@ def _case(
     created: str = "2024-01-01T00:00:00Z",
     template: dict[str, Any] | None = None,
     status: dict[str, Any] | None = None,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    cron = {
+    cron: dict[str, Any] = {
         "apiVersion": "ray.io/v1",
         "kind": "RayCronJob",
         "metadata": {"name": "cron", "namespace": "default", "creationTimestamp": created},
@@ -71,6 +74,8 @@ def _case(
     }
     if status:
         cron["status"] = status
+    if labels:
+        cron["metadata"]["labels"] = labels
     return {"name": name, "raycronjob": cron, "steps": steps}
 
 
@@ -179,6 +184,12 @@ CASES = [
         _at("2024-01-01T00:00:00Z", every=timedelta(minutes=20), count=6),
         template=_cluster_template(),
     ),
+    _case(
+        "labelled",
+        "*/30 * * * *",
+        _at("2024-01-01T00:00:00Z", every=timedelta(minutes=20), count=4),
+        labels={"shard": "a", "team": "ml"},
+    ),
 ]
 
 
@@ -231,7 +242,10 @@ def _differences(case: dict[str, Any], theirs: dict[str, Any], used: Counter[str
         for mine, made in zip(ours["created"], kuberay["created"], strict=True):
             m, k = mine["metadata"], made["metadata"]
             for key in ("namespace", "labels", "annotations", "ownerReferences"):
-                if m.get(key) != k.get(key):
+                own = case["raycronjob"]["metadata"].get("labels") or {}
+                if key == "labels" and own and m.get(key) == {**own, **(k.get(key) or {})}:
+                    used["labels"] += 1
+                elif m.get(key) != k.get(key):
                     found.append(f"{where}: RayJob {key} {m.get(key)!r} != KubeRay's {k.get(key)!r}")
             tick = parse_time(m["annotations"]["ray.io/cronjob-scheduled-timestamp"])
             assert tick is not None

@@ -210,14 +210,15 @@ def plan_cron(cronjob: Obj, now: datetime, rayjobs: Mapping[str, Obj]) -> CronSt
 
 
 def _manifest(cronjob: Obj, name: str, tick: datetime) -> Manifest:
-    """KubeRay's constructRayJob, under the tick's name."""
+    """KubeRay's constructRayJob, under the tick's name, with the RayCronJob's labels (rayscale's:
+    a sharded fleet runs the RayJob, and its RayCluster, on the RayCronJob's shard)."""
     meta = cronjob["metadata"]
     return {
         **RAYJOB.type_meta(),
         "metadata": {
             "name": name,
             "namespace": meta["namespace"],
-            "labels": {NAME_LABEL: meta["name"]},
+            "labels": {**(meta.get("labels") or {}), NAME_LABEL: meta["name"]},
             "annotations": {TIMESTAMP_ANNOTATION: rfc3339(tick.astimezone(UTC))},
             "ownerReferences": [
                 {
