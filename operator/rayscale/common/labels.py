@@ -14,6 +14,7 @@ HEADLESS_WORKER_SVC = "ray.io/headless-worker-svc"
 SERVE = "ray.io/serve"
 ORIGINATED_FROM_CR_NAME = "ray.io/originated-from-cr-name"
 ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
+ORIGIN_RAYJOB = "RayJob"  # ORIGINATED_FROM_CRD on a RayJob's RayCluster (KubeRay's RayJobCRD)
 APP_NAME = "app.kubernetes.io/name"
 CREATED_BY = "app.kubernetes.io/created-by"
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from rayscale.common.labels import ORIGIN_RAYJOB
+
 # status.jobDeploymentStatus
 NEW: Final = ""  # KubeRay's JobDeploymentStatusNew: no status yet
 INITIALIZING: Final = "Initializing"
@@ -50,7 +52,7 @@ FINALIZER: Final = "ray.io/rayjob-finalizer"
 CLUSTER_SELECTOR_LABEL: Final = "ray.io/cluster"  # the clusterSelector key naming the RayCluster
 SUBMISSION_MODE_LABEL: Final = "ray.io/job-submission-mode"
 DISABLE_HEAD_RESTART_ANNOTATION: Final = "ray.io/disable-provisioned-head-restart"
-CRD_LABEL_VALUE: Final = "RayJob"
+CRD_LABEL_VALUE: Final = ORIGIN_RAYJOB
 SUBMITTER_CONTAINER: Final = "ray-job-submitter"
 DASHBOARD_PORT_NAME: Final = "dashboard"
 DEFAULT_DASHBOARD_PORT: Final = 8265
