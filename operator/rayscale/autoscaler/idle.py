@@ -30,8 +30,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from rayscale.api.names import RAYJOB
-from rayscale.common.labels import ORIGINATED_FROM_CR_NAME, ORIGINATED_FROM_CRD
+from rayscale.common.labels import ORIGIN_RAYJOB, ORIGINATED_FROM_CR_NAME, ORIGINATED_FROM_CRD
 from rayscale.common.timefmt import parse_time, rfc3339
 from rayscale.common.types import Obj
 from rayscale.ray.model import ActorInfo, ClusterState, JobInfo, SubmissionInfo
@@ -124,7 +123,7 @@ def read_settings(annotations: Mapping[str, str]) -> Settings | str | None:
 
 def rayjob_of(labels: Mapping[str, str]) -> str | None:
     """The RayJob that made the cluster (KubeRay's origin labels), if one did."""
-    if labels.get(ORIGINATED_FROM_CRD) != RAYJOB.kind:
+    if labels.get(ORIGINATED_FROM_CRD) != ORIGIN_RAYJOB:
         return None
     return str(labels.get(ORIGINATED_FROM_CR_NAME) or "")
 
