@@ -21,6 +21,9 @@ kwok runs no containers; the submitters are run here, as a kubelet would run the
   (``127.0.0.1:<dashboard port>`` replaced by the real dashboard's); its exit is written into the
   head pod's container statuses (the pod stays Running).
 
+A cluster's Ray head starts once its head pod Runs, as a kubelet would start it. Ray nodes and
+submitters get their containers' auth settings, the token read from its Secret (podenv.py).
+
 The submitter starts once the cluster's dashboard answers, as the head pod's readiness probe
 would have it. A pod deleted while its submitter runs has it killed. Every process dies with the
 test process. HTTPMode and InteractiveMode need nothing more: rayscale talks to the dashboard.
@@ -266,7 +269,14 @@ class JobBridge:
             with self._lock:
                 self._starting.discard(name)
             return
-        bridge = RayBridge(self.kubeconfig, self.namespace, name, head=head, log_dir=self.log_dir / name)
+        bridge = RayBridge(
+            self.kubeconfig,
+            self.namespace,
+            name,
+            head=head,
+            log_dir=self.log_dir / name,
+            head_waits_for_pod=True,
+        )
         try:
             await asyncio.get_running_loop().run_in_executor(self._pool, bridge.start)
         except Exception as exc:
@@ -367,7 +377,10 @@ class JobBridge:
         if dashboard is None:
             why = f"no dashboard answers for cluster {cluster!r}; the command runs as written"
             self._record("error" if cluster else "submitter-no-cluster", run.pod, why)
-        words, env = submitters.command_and_env(container, dashboard, sidecar=run.sidecar)
+        env, problem = await submitters.container_env(api, self.namespace, container, wait=DASHBOARD_WAIT)
+        if problem is not None:
+            self._record("error", run.pod, problem)
+        words, env = submitters.command_and_env(container, dashboard, sidecar=run.sidecar, env=env)
         self._record("submitter-started", run.pod, " ".join(words)[:300])
         process = await submitters.spawn(words, env, run.log_path)
         with self._lock:

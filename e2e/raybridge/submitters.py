@@ -1,12 +1,14 @@
 """A RayJob submitter container run on this machine, as a kubelet would run it (for `JobBridge`):
-its command with the dashboard address replaced by the real dashboard's, its environment, and its
-exit written into the pod's status."""
+its command with the dashboard address replaced by the real dashboard's, its environment (with the
+Secret keys it names, e.g. the Ray auth token, read by `podenv`), and its exit written into the
+pod's status."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import sys
+import time
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -14,12 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from e2e.raybridge import rayproc
+from e2e.raybridge import podenv, rayproc
 from hack.localk8s import launcher
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-__all__ = ["SubmitterRun", "command_and_env", "head_ready", "now", "spawn", "write_exit"]
+__all__ = ["SubmitterRun", "command_and_env", "container_env", "head_ready", "now", "spawn", "write_exit"]
 
 DASHBOARD_ENV = "RAY_DASHBOARD_ADDRESS"
 SIDECAR_DASHBOARD = ("127.0.0.1:8265", "localhost:8265")  # the sidecar's command and health check
@@ -63,14 +65,12 @@ def head_ready(dashboard: str, head: rayproc.RayNode | None) -> bool:
 
 
 def command_and_env(
-    container: Mapping[str, Any], dashboard: str | None, *, sidecar: bool
+    container: Mapping[str, Any], dashboard: str | None, *, sidecar: bool, env: Mapping[str, str]
 ) -> tuple[list[str], dict[str, str]]:
-    """The container's command line and environment (literal values; ``valueFrom`` is dropped),
-    the dashboard address it was given replaced by `dashboard`; this interpreter's ``ray`` and
-    ``python`` first on PATH."""
-    given = {
-        str(e["name"]): str(e.get("value") or "") for e in container.get("env") or [] if "valueFrom" not in e
-    }
+    """The container's command line and its environment `env` (`podenv.resolve`), the dashboard
+    address it was given replaced by `dashboard`; this interpreter's ``ray`` and ``python`` first on
+    PATH."""
+    given = dict(env)
     real = (dashboard or "").removeprefix("http://")
     old: Sequence[str] = (
         SIDECAR_DASHBOARD if sidecar else [given.get(DASHBOARD_ENV, "").removeprefix("http://")]
@@ -81,6 +81,22 @@ def command_and_env(
         given = {k: v.replace(name, real) for k, v in given.items()}
     bin_dir = str(Path(sys.executable).parent)
     return words, rayproc.driver_env({**given, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"})
+
+
+async def container_env(
+    api: client.ApiClient, namespace: str, container: Mapping[str, Any], *, wait: float
+) -> tuple[dict[str, str], str | None]:
+    """The container's environment, once its Secret keys can be read (a kubelet retries too); after
+    `wait` seconds, its literal values and what went wrong."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return await podenv.resolve(api, namespace, container, keep=podenv.keep_all), None
+        except podenv.EnvError as exc:
+            if time.monotonic() >= deadline:
+                why = f"the submitter's environment: {exc}; it runs without"
+                return podenv.literal(container, podenv.keep_all), why
+        await asyncio.sleep(1.0)
 
 
 async def spawn(words: list[str], env: Mapping[str, str], log_path: Path) -> asyncio.subprocess.Process:
