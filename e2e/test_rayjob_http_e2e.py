@@ -10,6 +10,8 @@ KubeRay test/subtest -> pytest id:
   -> test_lightweight_failing_without_shutdown
 - TestRayJobLightWeightMode/Should transition to 'Complete' if the Ray job has stopped.
   -> test_lightweight_complete_if_stopped
+- TestRayJobLightWeightMode/Successful RayJob in HTTP mode with auth token
+  -> test_lightweight_http_mode_with_auth_token
 - TestRayJobWithClusterSelector/Successful RayJob -> test_cluster_selector_successful_rayjob
 - TestRayJobWithClusterSelector/Failing RayJob -> test_cluster_selector_failing_rayjob
 - TestRayJobWithClusterSelector/RayJob should be created but not to be updated when managed
@@ -18,8 +20,11 @@ KubeRay test/subtest -> pytest id:
   -> test_cluster_selector_managed_by_invalid
 
 KubeRay's cluster-selector subtests share one RayCluster; here each test that runs a job makes
-its own (the managedBy ones need none: their RayJob never reaches a cluster). Not ported:
-"Successful RayJob in HTTP mode with auth token" (the bridge's Ray runs without token auth).
+its own (the managedBy ones need none: their RayJob never reaches a cluster).
+
+Beyond KubeRay's checks, the auth-token test checks that the Ray the bridge runs really uses the
+token (the dashboard refuses a call without it, `authchecks.refuses_without_token`); for that its
+counter waits for a file the test writes once it has checked, so the cluster is still there.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from e2e.raybridge.authchecks import refuses_without_token, succeeded, token_cluster, token_rayjob
 from e2e.raybridge.jobscenario import (
     COUNTER,
     COUNTER_ENV,
@@ -102,6 +108,16 @@ async def test_lightweight_complete_if_stopped(jobs: Jobs, tmp_path: Path) -> No
     status = await jobs.deployment("stop", "Complete")
     assert status["jobStatus"] == "STOPPED", status
     await jobs.delete("stop")
+
+
+async def test_lightweight_http_mode_with_auth_token(jobs: Jobs, tmp_path: Path) -> None:
+    flag = tmp_path / "go"
+    await jobs.create(token_rayjob(flag, submitter=False, submissionMode="HTTPMode"))
+    cluster, head = await token_cluster(jobs, "counter-auth")
+    await refuses_without_token(jobs, cluster, head)
+    flag.touch()
+    await succeeded(jobs, "counter-auth")  # rayscale submitted over HTTP with the token
+    assert jobs.bridge.runs() == []  # HTTPMode: no submitter ran
 
 
 async def selected_cluster(jobs: Jobs) -> dict[str, str]:

@@ -8,6 +8,7 @@ KubeRay test/subtest -> pytest id:
 - TestRayJob/RayJob should be created, but not updated when managed externally
   -> test_managed_externally
 - TestRayJob/RayJob has exceed SubmitterFinishedTimeout -> test_submitter_finished_timeout
+- TestRayJob/Successful RayJob in K8s Job mode with auth token -> test_k8s_job_mode_with_auth_token
 - TestRayJob/RayCluster status update propagates to RayJob -> test_cluster_status_propagates
 - TestRayJob/RayJob PreRunningDeadlineSeconds expires during Initializing state
   -> test_pre_running_deadline_initializing
@@ -25,8 +26,9 @@ job in the new Ray session); with no retry, the submitter that loses its head fa
 The recovery job waits for a file the test writes once the new submitter pod Runs, instead of
 running a fixed time.
 
-Not ported: "Successful RayJob in K8s Job mode with auth token" (the bridge's Ray runs without
-token auth).
+Beyond KubeRay's checks, the auth-token test checks that the Ray the bridge runs really uses the
+token (the dashboard refuses a call without it, `authchecks.refuses_without_token`); for that its
+counter waits for a file the test writes once it has checked, so the cluster is still there.
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from e2e.raybridge.authchecks import (
+    pods,
+    refuses_without_token,
+    succeeded,
+    token_cluster,
+    token_env_problems,
+    token_rayjob,
+)
 from e2e.raybridge.jobscenario import (
     COUNTER,
     COUNTER_ENV,
@@ -167,6 +177,21 @@ async def test_cluster_status_propagates(jobs: Jobs) -> None:
         propagated, "the RayJob's rayClusterStatus.maxWorkerReplicas follows", timeout=SHORT
     )
     await jobs.delete(name)
+
+
+async def test_k8s_job_mode_with_auth_token(jobs: Jobs, tmp_path: Path) -> None:
+    flag = tmp_path / "go"
+    await jobs.create(token_rayjob(flag, submissionMode="K8sJobMode"))
+    cluster, head = await token_cluster(jobs, "counter-auth")
+    await jobs.eventually(jobs.submitters, "the submitter Job", timeout=SHORT)
+    submitters = await jobs.eventually(lambda: pods(jobs, "job-name=counter-auth"), "its pod", timeout=SHORT)
+    assert token_env_problems(submitters[0]["spec"]["containers"][0], cluster) == []
+    await refuses_without_token(jobs, cluster, head)
+    flag.touch()
+    await succeeded(jobs, "counter-auth")
+    assert [r.code for r in jobs.bridge.runs("counter-auth-")] == [
+        0
+    ]  # a real `ray job submit`, with the token
 
 
 async def test_pre_running_deadline_initializing(jobs: Jobs) -> None:

@@ -8,10 +8,15 @@ KubeRay subtest (TestRayJobSidecarMode/...) -> pytest id:
 - Failing RayJob without cluster shutdown after finished -> test_sidecar_failing_without_shutdown
 - Should transition to 'Complete' if the Ray job has stopped. -> test_sidecar_complete_if_stopped
 - RayJob fails when head Pod is deleted when job is running -> test_sidecar_head_pod_deleted
+- Successful RayJob in Sidecar mode with auth token -> test_sidecar_mode_with_auth_token
 
 Difference: where KubeRay expects reason AppFailed for a failing job, SubmissionFailed with the
 submitter's exit code 1 is accepted too (`jobscenario.sidecar_app_failed` says why: a race in
-KubeRay's order of checks, which rayscale keeps). Not ported: the auth-token subtest.
+KubeRay's order of checks, which rayscale keeps).
+
+Beyond KubeRay's checks, the auth-token test checks that the Ray the bridge runs really uses the
+token (the dashboard refuses a call without it, `authchecks.refuses_without_token`); for that its
+counter waits for a file the test writes once it has checked, so the cluster is still there.
 """
 
 from __future__ import annotations
@@ -19,6 +24,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from e2e.raybridge.authchecks import (
+    refuses_without_token,
+    succeeded,
+    token_cluster,
+    token_env_problems,
+    token_rayjob,
+)
 from e2e.raybridge.jobscenario import (
     COUNTER,
     COUNTER_ENV,
@@ -120,3 +132,16 @@ async def test_sidecar_head_pod_deleted(jobs: Jobs, tmp_path: Path) -> None:
     assert status.get("reason") in ("AppFailed", "SubmissionFailed"), status
     await jobs.delete(name)
     await jobs.cluster_gone(status["rayClusterName"], timeout=SHORT)
+
+
+async def test_sidecar_mode_with_auth_token(jobs: Jobs, tmp_path: Path) -> None:
+    flag = tmp_path / "go"
+    await jobs.create(token_rayjob(flag, submitter=False, submissionMode="SidecarMode"))
+    cluster, head = await token_cluster(jobs, "counter-auth")
+    (submitter,) = [c for c in head["spec"]["containers"] if c["name"] == "ray-job-submitter"]
+    assert token_env_problems(submitter, cluster) == []
+    await refuses_without_token(jobs, cluster, head)
+    flag.touch()
+    await succeeded(jobs, "counter-auth")
+    runs = jobs.bridge.runs()  # a real `ray job submit` beside the head, with the token
+    assert [(r.container, r.sidecar, r.code) for r in runs] == [("ray-job-submitter", True, 0)], runs

@@ -26,6 +26,7 @@ from rayscale.api.names import RAYCLUSTER, RAYJOB
 
 __all__ = [
     "COUNTER",
+    "COUNTER_CODE",
     "FAIL",
     "LONG_RUNNING",
     "MEDIUM",
@@ -52,7 +53,7 @@ def python(code: str) -> str:
 
 
 # KubeRay's test/e2erayjob job scripts, as entrypoints.
-COUNTER = python(
+COUNTER_CODE = (
     "import os, ray\n"
     "ray.init()\n"
     "@ray.remote\n"
@@ -70,6 +71,7 @@ COUNTER = python(
     "    ray.get(counter.inc.remote())\n"
     "    print(ray.get(counter.get_counter.remote()))\n"
 )
+COUNTER = python(COUNTER_CODE)
 FAIL = python("import sys\nprint('Something is seriously wrong.', file=sys.stderr)\nsys.exit(1)\n")
 LONG_RUNNING = python("import time\nfor i in range(10000):\n    print(i, flush=True)\n    time.sleep(1)\n")
 COUNTER_ENV = "env_vars:\n  counter_name: test_counter\n"
