@@ -26,6 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from rayscale.api.raycluster import RayClusterSpec
+from rayscale.common import conditions
 from rayscale.common.timefmt import rfc3339
 from rayscale.common.types import Obj
 
@@ -191,10 +192,7 @@ def problems(cluster: RayClusterSpec, support: GcsSupport) -> tuple[Reason, ...]
 
 def find_condition(autoscaler_status: Obj | None) -> Obj | None:
     """The ``RayCompatible`` condition of a ``status.autoscaler``, if it has one."""
-    for condition in (autoscaler_status or {}).get("conditions") or []:
-        if isinstance(condition, Mapping) and condition.get("type") == CONDITION:
-            return condition
-    return None
+    return conditions.find_condition(autoscaler_status, CONDITION)
 
 
 def compat_condition(
