@@ -17,11 +17,11 @@ head Service) there is no condition and no Event.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from rayscale.common import conditions
 from rayscale.common.timefmt import rfc3339
 from rayscale.common.types import Obj
 from rayscale.ray.address import GCS_ADDRESS_ANNOTATION, OVERRIDE_FLAG, GcsTarget
@@ -51,10 +51,7 @@ class Reason(StrEnum):
 
 def find_override(autoscaler_status: Obj | None) -> Obj | None:
     """The ``GcsAddressOverride`` condition of a ``status.autoscaler``, if it has one."""
-    for condition in (autoscaler_status or {}).get("conditions") or []:
-        if isinstance(condition, Mapping) and condition.get("type") == CONDITION:
-            return condition
-    return None
+    return conditions.find_condition(autoscaler_status, CONDITION)
 
 
 def _message(target: GcsTarget, value: str) -> str:
