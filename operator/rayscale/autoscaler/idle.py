@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from rayscale.common import conditions
 from rayscale.common.labels import ORIGIN_RAYJOB, ORIGINATED_FROM_CR_NAME, ORIGINATED_FROM_CRD
 from rayscale.common.timefmt import parse_time, rfc3339
 from rayscale.common.types import Obj
@@ -272,10 +273,7 @@ def decide(
 
 def find_condition(autoscaler_status: Obj | None) -> Obj | None:
     """The ``IdleTermination`` condition of a ``status.autoscaler``, if it has one."""
-    for found in (autoscaler_status or {}).get("conditions") or []:
-        if isinstance(found, Mapping) and found.get("type") == CONDITION:
-            return found
-    return None
+    return conditions.find_condition(autoscaler_status, CONDITION)
 
 
 def idle_since(old: Obj | None) -> datetime | None:
