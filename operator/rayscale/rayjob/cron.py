@@ -46,6 +46,7 @@ from zoneinfo import ZoneInfo
 from rayscale.api.names import RAYCRONJOB, RAYJOB
 from rayscale.api.raycluster import SPEC_VALID
 from rayscale.cluster.naming import is_dns1035_label
+from rayscale.common.conditions import find_condition
 from rayscale.common.timefmt import parse_time, rfc3339
 from rayscale.common.types import Manifest, Obj
 from rayscale.rayjob import consts as C
@@ -139,17 +140,19 @@ def _problem(spec: Mapping[str, Any], name: str) -> tuple[str | None, Schedule |
     return None, schedule, zone
 
 
-def _conditions(status: Mapping[str, Any], problem: str | None, now: datetime, gen: int) -> list[Any]:
+def _conditions(
+    status: Mapping[str, Any], old: Obj | None, problem: str | None, now: datetime, gen: int
+) -> list[Any]:
+    """The status's conditions with ``SpecValid`` as `problem` says (`old`: the one written)."""
     others = [c for c in status.get("conditions") or [] if c.get("type") != SPEC_VALID]
     if problem is None:
         return others
-    old = next((c for c in status.get("conditions") or [] if c.get("type") == SPEC_VALID), None)
-    changed = old is None or old.get("status") != "False"
+    since = old.get("lastTransitionTime") if old is not None and old.get("status") == "False" else None
     condition = {
         "type": SPEC_VALID,
         "status": "False",
         "observedGeneration": gen,
-        "lastTransitionTime": rfc3339(now) if changed else old["lastTransitionTime"],  # type: ignore[index]
+        "lastTransitionTime": since or rfc3339(now),
         "reason": EV_INVALID_SPEC,
         "message": problem,
     }
@@ -171,12 +174,12 @@ def plan_cron(cronjob: Obj, now: datetime, rayjobs: Mapping[str, Obj]) -> CronSt
     status: Mapping[str, Any] = cronjob.get("status") or {}
     ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
     problem, schedule, zone = _problem(spec, name)
-    conditions = _conditions(status, problem, now, int(meta.get("generation") or 0))
+    old = find_condition(status, SPEC_VALID)
+    conditions = _conditions(status, old, problem, now, int(meta.get("generation") or 0))
     step = CronStep()
     if conditions != (status.get("conditions") or []):
         step.status = _with_conditions(status, conditions)
     if problem is not None or schedule is None:
-        old = next((c for c in status.get("conditions") or [] if c.get("type") == SPEC_VALID), None)
         if old is None or old.get("message") != problem:
             step.events.append(Event("Warning", EV_INVALID_SPEC, f"{ns}/{name}: {problem}"))
         return step
