@@ -73,6 +73,7 @@ class Deletes:
     def __init__(self) -> None:
         self.sent: list[tuple[tuple[str, str], dict[str, str] | None]] = []
         self.refusals: list[ops.KubeError] = []
+        self.gone = False  # the API server answers 404: deleted by someone else meanwhile
 
     async def __call__(
         self, api: Any, kind: Any, namespace: str, name: str, *, preconditions: dict[str, str] | None = None
@@ -80,7 +81,7 @@ class Deletes:
         if self.refusals:
             raise self.refusals.pop(0)
         self.sent.append(((namespace, name), preconditions))
-        return True
+        return not self.gone
 
 
 @pytest.fixture
@@ -266,3 +267,19 @@ async def test_a_rayjobs_cluster_waits_for_its_job_to_end(api: Api) -> None:
     assert api.patches == [SUSPEND]
     ((_, _, message),) = [e for e in events.posted if e[1] == "IdleSuspended"]
     assert message.split("(since ", 1)[1][:20] >= ended.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def test_a_cluster_deleted_by_someone_else_is_not_said_to_be_deleted_by_rayscale(
+    api: Api, deletes: Deletes
+) -> None:
+    events, clock = Events(), LoopClock()
+    scaler = autoscaler(Source(to_delete()), events, clock)
+    await scaler.step(KEY)
+    clock.advance(SECONDS)
+    deletes.gone = True
+    await scaler.step(KEY)
+    assert len(deletes.sent) == 1
+    assert [e for e in events.posted if e[1] == "IdleDeleted"] == []
+    condition = idle_condition(api)
+    assert condition is not None
+    assert condition["reason"] != "IdleDeleted"

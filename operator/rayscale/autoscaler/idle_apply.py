@@ -160,8 +160,8 @@ class IdleTermination:
         return work_of(state, jobs, submissions, actors, requests)
 
     async def _act(self, key: ClusterKey, meta: ClusterMeta, act: Act) -> bool:
-        """Suspend or delete the cluster; False when the write was refused (its spec changed since
-        the decision) or failed."""
+        """Suspend or delete the cluster; False when the write was refused (the cluster changed
+        since the decision), failed, or found it gone (deleted by someone else: not rayscale's)."""
         namespace, name = key
         try:
             if act.action is Action.SUSPEND:
@@ -173,9 +173,10 @@ class IdleTermination:
                 # cluster deleted and made again under the name, ...: 409, decided again)
                 seen = {"uid": meta.uid, "resourceVersion": meta.resource_version}
                 unchanged = {field: value for field, value in seen.items() if value}
-                await rayjob_ops.delete_custom(
+                if not await rayjob_ops.delete_custom(
                     self.shared.api, RAYCLUSTER, namespace, name, preconditions=unchanged
-                )
+                ):
+                    return False
                 reason = Reason.DELETED
         except ops.KubeError as exc:
             if exc.status not in ops.TEST_FAILED:
