@@ -13,7 +13,8 @@ actor (a Ray Serve application, say), no pending task, actor or placement group,
 when a round first finds it idle, or later when the GCS says a driver or submission ended later
 (a driver that came and went between two rounds); any work stops it. When it has run the
 cluster's seconds, the cluster ends (`Act`); until then `Wait` says when. An unknown state (the
-GCS did not answer) keeps the cluster and stops the clock, and so does a suspended cluster. A
+GCS did not answer) keeps the cluster and drops the clock (it starts from zero once the GCS
+answers), and so does a suspended cluster. A
 RayJob's cluster has no clock until a job submission has ended on it: until its job has been
 submitted and has run, its RayJob needs it (and would wait on it suspended, or make it again).
 
