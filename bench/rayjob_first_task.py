@@ -45,6 +45,7 @@ import argparse
 import asyncio
 import contextlib
 import importlib.metadata
+import subprocess
 import sys
 import tempfile
 import time
@@ -199,7 +200,11 @@ class Run:
     def __init__(self, bench: ProxiedBench, op: Operated, scratch: Path, hold: float) -> None:
         self.bench, self.op, self.scratch, self.hold = bench, op, scratch, hold
         self.marker = scratch / f"{op.ns}.mark"
-        self.sidecar_at: float | None = None  # monotonic
+        self.sidecar_at: float | None = None  # monotonic, its first start
+        self.load0 = load_average()
+        self.proc: subprocess.Popen[bytes] | None = None  # Ray's sidecar (KubeRay's side)
+        self.exits: list[int] = []  # the sidecar's exit codes
+        self.restart_at = 0.0  # monotonic: not started again before
         self.stack = contextlib.ExitStack()
 
     async def start_sidecar(self, pods: PodWatch) -> None:
@@ -210,8 +215,22 @@ class Run:
         if gcs is None:
             return
         kubeconfig = Path(self.bench.cluster.kubeconfig)
-        self.stack.enter_context(sidecar(kubeconfig, self.scratch, head[1], self.op.ns, head[0], gcs))
-        self.sidecar_at = time.monotonic()
+        self.proc = self.stack.enter_context(
+            sidecar(kubeconfig, self.scratch, head[1], self.op.ns, head[0], gcs)
+        )
+        if self.sidecar_at is None:
+            self.sidecar_at = time.monotonic()
+
+    async def follow_sidecar(self, pods: PodWatch) -> None:
+        """Started once the head pod Runs; when it exits (it gives up when the head's node is not in
+        the GCS yet), started again after the kubelet's back-off: 10 s, doubling up to 300 s."""
+        now = time.monotonic()
+        if self.proc is not None and self.proc.poll() is not None:
+            self.exits.append(self.proc.returncode)
+            self.proc = None
+            self.restart_at = now + min(300.0, 10.0 * 2 ** (len(self.exits) - 1))
+        if self.proc is None and now >= self.restart_at:
+            await self.start_sidecar(pods)
 
     async def until_complete(
         self, pods: PodWatch, jobs: Watch, task: asyncio.Task[None], deadline: float
@@ -225,8 +244,8 @@ class Run:
                 raise RuntimeError("the RayJob watch stopped")
             if self.op.running.poll() is not None:
                 raise RuntimeError(f"{self.op.name} exited ({self.op.running.returncode})")
-            if kuberay and self.sidecar_at is None:
-                await self.start_sidecar(pods)
+            if kuberay:
+                await self.follow_sidecar(pods)
             state = jobs.deployment.get(NAME, "")
             if state == "Failed":
                 raise RuntimeError(f"{self.op.ns}: the RayJob failed (jobStatus {jobs.job.get(NAME)!r})")
@@ -250,7 +269,6 @@ class Run:
             async with watching(bench.core, ns) as (pods, pods_task):
                 await asyncio.wait_for(jobs.synced.wait(), timeout=60)
                 pod_milestones(pods)
-                load0 = load_average()
                 wall0, mono0 = time.time(), time.monotonic()
                 await bench.objects.create_namespaced_custom_object(
                     *RAYJOB.at(ns), fixture(NAME, self.marker, self.hold)
@@ -272,8 +290,9 @@ class Run:
         return {
             "milestones": {k: since.get(k) for k in docs.MILESTONES},  # None: never reached
             "sidecar_started_s": None if self.sidecar_at is None else self.sidecar_at - mono0,
+            "sidecar_exits": self.exits,
             "job_status": jobs.job.get(NAME),
-            "load_start": list(load0),
+            "load_start": list(self.load0),
             "load_end": list(load_average()),
         }
 
@@ -292,14 +311,19 @@ async def measured_run(
         run = Run(bench, op, scratch, args.hold)
         try:
             result = await run.measure(args.timeout)
+        except (TimeoutError, RuntimeError, ApiException) as exc:  # kept as a run that failed
+            bench.say(f"  {name} rep {rep} failed: {exc}")
+            result = {"milestones": dict.fromkeys(docs.MILESTONES), "error": str(exc)[:500],
+                      "sidecar_exits": run.exits, "load_start": list(run.load0),
+                      "load_end": list(load_average())}  # fmt: skip
         finally:
             await asyncio.to_thread(run.stack.close)  # the sidecar (SIGTERM, waited for)
             await delete_jobs(bench.objects, op.ns, limit=120)
             errors = [f"{e.kind} {e.pod}: {e.detail}" for e in bridge.errors()]
             await asyncio.to_thread(bridge.close)
             proxy.bridge = None
-    if name.startswith("kuberay") and not proxy.forwarded:
-        raise RuntimeError("KubeRay's operator never reached a dashboard through the proxy")
+    if name.startswith("kuberay") and not proxy.forwarded and "error" not in result:
+        result["error"] = "KubeRay's operator never reached a dashboard through the proxy"
     result |= {"operator": name, "rep": rep, "namespace": op.ns, "bridge_errors": errors,
                "proxied_calls": proxy.forwarded, "proxy_refused": proxy.refused}  # fmt: skip
     m = {k: "-" if v is None else f"{v:.1f}s" for k, v in result["milestones"].items()}

@@ -91,11 +91,16 @@ def table(results: Mapping[str, Any]) -> list[str]:
 
     row("Ray's sidecar started (KubeRay: the head pod Running)", lambda r: r.get("sidecar_started_s"))
     row("1-min load average at the start", lambda r: r["load_start"][0])
-    failed = {o: sum(1 for r in _runs(results, o) if r.get("bridge_errors")) for o in operators}
-    lines.append(
-        "| runs with a Ray bridge error | "
-        + " | ".join(f"{failed[o]} of {reps[o]} | —" for o in operators)
-        + " |"
+
+    def count(label: str, of_run: Any) -> None:
+        cells = [f"{sum(of_run(r) for r in _runs(results, o))} of {reps[o]} | —" for o in operators]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    count("runs that failed (no Complete or no task by the deadline)", lambda r: bool(r.get("error")))
+    count("runs with a Ray bridge error", lambda r: bool(r.get("bridge_errors")))
+    count(
+        "runs in which Ray's sidecar exited (started again after 10 s)",
+        lambda r: bool(r.get("sidecar_exits")),
     )
     return lines
 
@@ -138,10 +143,15 @@ def render(results: Mapping[str, Any]) -> str:
         " (`minReplicas: 0`, `replicas: 0`, `maxReplicas: 2`) and `entrypointNumCpus: 1`. The"
         " entrypoint runs one Ray task (`num_cpus=0`) that writes the moment it runs to a file, then"
         f" the job runs {results['hold_s']:g} s more and succeeds. The driver holds the entrypoint's"
-        " CPU, so the job needs one worker; when it starts is the difference. Ray is real on both sides"
+        " CPU, so the job needs one worker; when it starts is the difference. (The task asks for no"
+        " CPU because Ray's v1 autoscaler matches Ray nodes to pods by IP, and here every Ray node has"
+        " the same one, 127.0.0.2: it would take the running worker for a node that never joined,"
+        " with its CPU free, and never start a second worker for a task's CPU.) Ray is real on both sides"
         f" (Ray {results['ray_version']}, local processes): the Ray bridge starts each RayCluster's"
         " Ray head with its dashboard when the RayCluster appears, a Ray worker for each Running worker"
-        " pod (kwok runs the pods), and runs the submitter Job's `ray job submit` on the machine."
+        " pod (kwok runs the pods), and runs the submitter Job's `ray job submit` on the machine once"
+        " the head's dashboard answers (the head pod's readiness probe). The Ray head so starts"
+        " before its pod, earlier than a head container would, on both sides alike."
         " rayscale: `rayscale run` (its defaults). KubeRay: its operator"
         f" ({results['kuberay_version']}, its defaults) with Ray's autoscaler sidecar (v1, KubeRay's"
         " default) started as a local process when the head pod is Running, as its container would"
