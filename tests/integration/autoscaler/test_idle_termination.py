@@ -11,7 +11,8 @@ happen is watched for (`holds`) past the cluster's idle seconds.
    a Normal ``IdleSuspended`` Event, the ``IdleTermination`` condition in ``status.autoscaler``.
 2. A cluster with an attached driver is not touched, well past its seconds (condition ``Busy``).
 3. Once that driver has ended, the clock starts, from the driver's end: the cluster is suspended.
-Bad annotation values get a Warning Event and the condition, and nothing is touched.
+Bad annotation values get a Warning Event and the condition, and nothing is touched. A RayJob's
+cluster is kept until a job submission has ended on it (``AwaitingJob``), then suspended.
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ async def test_an_attached_driver_keeps_the_cluster_and_its_end_starts_the_clock
     await eventually(
         lambda: suspended(kube), timeout=SETTLE, message="spec.suspend: true once the driver ended"
     )
-    (event,) = await kube.events("IdleSuspended")
+    (event,) = await eventually(lambda: kube.events("IdleSuspended"), timeout=SETTLE, message="the Event")
     found = re.search(r"\(since (\S+Z):", event.message)
     assert found is not None, event.message
     since = parse_time(found.group(1))
@@ -237,7 +238,7 @@ async def test_a_cluster_rayscale_does_not_autoscale_is_deleted_when_asked(
     assert set(only) == {"conditions"}  # not autoscaled: no decision, groups or GCS health
     assert "the cluster is deleted at" in only["conditions"][0]["message"]
     await eventually(lambda: _gone(kube), timeout=SETTLE, message="the RayCluster deleted")
-    (event,) = await kube.events("IdleDeleted")
+    (event,) = await eventually(lambda: kube.events("IdleDeleted"), timeout=SETTLE, message="the Event")
     assert event.type == "Normal"
     assert f"idle for {SECONDS}s" in event.message
     assert event.message.endswith("deleted as rayscale.io/idle-termination-seconds asks")
@@ -261,7 +262,7 @@ async def test_the_clock_survives_an_operator_restart(
     assert not await suspended(kube)
     autoscaling_operator.start()
     await eventually(lambda: suspended(kube), timeout=SETTLE + RESTART_SECONDS, message="spec.suspend: true")
-    (event,) = await kube.events("IdleSuspended")
+    (event,) = await eventually(lambda: kube.events("IdleSuspended"), timeout=SETTLE, message="the Event")
     # The new operator counted from the clock the first one wrote, not from its own first look.
     assert f"(since {clock['lastTransitionTime']}:" in event.message, (clock, event.message)
 
@@ -302,4 +303,45 @@ async def test_a_detached_actor_outliving_its_driver_keeps_the_cluster(
         pass
     await eventually(
         lambda: suspended(kube), timeout=SETTLE, message="spec.suspend: true once the actor died"
+    )
+
+
+RAYJOB_ORIGIN = {"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": "nightly"}
+# What Ray's job manager leaves in the GCS once a submission has ended (the head runs no dashboard).
+ENDED_SUBMISSION = """
+import json, time
+from ray.experimental.internal_kv import _internal_kv_put
+record = {"status": "SUCCEEDED", "entrypoint": "python job.py", "start_time": int(time.time() * 1000) - 1000,
+          "end_time": int(time.time() * 1000)}
+_internal_kv_put(b"_ray_internal_job_info_nightly-x", json.dumps(record).encode(), namespace=b"job")
+"""
+
+
+async def test_a_rayjobs_cluster_is_kept_until_a_job_submission_has_ended_on_it(
+    kube: Kube, autoscaling_operator: Operator, ray_head: rayproc.RayNode, tmp_path: Path
+) -> None:
+    """A RayJob's cluster has no work between its head being ready and its job's submission; it
+    is not ended then (its RayJob needs it), only once a submission has ended. Last in this file:
+    the ended submission stays in the shared head's GCS."""
+    body = idle_cluster(ray_head.address, **OPTED_IN)
+    body["metadata"]["labels"] = {**(body["metadata"].get("labels") or {}), **RAYJOB_ORIGIN}
+    await kube.create(body)
+
+    async def awaiting() -> dict[str, Any] | None:
+        found = await idle_condition(kube)
+        return found if found is not None and found["reason"] == "AwaitingJob" else None
+
+    seen = await eventually(awaiting, timeout=SETTLE, message="the IdleTermination condition: AwaitingJob")
+    assert seen["status"] == "False"
+    assert seen["message"].startswith("the cluster is RayJob nightly's and no job submission has ended")
+
+    async def untouched() -> bool:
+        assert not await suspended(kube), "a RayJob's cluster suspended before its job ran"
+        return True
+
+    await holds(untouched, seconds=3 * SECONDS, message="the cluster kept while no job has run on it")
+    async with driver(ray_head, ENDED_SUBMISSION, tmp_path=tmp_path, tail=""):
+        pass
+    await eventually(
+        lambda: suspended(kube), timeout=SETTLE, message="spec.suspend: true once the job has ended"
     )
