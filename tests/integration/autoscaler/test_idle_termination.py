@@ -294,16 +294,23 @@ async def test_a_detached_actor_outliving_its_driver_keeps_the_cluster(
     seen = await eventually(busy, timeout=SETTLE, message="the IdleTermination condition: Busy")
     assert seen["message"] == "the cluster has work: 1 live detached actor(s)"
 
+    await kept_until(kube, ray_head, tmp_path, KILL, seconds=2 * SECONDS, while_="the actor lives")
+
+
+async def kept_until(
+    kube: Kube, ray_head: rayproc.RayNode, tmp_path: Path, code: str, *, seconds: float, while_: str
+) -> None:
+    """The cluster not suspended for `seconds` (`while_` says why), then, once a driver has run
+    `code`, suspended."""
+
     async def untouched() -> bool:
-        assert not await suspended(kube), "suspended with a live detached actor"
+        assert not await suspended(kube), f"suspended while {while_}"
         return True
 
-    await holds(untouched, seconds=2 * SECONDS, message="the cluster kept while the actor lives")
-    async with driver(ray_head, KILL, tmp_path=tmp_path, tail=""):
+    await holds(untouched, seconds=seconds, message=f"the cluster kept while {while_}")
+    async with driver(ray_head, code, tmp_path=tmp_path, tail=""):
         pass
-    await eventually(
-        lambda: suspended(kube), timeout=SETTLE, message="spec.suspend: true once the actor died"
-    )
+    await eventually(lambda: suspended(kube), timeout=SETTLE, message="spec.suspend: true, after")
 
 
 RAYJOB_ORIGIN = {"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": "nightly"}
@@ -335,13 +342,6 @@ async def test_a_rayjobs_cluster_is_kept_until_a_job_submission_has_ended_on_it(
     assert seen["status"] == "False"
     assert seen["message"].startswith("the cluster is RayJob nightly's and no job submission has ended")
 
-    async def untouched() -> bool:
-        assert not await suspended(kube), "a RayJob's cluster suspended before its job ran"
-        return True
-
-    await holds(untouched, seconds=3 * SECONDS, message="the cluster kept while no job has run on it")
-    async with driver(ray_head, ENDED_SUBMISSION, tmp_path=tmp_path, tail=""):
-        pass
-    await eventually(
-        lambda: suspended(kube), timeout=SETTLE, message="spec.suspend: true once the job has ended"
+    await kept_until(
+        kube, ray_head, tmp_path, ENDED_SUBMISSION, seconds=3 * SECONDS, while_="no job ran on it"
     )
