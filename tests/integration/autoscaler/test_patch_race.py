@@ -227,7 +227,7 @@ async def test_a_stale_patch_is_refused_and_the_round_replans_on_fresh_state(
 
     first, status = spy.patches[0]
     assert first[0] == {"op": "test", "path": "/metadata/generation", "value": done.stale_version}
-    assert status in decide.TEST_FAILED, f"the stale patch was not refused: {status}"
+    assert status in ops.TEST_FAILED, f"the stale patch was not refused: {status}"
     assert spy.reads == 1, "the round did not re-read the cluster"
     assert all(s == 200 for _, s in spy.patches[1:])
     assert done.after == AutoscalerConfig().interval  # the round ended with a decision, no retry
