@@ -315,6 +315,16 @@ async def job_reporters(kube: Kube, name: str) -> set[str]:
     return {e.reporting_instance for e in events if e.involved_object.kind == "RayJob"}
 
 
+async def existing(kube: Kube, name: str) -> dict[str, Any] | None:
+    """RayCluster `name`, once it exists."""
+    try:
+        return await kube.get(name)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 async def test_shards_by_label_selector_take_the_rayjobs_they_select(
     api: client.ApiClient, namespace: str, shards: Callable[..., Shard]
 ) -> None:
@@ -332,11 +342,14 @@ async def test_shards_by_label_selector_take_the_rayjobs_they_select(
         return (job.get("status") or {}).get("rayClusterName") or None
 
     for name, shard in (("job-a", "a"), ("job-b", "b")):
-        made = await eventually(partial(cluster_of, name), timeout=60, message=f"{name}'s RayCluster")
-        assert (await kube.get(made))["metadata"]["labels"]["shard"] == shard
+        made = await eventually(partial(cluster_of, name), timeout=60, message=f"{name}'s RayCluster name")
+        # Its name is in the RayJob's status before the RayCluster is created (as in KubeRay).
+        body = await eventually(partial(existing, kube, made), timeout=60, message=f"RayCluster {made}")
+        assert body["metadata"]["labels"]["shard"] == shard
         said = await eventually(partial(reporters, kube, made), timeout=60, message=f"{made}'s Events")
         assert set(said) == {f"shard-{shard}"}
-        assert await job_reporters(kube, name) == {f"shard-{shard}"}
+        posted = await eventually(partial(job_reporters, kube, name), timeout=30, message=f"{name}'s Events")
+        assert posted == {f"shard-{shard}"}
     nobodys = await objects.get_namespaced_custom_object(*RAYJOB.at(namespace), "job-z")
     assert not nobodys.get("status")
     assert not nobodys["metadata"].get("finalizers")
@@ -347,7 +360,8 @@ async def test_shards_by_label_selector_take_the_rayjobs_they_select(
         *RAYJOB.at(namespace), "job-z", patch, _content_type="application/json-patch+json"
     )
     await eventually(partial(cluster_of, "job-z"), timeout=60, message="job-z's RayCluster, once relabelled")
-    assert await job_reporters(kube, "job-z") == {"shard-a"}
+    posted = await eventually(partial(job_reporters, kube, "job-z"), timeout=30, message="job-z's Events")
+    assert posted == {"shard-a"}
 
 
 def test_the_charts_shards_pass_server_side_dry_run(
