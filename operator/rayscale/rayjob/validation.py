@@ -6,6 +6,7 @@ into ``status.message`` with ``jobDeploymentStatus: ValidationFailed``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -81,22 +82,17 @@ def validate_job(job: Mapping[str, Any]) -> Invalid | None:
     return None
 
 
-_MEMO: dict[str, str | None] = {}  # validate_spec_only's answers by its arguments as JSON
-_MEMO_SIZE = 4096
-
-
 def validate_spec_only(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> str | None:
     """KubeRay's ValidateRayJobSpec (also what a RayCronJob's jobTemplate must pass). A RayJob is
     planned every few seconds while it runs and its spec rarely changes: the answer is remembered
     by the arguments' JSON (validating the embedded RayCluster costs many times more)."""
-    key = json.dumps([spec, annotations], sort_keys=True, separators=(",", ":"), default=str)
-    if key in _MEMO:
-        return _MEMO[key]
-    answer = _validate_spec_only(spec, annotations)
-    if len(_MEMO) >= _MEMO_SIZE:
-        del _MEMO[next(iter(_MEMO))]  # the oldest
-    _MEMO[key] = answer
-    return answer
+    return _validated(json.dumps([spec, annotations], sort_keys=True, separators=(",", ":"), default=str))
+
+
+@functools.lru_cache(maxsize=4096)
+def _validated(arguments: str) -> str | None:
+    spec, annotations = json.loads(arguments)
+    return _validate_spec_only(spec, annotations)
 
 
 def _validate_spec_only(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> str | None:
