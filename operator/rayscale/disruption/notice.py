@@ -97,8 +97,8 @@ POD_REASONS: Mapping[str, str] = {
     "DeletionByPodGC": "deleted by the pod garbage collector, its node gone",
     "TerminationByKubelet": "terminated by the kubelet, for node pressure or a node shutdown",
 }
-"""The reasons of a Pod's ``DisruptionTarget`` condition (``PreemptionByKubeScheduler``: 1.26's
-name) and what each says."""
+"""The reasons of a Pod's ``DisruptionTarget`` condition (``PreemptionByKubeScheduler``: older
+Kubernetes' name) and what each says."""
 
 
 @dataclass(frozen=True, slots=True)
