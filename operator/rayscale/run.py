@@ -30,7 +30,7 @@ T = TypeVar("T")
 
 
 def register(subparsers: Any) -> None:
-    from rayscale.autoscaler.config import DEFAULT_AUTOSCALER_CONCURRENCY, DEFAULT_GCS_POLL_SECONDS
+    from rayscale.autoscaler import config as defaults
 
     p = subparsers.add_parser("run", help="run the operator")
     scope = p.add_mutually_exclusive_group()
@@ -89,10 +89,10 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--concurrency", type=int, default=16, help="clusters reconciled in parallel (default: 16)"
     )
-    p.add_argument("--rayjob-concurrency", type=int, default=64,
+    p.add_argument("--rayjob-concurrency", type=int, default=256,
                    help="RayJobs and RayCronJobs reconciled in parallel: a reconcile mostly waits for "
                    "the cluster's GCS (default: %(default)s)")  # fmt: skip
-    p.add_argument("--autoscaler-concurrency", type=int, default=DEFAULT_AUTOSCALER_CONCURRENCY,
+    p.add_argument("--autoscaler-concurrency", type=int, default=defaults.DEFAULT_AUTOSCALER_CONCURRENCY,
                    help="clusters autoscaled in parallel: a round mostly waits for its cluster's GCS "
                    "(default: %(default)s)")  # fmt: skip
     p.add_argument("--resync-seconds", type=float, default=60.0, help="periodic full resync (default: 60)")
@@ -101,10 +101,13 @@ def register(subparsers: Any) -> None:
                    "(default: 600)")  # fmt: skip
     p.add_argument("--autoscaler-interval", type=float, default=5.0,
                    help="autoscale every cluster at least this often, in seconds (default: 5)")  # fmt: skip
-    p.add_argument("--gcs-poll-interval", type=float, default=DEFAULT_GCS_POLL_SECONDS,
+    p.add_argument("--gcs-poll-interval", type=float, default=defaults.DEFAULT_GCS_POLL_SECONDS,
                    help="between those rounds, read each cluster's Ray demand this often and start a "
                    "round when it changed, in seconds; 0: no reads between rounds (default: "
                    "%(default)s)")  # fmt: skip
+    p.add_argument("--gcs-poll-budget", type=float, default=defaults.DEFAULT_GCS_POLL_BUDGET,
+                   help="those reads per second over all clusters, at most: more clusters are read "
+                   "less often; 0: no budget (default: %(default)s)")  # fmt: skip
     p.add_argument("--max-node-provision-seconds", type=float, default=900.0,
                    help="pods of a group pending longer are removed and the group backs off (default: "
                    "900; per cluster: annotation rayscale.io/max-node-provision-seconds)")  # fmt: skip
@@ -264,6 +267,7 @@ async def _run(args: argparse.Namespace, metrics: Metrics, served: web_api.Serve
         autoscaler = AutoscalerConfig(
             interval=args.autoscaler_interval,
             gcs_poll_interval=args.gcs_poll_interval,
+            gcs_poll_budget=args.gcs_poll_budget,
             concurrency=args.autoscaler_concurrency,
             max_node_provision_seconds=args.max_node_provision_seconds,
             max_node_boot_seconds=args.max_node_boot_seconds,

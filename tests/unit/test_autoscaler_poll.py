@@ -121,6 +121,19 @@ def test_when_a_full_round_is_due_and_the_next_read() -> None:
     assert (poll.delay(gcs_state(), on), poll.delay(None, on), poll.delay(gcs_state(), off)) == (1, 5, 5)
 
 
+@pytest.mark.parametrize(
+    ("clusters", "budget", "seconds"),
+    [(1, 200, 1.0), (200, 200, 1.0), (400, 200, 2.0), (1000, 200, 5.0), (5000, 200, 5.0), (5000, 0, 1.0)],
+)
+def test_more_clusters_than_the_budget_are_read_less_often(
+    clusters: int, budget: float, seconds: float
+) -> None:
+    """`gcs_poll_budget` reads a second over all clusters at most: each cluster's read comes every
+    clusters/budget seconds, never less often than a full round (`interval`); 0 is no budget."""
+    config = AutoscalerConfig(interval=5, gcs_poll_interval=1, gcs_poll_budget=budget)
+    assert poll.delay(gcs_state(), config, clusters) == pytest.approx(seconds)
+
+
 async def test_a_settled_cluster_waits_for_the_status_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every worker busy, no demand: only a change can change the decision, so the full round
     waits until its status is due for a refresh."""

@@ -9,7 +9,7 @@ import pytest
 from tests.support.polling import until
 
 from rayscale.kube.fairbucket import FairTokenBucket
-from rayscale.kube.flow import report_flow
+from rayscale.kube.flow import kind_of, report_flow, transition_flow
 
 
 class Clock:
@@ -148,3 +148,17 @@ async def test_past_their_patience_the_furthest_past_goes_first() -> None:
     order = await served(bucket, clock, [report] + ["big"] * 40)
     served_at = dict(order)
     assert served_at[report] == pytest.approx(4.1)
+
+
+async def test_a_transition_goes_before_every_other_flow_even_past_their_patience() -> None:
+    """A status write that tells a new state (a RayJob's RUNNING) goes with the next token, before
+    smaller flows and before requests past their patience; transitions among themselves go oldest
+    first."""
+    clock = Clock()
+    bucket = FairTokenBucket(10, 1, patience=0.5, clock=clock, sleep=clock.sleep)
+    await bucket.take("x")
+    first, second = transition_flow("rayjob", ("ns", "a")), transition_flow("rayjob", ("ns", "b"))
+    order = await served(bucket, clock, ["big"] * 20 + ["small", first, second])
+    assert [k for k, _ in order[:3]] == [first, second, "small"]
+    assert dict(order)[second] == pytest.approx(0.2)
+    assert kind_of(first) == "transition"

@@ -9,7 +9,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from rayscale.kube.client import RayscaleApiClient
-from rayscale.kube.flow import EVENTS, cluster_flow, report_flow, working_for
+from rayscale.kube.flow import EVENTS, cluster_flow, job_flow, report_flow, working_for
 from rayscale.kube.ratelimit import TokenBucket
 
 
@@ -156,11 +156,14 @@ async def test_each_request_is_told_to_the_observer_with_its_kind_and_flow(
             await core.create_namespaced_pod("a", {}, _preload_content=False)
         with working_for(report_flow(("a", "rc"))):
             await core.patch_namespaced_pod_status("p", "a", {}, _preload_content=False)
+        with working_for(job_flow("rayjob", ("a", "job"))):
+            await core.create_namespaced_service("a", {}, _preload_content=False)
         await core.list_namespaced_pod("a", _preload_content=False)
     finally:
         await api.close()
     assert seen == [
         ("create", "pods", "cluster"),
         ("patch", "pods/status", "report"),
+        ("create", "services", "rayjob"),
         ("list", "pods", "other"),
     ]

@@ -25,12 +25,14 @@ DEFAULT_AUTOSCALER_CONCURRENCY = 64
 # whose replicas move every few seconds, a write per move was 30 whole-RayCluster writes a second.
 STATUS_PACE_SECONDS = 5.0
 DEFAULT_GCS_POLL_SECONDS = 1.0  # --gcs-poll-interval: read Ray's demand this often between rounds (poll.py)
+DEFAULT_GCS_POLL_BUDGET = 200.0  # --gcs-poll-budget: those reads per second over all clusters, at most
 
 
 @dataclasses.dataclass(frozen=True)
 class AutoscalerConfig:
     interval: float = 5.0
     gcs_poll_interval: float = DEFAULT_GCS_POLL_SECONDS  # 0: no reads between full rounds
+    gcs_poll_budget: float = DEFAULT_GCS_POLL_BUDGET  # 0: no budget
     concurrency: int = DEFAULT_AUTOSCALER_CONCURRENCY
     gcs_timeout: float = 2.0
     gcs_retries: int = 1

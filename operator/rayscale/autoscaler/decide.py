@@ -88,7 +88,7 @@ class Round:
             if polled is not None and poll.fingerprint(polled) == memory.seen:
                 self.shared.metrics.quiet_reads.inc()
                 self.memories.served(key).history.confirm(self.shared.wall_clock())
-                return poll.delay(polled, config)  # Ray reads as at the last full round
+                return poll.delay(polled, config, len(self.memories))  # Ray reads as at the last round
             trigger = poll.RAY_STATE if polled is not None else trigger
         try:
             scaling = self._read(cluster)
@@ -127,7 +127,7 @@ class Round:
             # an opted-in cluster idle long enough ends here (idle_apply.py)
             idle_wait = await idle.check(key, IdleCluster.of(scaling), state, requests)
             await self.reporter.report(key, scaling, observed)
-            delay = poll.delay(state, config)
+            delay = poll.delay(state, config, len(self.memories))
             return delay if idle_wait is None else min(delay, idle_wait)
         # Refused every time, even on the cluster read fresh: a 422 that is no test failure (the
         # patch breaks a validation rule), or a cluster changing under every patch. Back off.

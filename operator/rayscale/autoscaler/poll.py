@@ -3,7 +3,9 @@ read when Ray's state reads as it did at the last full round and that round is l
 ``interval`` old.
 
 Ray's GCS tells nobody when demand appears; Ray's own autoscaler reads it every 5 s. rayscale reads
-it every ``gcs_poll_interval`` (1 s by default) and plans, schedules and writes only when something
+it every ``gcs_poll_interval`` (1 s by default; with more clusters than ``gcs_poll_budget`` reads a
+second allow, as seldom as the budget needs, never less often than a full round) and plans,
+schedules and writes only when something
 a decision depends on changed: the pending tasks and actors, the placement groups, the
 ``request_resources`` constraint, the session, or a node (joined, gone, its status, its free
 resources). What only time changes (idle durations, boot and provision clocks, backoffs, holds)
@@ -59,9 +61,13 @@ def due(full_at: float | None, now: float, config: AutoscalerConfig, *, calm: bo
     return now - full_at >= (config.status_refresh_seconds if calm else config.interval)
 
 
-def delay(state: ClusterState | None, config: AutoscalerConfig) -> float:
-    """Seconds to the cluster's next round: the poll interval while its GCS answers, else the full
+def delay(state: ClusterState | None, config: AutoscalerConfig, clusters: int = 1) -> float:
+    """Seconds to the cluster's next round: the poll interval while its GCS answers (longer when
+    `clusters` reads at that interval would pass ``gcs_poll_budget`` reads a second), else the full
     interval."""
     if state is None or config.gcs_poll_interval <= 0:
         return config.interval
-    return min(config.gcs_poll_interval, config.interval)
+    every = config.gcs_poll_interval
+    if config.gcs_poll_budget > 0:
+        every = max(every, clusters / config.gcs_poll_budget)
+    return min(every, config.interval)

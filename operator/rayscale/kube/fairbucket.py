@@ -10,6 +10,10 @@ before the next of a scale-up's many creates, which take the tokens nobody else 
 Turns in a circle were measured too: a small cluster's requests come one after the other (its
 Service, then its pods, then its status), and each waited a whole round of every cluster's turn.
 
+Transition flows (`rayscale.kube.flow.is_transition`: a RayJob status write that tells a new
+job or deployment status) go before every other flow: a few per job's life, and what users and
+queues wait on, while a fleet's creates are throughput that a token more or less does not change.
+
 Report flows (`rayscale.kube.flow.is_report`: writes that only say what happened, such as
 ``status.autoscaler``) are served only while no other flow waits: a fleet's status writes never
 delay an autoscaler's ``replicas`` patch or a controller's pod create.
@@ -26,7 +30,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 
-from rayscale.kube.flow import is_report
+from rayscale.kube.flow import is_report, is_transition
 from rayscale.kube.ratelimit import TokenBucket
 
 __all__ = ["PATIENCE", "REPORT_PATIENCE", "FairTokenBucket"]
@@ -107,8 +111,12 @@ class FairTokenBucket:
         return None
 
     def _turn(self) -> Hashable:
-        """The flow whose turn it is: the one furthest past its patience, else among the flows
-        that do not only report (else among those that do) the one with the fewest waiting."""
+        """The flow whose turn it is: the transition flow that has waited longest, else the one
+        furthest past its patience, else among the flows that do not only report (else among
+        those that do) the one with the fewest waiting."""
+        transitions = [k for k in self._waiting if is_transition(k)]
+        if transitions:
+            return min(transitions, key=lambda k: self._waiting[k][0][1])
         now = self._clock()
         overdue = max(self._waiting, key=lambda k: now - self._waiting[k][0][1] - self._patience_of(k))
         if now - self._waiting[overdue][0][1] >= self._patience_of(overdue):

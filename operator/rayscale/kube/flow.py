@@ -5,7 +5,12 @@ its own (`rayscale.kube.client`). Every other flow shares the main bucket, which
 waiting for a token in turn (`rayscale.kube.fairbucket`): the controller's reconcile of a
 RayCluster and its autoscaling round run as that cluster's flow (`cluster_flow`), the writes that
 only report (``status.autoscaler``) as its report flow (`report_flow`, served after every other
-flow's waiting requests, see `is_report`), the rest as the ``None`` flow.
+flow's waiting requests, see `is_report`), the reconcile of a RayJob or a RayCronJob as that
+object's flow (`job_flow`), the rest as the ``None`` flow. A flow per object: all RayJobs in one
+flow would have the most requests waiting and be served last, so a running job's status write
+would wait behind every other cluster's creates. A RayJob status write that tells a new job or
+deployment status (RUNNING, SUCCEEDED, Complete: what users, scripts and queues wait on, a few in
+each job's life) is a transition flow (`transition_flow`), served before every other flow.
 """
 
 from __future__ import annotations
@@ -14,7 +19,18 @@ import contextlib
 from collections.abc import Hashable, Iterator
 from contextvars import ContextVar
 
-__all__ = ["EVENTS", "cluster_flow", "current", "is_report", "kind_of", "report_flow", "working_for"]
+__all__ = [
+    "EVENTS",
+    "cluster_flow",
+    "current",
+    "is_report",
+    "is_transition",
+    "job_flow",
+    "kind_of",
+    "report_flow",
+    "transition_flow",
+    "working_for",
+]
 
 #: The flow of the Event recorder's writes.
 EVENTS = "rayscale.events"
@@ -23,6 +39,24 @@ EVENTS = "rayscale.events"
 def cluster_flow(key: tuple[str, str]) -> Hashable:
     """The flow of the work for the RayCluster `key` (namespace, name)."""
     return ("raycluster", *key)
+
+
+def job_flow(kind: str, key: tuple[str, str]) -> Hashable:
+    """The flow of the reconcile of the `kind` ("rayjob", "raycronjob") object `key`."""
+    return (kind, *key)
+
+
+TRANSITION = "rayscale.transition"
+
+
+def transition_flow(kind: str, key: tuple[str, str]) -> Hashable:
+    """The flow of the status write that tells the `kind` object `key`'s new state."""
+    return (TRANSITION, kind, *key)
+
+
+def is_transition(flow: Hashable) -> bool:
+    """Whether `flow` tells a state change: its requests go before every other flow's."""
+    return isinstance(flow, tuple) and len(flow) > 0 and flow[0] == TRANSITION
 
 
 REPORT = "rayscale.report"
@@ -39,11 +73,16 @@ def is_report(flow: Hashable) -> bool:
 
 
 def kind_of(flow: Hashable) -> str:
-    """The kind of `flow`, as the metrics label it: cluster, report, events or other."""
+    """The kind of `flow`, as the metrics label it: cluster, report, transition, events, rayjob,
+    raycronjob or other."""
     if flow == EVENTS:
         return "events"
     if is_report(flow):
         return "report"
+    if is_transition(flow):
+        return "transition"
+    if isinstance(flow, tuple) and flow[:1] in (("rayjob",), ("raycronjob",)):
+        return str(flow[0])
     return "cluster" if isinstance(flow, tuple) and flow[:1] == ("raycluster",) else "other"
 
 

@@ -23,6 +23,7 @@ from rayscale.common import labels as L
 from rayscale.common.retry import Failed
 from rayscale.common.types import ClusterKey, Obj
 from rayscale.common.workqueue import QueueObserver, WorkQueue
+from rayscale.kube import flow
 from rayscale.kube import rayjob_ops as ops
 from rayscale.kube.events import EventSink
 from rayscale.kube.ops import KubeError, create_job, create_service
@@ -196,6 +197,11 @@ class RayJobController:
         )
 
     async def reconcile(self, key: ClusterKey) -> float | Failed | None:
+        """One reconcile of `key`, its API requests as the RayJob's own flow of the rate limit."""
+        with flow.working_for(flow.job_flow("rayjob", key)):
+            return await self._reconcile(key)
+
+    async def _reconcile(self, key: ClusterKey) -> float | Failed | None:
         job = self.index.rayjobs.get(key)
         if job is None:
             return None
@@ -223,8 +229,11 @@ class RayJobController:
             return step.requeue if step.requeue is not None else Failed(step.error)
         if step.status is not None:
             body = {**job, "status": step.status}
+            before = job.get("status") or {}
+            told = any(step.status.get(f) != before.get(f) for f in ("jobStatus", "jobDeploymentStatus"))
             try:
-                self.index.rayjobs[key] = await ops.replace_status(self.api, RAYJOB, body)
+                with flow.working_for(flow.transition_flow("rayjob", key) if told else flow.current()):
+                    self.index.rayjobs[key] = await ops.replace_status(self.api, RAYJOB, body)
             except KubeError as exc:
                 return Failed(str(exc), exc.retry_after)
         return step.requeue

@@ -23,6 +23,7 @@ from rayscale.api.names import RAYCRONJOB, RAYJOB
 from rayscale.common.retry import Failed
 from rayscale.common.types import ClusterKey, Obj
 from rayscale.common.workqueue import QueueObserver, WorkQueue
+from rayscale.kube import flow
 from rayscale.kube import rayjob_ops as ops
 from rayscale.kube.events import EventSink
 from rayscale.kube.ops import KubeError, send
@@ -96,6 +97,11 @@ class RayCronJobController:
     # ---- one reconcile
 
     async def reconcile(self, key: ClusterKey) -> float | Failed | None:
+        """One reconcile of `key`, its API requests as the RayCronJob's own flow of the rate limit."""
+        with flow.working_for(flow.job_flow("raycronjob", key)):
+            return await self._reconcile(key)
+
+    async def _reconcile(self, key: ClusterKey) -> float | Failed | None:
         found = self.cronjobs.get(key)
         if found is None:
             return None
