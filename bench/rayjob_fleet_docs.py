@@ -158,7 +158,8 @@ def render(results: Mapping[str, Any]) -> str:
         " through the autoscaler's connection to each cluster; KubeRay's operator"
         f" ({results['kuberay_version']}, its defaults) polls each cluster's dashboard, here a fake one"
         " it reaches as an HTTP proxy (its requests counted). Lag: from the schedule's change to a"
-        " watch seeing `status.jobStatus` change (both operators poll a running job every 3 s). One"
+        " watch seeing `status.jobStatus` change (both operators poll a running job every 3 s; the"
+        " watch runs in a process of its own, so the fake Ray's work does not delay what it sees). One"
         " operator at a time, in a fresh namespace and process, the order rotating with each"
         f" repetition ({results['reps']} each). Medians, with the range of the repetitions in brackets."
     )

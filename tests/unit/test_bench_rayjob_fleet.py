@@ -3,6 +3,7 @@ Ray's schedule and what it answers, the RayJob it creates, the lag figures and t
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from bench import rayjob_fleet_docs
 from bench.rayjob_fake_ray import Schedule, answer, serving_gcs
 from bench.rayjob_fleet import JobWatch, lags, percentile, rayjob
+from bench.rayjob_watch import Seen
 
 from rayscale.ray import convert
 from rayscale.ray.client import GcsClient
@@ -143,3 +145,28 @@ async def test_the_fake_gcs_tells_which_connection_each_read_came_on() -> None:
             await own.close()
     assert len(schedule.peers["kv"] - schedule.peers["state"]) == 1
     assert (schedule.calls["gcs_state"], schedule.calls["gcs_kv_get"]) == (1, 3)
+
+
+def test_the_watcher_says_each_fact_once_and_the_watch_takes_its_moments() -> None:
+    out = io.StringIO()
+    seen = Seen(out)
+    job = {"metadata": {"name": "rj-0"}, "status": {"jobId": "j0", "jobStatus": "PENDING"}}
+    seen.job(job, 5.0)
+    seen.job(job, 6.0)  # nothing new
+    seen.job({**job, "status": {"jobId": "j0", "jobStatus": "RUNNING"}}, 7.0)
+    seen.job({**job, "status": {"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Complete"}}, 9.0)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert lines == [
+        {"t": 5.0, "name": "rj-0", "jobId": "j0"},
+        {"t": 5.0, "name": "rj-0", "jobStatus": "PENDING"},
+        {"t": 7.0, "name": "rj-0", "jobStatus": "RUNNING"},
+        {"t": 9.0, "name": "rj-0", "jobStatus": "SUCCEEDED"},
+        {"t": 9.0, "name": "rj-0", "complete": True},
+    ]
+    watch = JobWatch(None, "ns")
+    for line in [{"synced": True}, *lines]:
+        watch.apply(line)
+    assert watch.synced.is_set()
+    assert watch.job_ids == {"rj-0": "j0"}
+    assert watch.seen == {"rj-0": {"PENDING": 5.0, "RUNNING": 7.0, "SUCCEEDED": 9.0}}
+    assert watch.complete == {"rj-0": 9.0}
