@@ -4,8 +4,10 @@
 removals, out-of-service and shutdown taints, spot and maintenance notices, taints and node
 conditions the user names) or off a Pod (its ``DisruptionTarget`` condition), each as a `Notice`
 with its cause, its deadline and whether Ray can hold it off; and ``parse_notice_flag``, the
-configuration of the ``--disruption-notice`` values.
+configuration of the ``--disruption-notice`` values. ``units``: a cluster's pods grouped into the
+units that go as one (a worker pod, a multi-host replica). ``plan``: for one RayCluster, what to
+do about the notices (Ray drains, pod deletes, replacements, the head's warning).
 
-Pure: no I/O, no asyncio, no Kubernetes client. Acting on a notice (draining the Ray node first)
-is another module's job. Import the modules directly; this package imports nothing.
+Pure: no I/O, no asyncio, no Kubernetes client. Carrying out a plan (asking Ray, deleting pods) is
+the caller's job; the operator does not act on notices yet. Import the modules directly; this package imports nothing.
 """
