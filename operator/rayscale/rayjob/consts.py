@@ -62,6 +62,9 @@ MAX_NAME: Final = 47  # KubeRay's MaxRayJobNameLength: the RayCluster's 53 less 
 SUBMITTER_BACKOFF_LIMIT: Final = 2
 
 REQUEUE_SECONDS: Final = 3.0  # KubeRay's RayJobDefaultRequeueDuration
+# rayscale's: a running Ray job's record is read this often (a GCS key-value get, not KubeRay's
+# dashboard call every REQUEUE_SECONDS), so its status shows within one autoscaler round
+RUNNING_POLL_SECONDS: Final = 2.0
 SUBMITTER_FINISHED_TIMEOUT: Final = 30.0  # after the submitter ended, Ray's job must end within it
 TRANSITION_GRACE_SECONDS: Final = 300.0  # Ray's job ended, the RayJob not yet Complete or Failed
 DELETION_MARGIN_SECONDS: Final = 2.0  # a TTL's requeue lands this much after the TTL
