@@ -115,7 +115,8 @@ def observations(results: Mapping[str, Any]) -> str:
             f"rayscale made {_num(max(ours['dashboard_status'], default=0), 0)} dashboard status calls"
             f" in any run; it read {_num(reads, 0)} job records from the GCS per run (median), beside"
             f" {_num(rounds, 0)} reads of Ray's state by its autoscaler ({_num(times, 0)} times as"
-            " many: a full round every 5 s and a read every second between rounds, for every cluster)."
+            " many: a full round every 5 s and reads between rounds, every second for each cluster"
+            " up to `--gcs-poll-budget` reads a second over all of them, less often beyond)."
         )
         own = _median(ours["connections_kv_only"])
         if not math.isnan(own):
