@@ -9,5 +9,6 @@ units that go as one (a worker pod, a multi-host replica). ``plan``: for one Ray
 do about the notices (Ray drains, pod deletes, replacements, the head's warning).
 
 Pure: no I/O, no asyncio, no Kubernetes client. Carrying out a plan (asking Ray, deleting pods) is
-the caller's job; the operator does not act on notices yet. Import the modules directly; this package imports nothing.
+the caller's job; the operator does not act on notices yet. Import the modules directly; this
+package imports nothing.
 """
