@@ -127,21 +127,6 @@ def fixture(name: str, marker: Path, hold: float) -> dict[str, Any]:
     )
 
 
-class Watch(JobWatch):
-    """JobWatch that also keeps each RayJob's last ``jobDeploymentStatus`` and ``jobStatus``."""
-
-    def __init__(self, objects: Any, namespace: str) -> None:
-        super().__init__(objects, namespace)
-        self.deployment: dict[str, str] = {}
-        self.job: dict[str, str] = {}
-
-    def _set(self, job: dict[str, Any]) -> None:
-        super()._set(job)
-        status = job.get("status") or {}
-        self.deployment[job["metadata"]["name"]] = str(status.get("jobDeploymentStatus") or "")
-        self.job[job["metadata"]["name"]] = str(status.get("jobStatus") or "")
-
-
 def pod_milestones(pods: PodWatch) -> None:
     def of(kind: str) -> Any:
         return lambda labels: labels.get("ray.io/node-type") == kind
@@ -233,7 +218,7 @@ class Run:
             await self.start_sidecar(pods)
 
     async def until_complete(
-        self, pods: PodWatch, jobs: Watch, task: asyncio.Task[None], deadline: float
+        self, pods: PodWatch, jobs: JobWatch, task: asyncio.Task[None], deadline: float
     ) -> float:
         """Wait (looking every POLL seconds, or at each pod change) until the RayJob is Complete and
         the marker is written; start the sidecar on KubeRay's side. The marker's time."""
@@ -263,7 +248,7 @@ class Run:
 
     async def measure(self, limit: float) -> dict[str, Any]:
         bench, ns = self.bench, self.op.ns
-        jobs = Watch(bench.objects, ns)
+        jobs = JobWatch(bench.cluster.kubeconfig, ns)
         task = asyncio.create_task(jobs.run())
         try:
             async with watching(bench.core, ns) as (pods, pods_task):

@@ -124,14 +124,17 @@ class ProxiedBench(Bench):
 
 class JobWatch:
     """Every RayJob of a namespace: when (wall clock) each first showed each ``status.jobStatus``,
-    when it became Complete, and its ``status.jobId``; seen by bench/rayjob_watch.py in a process
-    of its own (this one serves the fake Ray), which stamps each moment."""
+    when it became Complete, and its ``status.jobId``; the newest ``jobStatus`` and
+    ``jobDeploymentStatus`` first seen (`job`, `deployment`). Seen by bench/rayjob_watch.py in a
+    process of its own (this one serves the fake Ray), which stamps each moment."""
 
     def __init__(self, kubeconfig: Path | None, namespace: str) -> None:
         self.kubeconfig, self.ns = kubeconfig, namespace
         self.seen: dict[str, dict[str, float]] = {}
         self.complete: dict[str, float] = {}
         self.job_ids: dict[str, str] = {}
+        self.job: dict[str, str] = {}
+        self.deployment: dict[str, str] = {}
         self.synced = asyncio.Event()
         self.changed = asyncio.Event()
 
@@ -145,6 +148,9 @@ class JobWatch:
             self.job_ids[name] = line["jobId"]
         if "jobStatus" in line:
             self.seen.setdefault(name, {}).setdefault(line["jobStatus"], at)
+            self.job[name] = line["jobStatus"]
+        if "jobDeploymentStatus" in line:
+            self.deployment[name] = line["jobDeploymentStatus"]
         if line.get("complete"):
             self.complete.setdefault(name, at)
         self.changed.set()

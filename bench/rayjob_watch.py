@@ -4,7 +4,8 @@
 
 Lists and watches the namespace's RayJobs and prints one JSON line for each thing first seen, with
 the wall clock of that moment taken here: ``{"t": ..., "name": ..., "jobStatus": ...}``,
-``{"t": ..., "name": ..., "jobId": ...}``, ``{"t": ..., "name": ..., "complete": true}``, and
+``{"t": ..., "name": ..., "jobId": ...}``, ``{"t": ..., "name": ..., "jobDeploymentStatus": ...}``,
+``{"t": ..., "name": ..., "complete": true}``, and
 ``{"synced": true}`` once the first listing is read. bench/rayjob_fleet.py runs it beside the fake
 Ray it serves: in the benchmark's own process, the moments a watch sees would wait for an event
 loop that also answers hundreds of the operators' GCS reads a second, and the lag would count that
@@ -46,6 +47,12 @@ class Seen:
             self._say(
                 (name, "jobStatus", status["jobStatus"]),
                 {"t": now, "name": name, "jobStatus": status["jobStatus"]},
+            )
+        if status.get("jobDeploymentStatus"):
+            deployment = status["jobDeploymentStatus"]
+            self._say(
+                (name, "jobDeploymentStatus", deployment),
+                {"t": now, "name": name, "jobDeploymentStatus": deployment},
             )
         if status.get("jobDeploymentStatus") == "Complete":
             self._say((name, "complete", ""), {"t": now, "name": name, "complete": True})

@@ -161,6 +161,7 @@ def test_the_watcher_says_each_fact_once_and_the_watch_takes_its_moments() -> No
         {"t": 5.0, "name": "rj-0", "jobStatus": "PENDING"},
         {"t": 7.0, "name": "rj-0", "jobStatus": "RUNNING"},
         {"t": 9.0, "name": "rj-0", "jobStatus": "SUCCEEDED"},
+        {"t": 9.0, "name": "rj-0", "jobDeploymentStatus": "Complete"},
         {"t": 9.0, "name": "rj-0", "complete": True},
     ]
     watch = JobWatch(None, "ns")
@@ -170,3 +171,4 @@ def test_the_watcher_says_each_fact_once_and_the_watch_takes_its_moments() -> No
     assert watch.job_ids == {"rj-0": "j0"}
     assert watch.seen == {"rj-0": {"PENDING": 5.0, "RUNNING": 7.0, "SUCCEEDED": 9.0}}
     assert watch.complete == {"rj-0": 9.0}
+    assert (watch.job, watch.deployment) == ({"rj-0": "SUCCEEDED"}, {"rj-0": "Complete"})

@@ -12,7 +12,7 @@ import pytest
 
 from rayscale.common.retry import Failed
 from rayscale.common.types import ClusterKey
-from rayscale.kube import flow
+from rayscale.kube import flow, rayjob_ops
 from rayscale.rayjob import controller as rayjob_controller
 from rayscale.rayjob.actions import Step
 from rayscale.rayjob.controller import RayJobController, RayJobIndex
@@ -76,6 +76,6 @@ async def test_a_status_write_that_tells_a_new_state_is_a_transition(
 
     monkeypatch.setattr(controller, "world", world)
     monkeypatch.setattr(rayjob_controller, "plan", lambda _: Step(status={**before, **after}, requeue=3.0))
-    monkeypatch.setattr(rayjob_controller.ops, "replace_status", replace_status)
+    monkeypatch.setattr(rayjob_ops, "replace_status", replace_status)
     await controller.reconcile(("ns", "a"))
     assert written == [flow_kind]
