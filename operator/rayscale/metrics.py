@@ -174,8 +174,8 @@ class Metrics:
         self.rate_limit_wait = Histogram("rayscale_kube_rate_limit_wait_seconds", "Time a request waited for "
                                          "a token of the client-side rate limit (--kube-api-qps), by flow: "
                                          "cluster (a RayCluster's reconcile or autoscaling round), report "
-                                         "(status.autoscaler), events, rayjob, raycronjob, other", ["flow"],
-                                         buckets=WAIT_BUCKETS, registry=r)
+                                         "(status.autoscaler), transition, events, rayjob, raycronjob, "
+                                         "other", ["flow"], buckets=WAIT_BUCKETS, registry=r)
         a = "rayscale_autoscaler"
         self.decision_duration = Histogram(f"{a}_decision_duration_seconds", "Time to build one cluster's "
                                            "snapshot and run the scheduler", buckets=DECISION_BUCKETS,

@@ -5,16 +5,15 @@ read when Ray's state reads as it did at the last full round and that round is l
 Ray's GCS tells nobody when demand appears; Ray's own autoscaler reads it every 5 s. rayscale reads
 it every ``gcs_poll_interval`` (1 s by default; with more clusters than ``gcs_poll_budget`` reads a
 second allow, as seldom as the budget needs, never less often than a full round) and plans,
-schedules and writes only when something
-a decision depends on changed: the pending tasks and actors, the placement groups, the
-``request_resources`` constraint, the session, or a node (joined, gone, its status, its free
-resources). What only time changes (idle durations, boot and provision clocks, backoffs, holds)
-waits for the full round every ``interval``; Kubernetes changes start a full round at once as
-before. A cluster whose last full round found nothing time can change (`settled`: every worker
-busy and running, or none; no demand; no backoff; no hold) waits for the full round only as
-long as its status may go unwritten (``status_refresh_seconds``). A cluster whose GCS did not
-answer is read again only at its next full round. A read that finds nothing new counts in the
-decision history as a round that decided the same (the newest decision repeats).
+schedules and writes only when something a decision depends on changed: the pending tasks and
+actors, the placement groups, the ``request_resources`` constraint, the session, or a node (joined,
+gone, its status, its free resources). What only time changes (idle durations, boot and provision
+clocks, backoffs, holds) waits for the full round every ``interval``; Kubernetes changes start a
+full round at once as before. A cluster whose last full round found nothing time can change
+(`settled`: every worker busy and running, or none; no demand; no backoff; no hold) waits for the
+full round only as long as its status may go unwritten (``status_refresh_seconds``). A cluster whose
+GCS did not answer is read again only at its next full round. A read that finds nothing new counts
+in the decision history as a round that decided the same (the newest decision repeats).
 """
 
 from __future__ import annotations
