@@ -304,6 +304,19 @@ async def timed(
     }
 
 
+async def settle(load: float, limit: float) -> float:
+    """Before a run that follows another: wait until the 1-min load average is below `load` (the
+    control plane and kube-controller-manager still clean up the last run's 1,000 clusters after
+    its namespace is gone), at most `limit` seconds; the seconds waited. Every run but the first
+    of a sequence would otherwise start on a busier machine than the first."""
+    began = time.monotonic()
+    while time.monotonic() - began < limit:
+        if load_average()[0] < load:
+            break
+        await asyncio.sleep(5)  # the poll's interval: the load average moves over a minute
+    return time.monotonic() - began
+
+
 async def install_rayservice_crd(cluster: testcluster.ClusterHandle, bindir: Path) -> None:
     """KubeRay's RayService CRD (its operator watches RayServices); RayCluster and RayJob stay rayscale's."""
     crd = bindir / "crds" / "ray.io_rayservices.yaml"
@@ -334,7 +347,8 @@ async def run(cluster: testcluster.ClusterHandle, args: argparse.Namespace) -> d
         async with extra_nodes(core, nodes):
             for rep in range(args.reps):
                 for name in turns(args.operators, rep):
-                    runs.append(await measured_run(bench, name, rep, args))
+                    settled = await settle(args.settle_load, args.settle_seconds) if runs else 0.0
+                    runs.append(await measured_run(bench, name, rep, args) | {"settle_s": settled})
     return {
         "runs": runs,
         "jobs": args.jobs,
@@ -355,6 +369,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pending", type=float, default=10.0, help="seconds each job is PENDING")
     parser.add_argument("--running", type=float, default=20.0, help="seconds each job is RUNNING")
     parser.add_argument("--timeout", type=float, default=1200, help="deadline per run, seconds")
+    parser.add_argument(
+        "--settle-load",
+        type=float,
+        default=1.5,
+        help="before each run after the first, wait for the 1-min load average below this",
+    )
+    parser.add_argument("--settle-seconds", type=float, default=300,
+                        help="... at most this long (0: do not wait)")  # fmt: skip
     return measured_main(
         parser,
         argv,
