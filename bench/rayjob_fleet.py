@@ -356,6 +356,7 @@ async def run(cluster: testcluster.ClusterHandle, args: argparse.Namespace) -> d
         "operators": args.operators,
         "pending_s": args.pending,
         "running_s": args.running,
+        "settle_load": args.settle_load,
         "kuberay_version": kuberay_version(),
         "run_seconds": time.monotonic() - began,
     }

@@ -165,6 +165,14 @@ def render(results: Mapping[str, Any]) -> str:
         " operator at a time, in a fresh namespace and process, the order rotating with each"
         f" repetition ({results['reps']} each). Medians, with the range of the repetitions in brackets."
     )
+    waits = [run["settle_s"] for run in results["runs"] if run.get("settle_s")]
+    if any("settle_s" in run for run in results["runs"]):
+        intro += (
+            " Each run after the first began once the 1-min load average was below"
+            f" {results.get('settle_load', 1.5):g} (the control"
+            " plane cleans up the last run's clusters after its namespace is gone); the waits were"
+            f" {min(waits, default=0):.0f} to {max(waits, default=0):.0f} s."
+        )
     lines = paragraphs(TITLE, intro)
     lines += [*table(results), ""]
     text = observations(results)
