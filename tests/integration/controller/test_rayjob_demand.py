@@ -162,7 +162,9 @@ async def test_at_the_jobs_end_the_workers_are_drained_and_removed_at_once(
     api: client.ApiClient, namespace: str, gcs: FakeGcsServer, autoscaling_operator: Operator
 ) -> None:
     kube = Kube(api, namespace)
-    gcs.replies["InternalKVGet"] = _submission("RUNNING")
+    # PENDING until the workers run: a driver RUNNING at once would end the request (and the
+    # GPU worker it asks for) before the autoscaler's first round after the head's raylet joined
+    gcs.replies["InternalKVGet"] = _submission("PENDING")
     body = rayjob("ends", gcs.address, submissionMode=C.HTTP_MODE, ttlSecondsAfterFinished=600)
     body["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["minReplicas"] = 1  # a CPU worker kept
     await kube.objects.create_namespaced_custom_object(*RAYJOB.at(namespace), body)
@@ -174,6 +176,7 @@ async def test_at_the_jobs_end_the_workers_are_drained_and_removed_at_once(
         )
     )
     gcs.replies["GetClusterResourceState"] = _ray_state(gcs, workers)
+    gcs.replies["InternalKVGet"] = _submission("RUNNING")
 
     async def driver_runs() -> bool:
         status = await job_status(kube, "ends")
