@@ -47,8 +47,9 @@ from rayscale.kube.raycluster_index import RayClusterIndex
 from rayscale.kube.scope import Scope
 from rayscale.kube.watchhealth import WatchHealth
 from rayscale.metrics import Metrics, process_registry
-from rayscale.rayjob.controller import RayJobController, RayJobIndex
+from rayscale.rayjob.controller import RayJobController
 from rayscale.rayjob.cron_controller import RayCronJobController
+from rayscale.rayjob.index import RayJobIndex
 from rayscale.rayjob.ray_link import RayJobRay
 
 log = logging.getLogger(__name__)

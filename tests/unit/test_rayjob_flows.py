@@ -15,8 +15,9 @@ from rayscale.common.types import ClusterKey
 from rayscale.kube import flow, rayjob_ops
 from rayscale.rayjob import controller as rayjob_controller
 from rayscale.rayjob.actions import Step
-from rayscale.rayjob.controller import RayJobController, RayJobIndex
+from rayscale.rayjob.controller import RayJobController
 from rayscale.rayjob.cron_controller import RayCronJobController
+from rayscale.rayjob.index import RayJobIndex
 
 
 async def test_a_rayjob_reconciles_as_its_own_flow() -> None:

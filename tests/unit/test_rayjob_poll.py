@@ -10,7 +10,8 @@ import pytest
 from rayscale.rayjob import consts as C
 from rayscale.rayjob import controller as rayjob_controller
 from rayscale.rayjob.actions import Step
-from rayscale.rayjob.controller import RayJobController, RayJobIndex
+from rayscale.rayjob.controller import RayJobController
+from rayscale.rayjob.index import RayJobIndex
 
 
 @pytest.mark.parametrize(

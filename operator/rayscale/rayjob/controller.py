@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -30,9 +30,10 @@ from rayscale.kube.ops import KubeError, create_job, create_service
 from rayscale.rayjob import actions as A
 from rayscale.rayjob import consts as C
 from rayscale.rayjob.demand import request_name
+from rayscale.rayjob.index import RayJobIndex, owner_key
 from rayscale.rayjob.plan import Submission, World, plan
 
-__all__ = ["JobRay", "RayJobController", "RayJobIndex"]
+__all__ = ["JobRay", "RayJobController"]
 
 log = logging.getLogger(__name__)
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # KubeRay's (apimachinery's rand.String)
@@ -51,63 +52,6 @@ class JobRay(Protocol):
     async def submit(self, cluster: Obj, submission_id: str, spec: Mapping[str, Any]) -> None: ...
     async def stop(self, cluster: Obj | None, namespace: str, job_id: str) -> None: ...
     async def drain_workers(self, cluster: Obj, pods: Sequence[str]) -> set[str]: ...
-
-
-class RayJobIndex:
-    """RayJobs, their submitter Jobs and their head Services, as kopf's handlers see them; each
-    change marks the RayJob (`changed`)."""
-
-    def __init__(self) -> None:
-        self.rayjobs: dict[ClusterKey, Obj] = {}
-        self.submitters: dict[ClusterKey, Obj] = {}
-        self.services: dict[ClusterKey, Obj] = {}
-        self.changed: Callable[[ClusterKey], None] = lambda key: None
-
-    @staticmethod
-    def _owner(obj: Obj) -> ClusterKey:
-        meta = obj.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        return str(meta.get("namespace") or ""), str(labels.get(L.ORIGINATED_FROM_CR_NAME) or "")
-
-    def rayjob_event(self, kind: str, obj: Obj) -> None:
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        if kind == "DELETED":
-            self.rayjobs.pop(key, None)
-        else:
-            self.rayjobs[key] = dict(obj.items())
-        self.changed(key)
-
-    def submitter_event(self, kind: str, obj: Obj) -> None:
-        """A submitter Job (labelled with its RayJob's name)."""
-        self._owned(self.submitters, kind, obj)
-
-    def _owned(self, table: dict[ClusterKey, Obj], kind: str, obj: Obj) -> None:
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        if labels.get(L.ORIGINATED_FROM_CRD) != C.CRD_LABEL_VALUE:
-            return
-        key = self._owner(obj)
-        if kind == "DELETED":
-            table.pop(key, None)
-        else:
-            table[key] = obj
-        self.changed(key)
-
-    # ---- the RayJobs' head Services, from an informer (`rayscale.kube.informer.Sink`)
-
-    def upsert(self, obj: Obj) -> None:
-        self._owned(self.services, "MODIFIED", obj)
-
-    def delete(self, obj: Obj) -> None:
-        self._owned(self.services, "DELETED", obj)
-
-    def replace(self, namespace: str | None, objs: Sequence[Obj]) -> None:
-        listed = {self._owner(o) for o in objs}
-        for key in [k for k in self.services if (namespace is None or k[0] == namespace) and k not in listed]:
-            del self.services[key]
-            self.changed(key)
-        for obj in objs:
-            self.upsert(obj)
 
 
 class ClusterReads(Protocol):
@@ -147,7 +91,7 @@ class RayJobController:
         """A RayCluster a RayJob made changed: look at that RayJob again."""
         labels = (cluster.get("metadata") or {}).get("labels") or {}
         if labels.get(L.ORIGINATED_FROM_CRD) == C.CRD_LABEL_VALUE:
-            self.queue.mark(RayJobIndex._owner(cluster))
+            self.queue.mark(owner_key(cluster))
 
     async def run(self) -> None:
         for key in list(self.index.rayjobs):

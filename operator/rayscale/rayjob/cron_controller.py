@@ -27,8 +27,8 @@ from rayscale.kube import flow
 from rayscale.kube import rayjob_ops as ops
 from rayscale.kube.events import EventSink
 from rayscale.kube.ops import KubeError, send
-from rayscale.rayjob.controller import RayJobIndex
 from rayscale.rayjob.cron import EV_NAME_TAKEN, NAME_LABEL, owned_by, plan_cron
+from rayscale.rayjob.index import RayJobIndex
 
 __all__ = ["RayCronJobController"]
 

@@ -28,7 +28,6 @@ from kubernetes_asyncio import client
 from rayscale.api.names import RAYCRONJOB, RAYJOB
 from rayscale.common.retry import Failed
 from rayscale.common.timefmt import parse_time
-from rayscale.rayjob.controller import RayJobIndex
 from rayscale.rayjob.cron import (
     EV_INVALID_SPEC,
     EV_NAME_TAKEN,
@@ -39,6 +38,7 @@ from rayscale.rayjob.cron import (
 )
 from rayscale.rayjob.cron_controller import RayCronJobController
 from rayscale.rayjob.cron_schedule import next_tick, parse_standard
+from rayscale.rayjob.index import RayJobIndex
 from tests.support.builders import example
 from tests.support.kube import Kube
 from tests.support.operators import Operator
