@@ -63,7 +63,8 @@ from bench import rayjob_first_task_docs as docs
 from bench.operator_scale import POD_RESOURCES, ROOT, PodWatch, kube_apis, measured_main, warm_up, watching
 from bench.procstat import load_average
 from bench.rayjob_first_task_kuberay import V1, DashboardProxy, sidecar
-from bench.rayjob_fleet import JobWatch, ProxiedBench, delete_jobs, install_rayservice_crd
+from bench.rayjob_fleet import ProxiedBench, delete_jobs, install_rayservice_crd
+from bench.rayjob_watch import JobWatch
 from bench.vs_kuberay import Operated, choices, kuberay_bindir, kuberay_version, operated, positive, turns
 from rayscale.api.names import RAYCLUSTER, RAYJOB
 

@@ -45,7 +45,6 @@ import argparse
 import asyncio
 import contextlib
 import functools
-import json
 import math
 import statistics
 import sys
@@ -59,11 +58,12 @@ import aiohttp
 from hack.localk8s import testcluster
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bench import rayjob_fleet_docs
+from bench import apiserver_requests, rayjob_fleet_docs
 from bench.operator_fleet import CREATE_CONCURRENCY, extra_nodes
 from bench.operator_scale import ROOT, kube_apis, measured_main, raycluster, warm_up, watching
 from bench.procstat import load_average, tree_cpu_seconds, tree_memory_kib
 from bench.rayjob_fake_ray import Schedule, serving_dashboard, serving_gcs
+from bench.rayjob_watch import JobWatch
 from bench.vs_kuberay import (
     Bench,
     Operated,
@@ -81,6 +81,7 @@ OPERATORS = ("rayscale", "kuberay", "kuberay-matched", "rayscale-nopoll", "raysc
 NO_POLL = ("--gcs-poll-interval", "0")  # rayscale-nopoll: the autoscaler reads Ray only in its rounds
 PODS_PER_NODE = 100
 STATUSES = ("RUNNING", "SUCCEEDED")  # the changes Ray makes on its own (PENDING is the submission)
+WINDOW = 20  # seconds: the lag is also given per window of the run, by when Ray changed
 
 
 def rayjob(name: str, gcs: str, dashboard: str) -> dict[str, Any]:
@@ -122,79 +123,20 @@ class ProxiedBench(Bench):
         return next((ln.split("server:", 1)[1].strip() for ln in text.splitlines() if "server:" in ln), "")
 
 
-class JobWatch:
-    """Every RayJob of a namespace: when (wall clock) each first showed each ``status.jobStatus``,
-    when it became Complete, and its ``status.jobId``; the newest ``jobStatus`` and
-    ``jobDeploymentStatus`` first seen (`job`, `deployment`). Seen by bench/rayjob_watch.py in a
-    process of its own (this one serves the fake Ray), which stamps each moment."""
-
-    def __init__(self, kubeconfig: Path | None, namespace: str) -> None:
-        self.kubeconfig, self.ns = kubeconfig, namespace
-        self.seen: dict[str, dict[str, float]] = {}
-        self.complete: dict[str, float] = {}
-        self.job_ids: dict[str, str] = {}
-        self.job: dict[str, str] = {}
-        self.deployment: dict[str, str] = {}
-        self.synced = asyncio.Event()
-        self.changed = asyncio.Event()
-
-    def apply(self, line: dict[str, Any]) -> None:
-        """One line of the watcher's."""
-        if line.get("synced"):
-            self.synced.set()
-            return
-        name, at = line["name"], line["t"]
-        if "jobId" in line:
-            self.job_ids[name] = line["jobId"]
-        if "jobStatus" in line:
-            self.seen.setdefault(name, {}).setdefault(line["jobStatus"], at)
-            self.job[name] = line["jobStatus"]
-        if "jobDeploymentStatus" in line:
-            self.deployment[name] = line["jobDeploymentStatus"]
-        if line.get("complete"):
-            self.complete.setdefault(name, at)
-        self.changed.set()
-
-    async def run(self) -> None:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bench.rayjob_watch", str(self.kubeconfig), self.ns,
-            stdout=asyncio.subprocess.PIPE, cwd=ROOT, limit=1 << 20,
-        )  # fmt: skip
-        assert proc.stdout is not None
-        try:
-            async for raw in proc.stdout:
-                self.apply(json.loads(raw))
-            raise RuntimeError(f"the RayJob watcher exited ({await proc.wait()})")
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-
-    async def all_complete(self, count: int, deadline: float, proc: Any, task: asyncio.Task[None]) -> None:
-        while len(self.complete) < count:
-            if task.done():
-                task.result()
-                raise RuntimeError("the RayJob watch stopped")
-            if proc.poll() is not None:
-                raise RuntimeError(f"the operator exited ({proc.returncode})")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(self.complete)} of {count} RayJobs Complete by the deadline")
-            self.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), timeout=5)
-
-
 def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))] if ordered else math.nan
 
 
-def lags(schedule: Schedule, watch: JobWatch) -> dict[str, dict[str, float]]:
+def lags(schedule: Schedule, watch: JobWatch, began: float) -> dict[str, dict[str, Any]]:
     """Per status Ray changed to on its own: the lag (seconds) from the change to the RayJob showing
-    it (p50, p99, max over the jobs), and how many jobs never showed it (a later status came first)."""
-    out: dict[str, dict[str, float]] = {}
+    it (p50, p99, max over the jobs), how many jobs never showed it (a later status came first), and
+    per `WINDOW` seconds of the run (by when Ray changed, from `began`, wall clock): [start, jobs,
+    p50, p99], which shows when in the run the late ones were."""
+    out: dict[str, dict[str, Any]] = {}
     for status in STATUSES:
         found, skipped = [], 0
+        windows: dict[int, list[float]] = {}
         for name, job_id in watch.job_ids.items():
             job = schedule.jobs.get(job_id)
             if job is None:
@@ -203,7 +145,9 @@ def lags(schedule: Schedule, watch: JobWatch) -> dict[str, dict[str, float]]:
             if seen is None:
                 skipped += 1
                 continue
-            found.append(seen - schedule.changes(job)[status])
+            changed = schedule.changes(job)[status]
+            found.append(seen - changed)
+            windows.setdefault(int((changed - began) // WINDOW), []).append(seen - changed)
         out[status] = {
             "p50_s": percentile(found, 0.5),
             "p99_s": percentile(found, 0.99),
@@ -211,6 +155,10 @@ def lags(schedule: Schedule, watch: JobWatch) -> dict[str, dict[str, float]]:
             "mean_s": statistics.fmean(found) if found else math.nan,
             "jobs": len(found),
             "skipped": skipped,
+            "windows": [
+                [w * WINDOW, len(v), round(percentile(v, 0.5), 2), round(percentile(v, 0.99), 2)]
+                for w, v in sorted(windows.items())
+            ],
         }
     return out
 
@@ -265,6 +213,7 @@ async def timed(
     pid = run.running.pid
     schedule.calls.clear()  # the warm-up's calls are not the run's
     schedule.peers.clear()
+    requests0 = await apiserver_requests.snapshot(bench.cluster)
     cpu0, load0, mono0, wall0 = tree_cpu_seconds(pid), load_average(), time.monotonic(), time.time()
 
     async def create(body: dict[str, Any]) -> None:
@@ -280,6 +229,7 @@ async def timed(
     wall = time.monotonic() - mono0
     cpu = tree_cpu_seconds(pid) - cpu0
     memory = tree_memory_kib(pid)
+    requests = apiserver_requests.writes(requests0, await apiserver_requests.snapshot(bench.cluster))
     submitted = [job.submitted - wall0 for job in schedule.jobs.values()]
     if run.name.startswith("kuberay") and not schedule.calls.get("proxied"):
         raise RuntimeError("KubeRay's operator never called the fake dashboard through the proxy")
@@ -288,7 +238,7 @@ async def timed(
         "created_s": created,
         "submitted_p50_s": percentile(submitted, 0.5),
         "submitted_last_s": max(submitted, default=math.nan),
-        "lag": lags(schedule, watch),
+        "lag": lags(schedule, watch, wall0),
         "calls": dict(schedule.calls),
         "gcs_connections": {  # job-record reads on connections the autoscaler's reads did not use
             "kv": len(schedule.peers["kv"]),
@@ -299,6 +249,7 @@ async def timed(
         "cores": cpu / wall,
         "rss_peak_mib": memory["VmHWM"] / 1024,
         "rss_end_mib": memory["VmRSS"] / 1024,
+        "api_writes": requests,  # every client's, the benchmark's and the control plane's too
         "load_start": list(load0),
         "load_end": list(load_average()),
     }

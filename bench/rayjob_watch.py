@@ -15,16 +15,82 @@ wait.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client, config
 
 from rayscale.api.names import RAYJOB
 
-__all__ = ["Seen", "main"]
+__all__ = ["JobWatch", "Seen", "main"]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class JobWatch:
+    """Every RayJob of a namespace: when (wall clock) each first showed each ``status.jobStatus``,
+    when it became Complete, and its ``status.jobId``; the newest ``jobStatus`` and
+    ``jobDeploymentStatus`` first seen (`job`, `deployment`). Seen by bench/rayjob_watch.py in a
+    process of its own (this one serves the fake Ray), which stamps each moment."""
+
+    def __init__(self, kubeconfig: Path | None, namespace: str) -> None:
+        self.kubeconfig, self.ns = kubeconfig, namespace
+        self.seen: dict[str, dict[str, float]] = {}
+        self.complete: dict[str, float] = {}
+        self.job_ids: dict[str, str] = {}
+        self.job: dict[str, str] = {}
+        self.deployment: dict[str, str] = {}
+        self.synced = asyncio.Event()
+        self.changed = asyncio.Event()
+
+    def apply(self, line: dict[str, Any]) -> None:
+        """One line of the watcher's."""
+        if line.get("synced"):
+            self.synced.set()
+            return
+        name, at = line["name"], line["t"]
+        if "jobId" in line:
+            self.job_ids[name] = line["jobId"]
+        if "jobStatus" in line:
+            self.seen.setdefault(name, {}).setdefault(line["jobStatus"], at)
+            self.job[name] = line["jobStatus"]
+        if "jobDeploymentStatus" in line:
+            self.deployment[name] = line["jobDeploymentStatus"]
+        if line.get("complete"):
+            self.complete.setdefault(name, at)
+        self.changed.set()
+
+    async def run(self) -> None:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bench.rayjob_watch", str(self.kubeconfig), self.ns,
+            stdout=asyncio.subprocess.PIPE, cwd=ROOT, limit=1 << 20,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        try:
+            async for raw in proc.stdout:
+                self.apply(json.loads(raw))
+            raise RuntimeError(f"the RayJob watcher exited ({await proc.wait()})")
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+    async def all_complete(self, count: int, deadline: float, proc: Any, task: asyncio.Task[None]) -> None:
+        while len(self.complete) < count:
+            if task.done():
+                task.result()
+                raise RuntimeError("the RayJob watch stopped")
+            if proc.poll() is not None:
+                raise RuntimeError(f"the operator exited ({proc.returncode})")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(self.complete)} of {count} RayJobs Complete by the deadline")
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), timeout=5)
 
 
 class Seen:

@@ -8,10 +8,10 @@ import json
 import math
 from typing import Any
 
-from bench import rayjob_fleet_docs
+from bench import apiserver_requests, rayjob_fleet_docs
 from bench.rayjob_fake_ray import Schedule, answer, serving_gcs
-from bench.rayjob_fleet import JobWatch, lags, percentile, rayjob
-from bench.rayjob_watch import Seen
+from bench.rayjob_fleet import lags, percentile, rayjob
+from bench.rayjob_watch import JobWatch, Seen
 
 from rayscale.ray import convert
 from rayscale.ray.client import GcsClient
@@ -90,11 +90,27 @@ def test_lags_from_the_schedule_to_the_watch() -> None:
         watch.job_ids[f"rj-{i}"] = f"j{i}"
         seen = {"RUNNING": 1010 + running} | ({"SUCCEEDED": 1030 + succeeded} if succeeded else {})
         watch.seen[f"rj-{i}"] = seen
-    found = lags(schedule, watch)
+    found = lags(schedule, watch, began=1000.0)
     assert found["RUNNING"]["p50_s"] == 1.0
+    assert found["RUNNING"]["windows"] == [[0, 2, 1.0, 3.0]]  # both changed 10 s in
+    assert found["SUCCEEDED"]["windows"] == [[20, 1, 2.0, 2.0]]  # 30 s in
     assert found["RUNNING"]["p99_s"] == 3.0
     assert (found["SUCCEEDED"]["jobs"], found["SUCCEEDED"]["skipped"]) == (1, 1)
     assert math.isnan(percentile([], 0.5))
+
+
+def test_the_api_servers_writes_counted_by_verb_and_resource() -> None:
+    def metrics(puts: int) -> str:
+        return (
+            'apiserver_request_total{code="200",group="ray.io",resource="rayjobs",subresource="status",'
+            f'verb="PUT",version="v1"}} {puts}\n'
+            'apiserver_request_total{code="200",group="",resource="pods",subresource="",verb="LIST"} 7\n'
+            "# HELP other lines are skipped\n"
+        )
+
+    before, after = apiserver_requests.parse(metrics(5)), apiserver_requests.parse(metrics(12))
+    assert after == {"PUT rayjobs/status": 12, "LIST pods": 7}
+    assert apiserver_requests.writes(before, after) == {"total": 7, "PUT rayjobs/status": 7}
 
 
 def result(operator: str, rep: int, **over: Any) -> dict[str, Any]:

@@ -1,0 +1,45 @@
+"""What the API server was asked during a run: `apiserver_request_total` read before and after.
+
+The counter counts every client (the operator, the benchmark, kube-controller-manager, kwok), so
+a run's figures are compared with another operator's run on the same schedule, not read alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import Counter
+
+from hack.localk8s import testcluster
+
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE", "APPLY", "CREATE", "UPDATE", "DELETECOLLECTION"})
+_SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def parse(text: str) -> Counter[str]:
+    """``"VERB resource[/subresource]"`` -> requests, from the API server's /metrics text."""
+    counts: Counter[str] = Counter()
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        labels = dict(_LABEL.findall(match["labels"]))
+        resource = labels.get("resource", "")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        counts[f"{labels.get('verb', '?')} {resource or '-'}"] += int(float(match["value"]))
+    return counts
+
+
+async def snapshot(cluster: testcluster.ClusterHandle) -> Counter[str]:
+    text = await asyncio.to_thread(cluster.kubectl_run, "get", "--raw", "/metrics")
+    return parse(text)
+
+
+def writes(before: Counter[str], after: Counter[str]) -> dict[str, int]:
+    """The run's write requests by verb and resource, most first; ``"total"`` their sum."""
+    delta = {key: after[key] - before.get(key, 0) for key in after}
+    kept = {k: v for k, v in delta.items() if v > 0 and k.split(" ", 1)[0] in WRITES}
+    ordered = dict(sorted(kept.items(), key=lambda kv: (-kv[1], kv[0])))
+    return {"total": sum(kept.values())} | ordered
