@@ -25,17 +25,21 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
-from rayscale import gc_tuning
+from rayscale import gc_tuning, nodewatch
 from rayscale.api.names import RAYCLUSTER, RAYCRONJOB, RAYJOB, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.common import labels as L
 from rayscale.common.tasks import cancel_and_wait
 from rayscale.controller.event_filter import EventFilter
 from rayscale.controller.runner import ControllerConfig, RayClusterController
+from rayscale.disruption.nodes import NodeNotices
+from rayscale.disruption.notice import NoticeConfig
+from rayscale.disruption.podslim import slim_pod
 from rayscale.fence import WRITE_FENCE, Fenced
 from rayscale.kube import kopf_views, listing
 from rayscale.kube.by_cluster import ByCluster, by_spec, slim_custom, slim_service
@@ -97,6 +101,7 @@ class Runtime:
     rayjob_controller: RayJobController | None = None
     rayjob_ray: RayJobRay | None = None
     raycronjob_controller: RayCronJobController | None = None
+    disruption_notices: NoticeConfig = dataclasses.field(default_factory=NoticeConfig)  # --disruption-notice
 
 
 def indexes(runtime: Runtime) -> Indexes:
@@ -107,7 +112,7 @@ def indexes(runtime: Runtime) -> Indexes:
     changed = marks.request_changed
     runtime.indexes = Indexes(
         clusters=RayClusterIndex(runtime.scope.owns, marks.raycluster_changed),
-        pods=ByCluster(marks.pod_changed),
+        pods=ByCluster(marks.pod_changed, slim=slim_pod),  # with what disruption notices read
         services=ByCluster(marks.service_changed, slim=slim_service),
         requests=ByCluster(
             functools.partial(changed, RAYRESOURCEREQUEST.kind),
@@ -322,9 +327,11 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
             asyncio.create_task(_once_indexed(runtime, cron.run), name="rayscale-raycronjobs")
         )
     if runtime.autoscaler_config is not None:
+        notices = NodeNotices(runtime.disruption_notices, functools.partial(datetime.now, UTC))
         runtime.autoscaler = marks.autoscaler = Autoscaler(
-            api, source, runtime.recorder, runtime.autoscaler_config, metrics=metrics
+            api, source, runtime.recorder, runtime.autoscaler_config, metrics=metrics, node_notices=notices
         )
+        await nodewatch.start(registry, runtime.watch_api, notices, runtime.autoscaler.node_changed)
         if runtime.rayjob_ray is not None:  # the RayJobs' submissions read on the rounds' connections
             runtime.rayjob_ray.shared = runtime.autoscaler.link
         runtime.tasks.append(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import uvloop
 
+from rayscale import run_flags
 from rayscale.common.tasks import cancel_and_wait
 from rayscale.kube.scope import Scope, check_namespace_pattern, check_shard_name, parse_selector
 
@@ -99,33 +100,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--stuck-terminating-seconds", type=float, default=600.0,
                    help="a pod terminating this long past its deadline stops blocking its group "
                    "(default: 600)")  # fmt: skip
-    p.add_argument("--autoscaler-interval", type=float, default=5.0,
-                   help="autoscale every cluster at least this often, in seconds (default: 5)")  # fmt: skip
-    p.add_argument("--gcs-poll-interval", type=float, default=defaults.DEFAULT_GCS_POLL_SECONDS,
-                   help="between those rounds, read each cluster's Ray demand this often and start a "
-                   "round when it changed, in seconds; 0: no reads between rounds (default: "
-                   "%(default)s)")  # fmt: skip
-    p.add_argument("--gcs-poll-budget", type=float, default=defaults.DEFAULT_GCS_POLL_BUDGET,
-                   help="those reads per second over all clusters, at most: more clusters are read "
-                   "less often; 0: no budget (default: %(default)s)")  # fmt: skip
-    p.add_argument("--max-node-provision-seconds", type=float, default=900.0,
-                   help="pods of a group pending longer are removed and the group backs off (default: "
-                   "900; per cluster: annotation rayscale.io/max-node-provision-seconds)")  # fmt: skip
-    p.add_argument("--max-node-boot-seconds", type=float, default=3600.0,
-                   help="a worker pod scheduled (or running) this long without a Ray node is removed and "
-                   "its group backs off (default: 3600; per cluster: annotation "
-                   "rayscale.io/max-node-boot-seconds)")  # fmt: skip
-    p.add_argument("--unprovisioned-grace-seconds", type=float, default=120.0,
-                   help="an unschedulable worker pod no node provisioner is scaling up for (a "
-                   "NotTriggerScaleUp Event, or none at all) fails to launch after this long (default: "
-                   "120; per cluster: annotation rayscale.io/unprovisioned-grace-seconds)")  # fmt: skip
-    p.add_argument("--head-restart-grace-seconds", type=float, default=120.0,
-                   help="after Ray's GCS session changes (the head restarted), remove no worker for this "
-                   "long while workers re-register (default: 120)")  # fmt: skip
-    p.add_argument("--allow-gcs-address-override", action="store_true",
-                   help="follow a RayCluster's rayscale.io/gcs-address annotation and send its Ray auth "
-                   "token there; without it rayscale always dials the cluster's head Service and reports "
-                   "the annotation as ignored (default: off)")  # fmt: skip
+    run_flags.add_autoscaler_flags(p)
     p.add_argument("--max-pods-per-cluster", type=_at_least_one, default=10_000, metavar="N",
                    help="worker pods one RayCluster may ask for (replicas x numOfHosts over its groups); "
                    "a cluster asking for more is refused as invalid, and the autoscaler never scales past "
@@ -247,7 +222,6 @@ async def _run(args: argparse.Namespace, metrics: Metrics, served: web_api.Serve
     import kopf
 
     from rayscale import handlers
-    from rayscale.autoscaler.loop import AutoscalerConfig
     from rayscale.controller.runner import ControllerConfig
 
     config = ControllerConfig(
@@ -264,20 +238,7 @@ async def _run(args: argparse.Namespace, metrics: Metrics, served: web_api.Serve
     namespaces: list[str] | None = args.namespaces or None
     autoscaler = None
     if args.mode in ("all", "autoscaler"):
-        autoscaler = AutoscalerConfig(
-            interval=args.autoscaler_interval,
-            gcs_poll_interval=args.gcs_poll_interval,
-            gcs_poll_budget=args.gcs_poll_budget,
-            concurrency=args.autoscaler_concurrency,
-            max_node_provision_seconds=args.max_node_provision_seconds,
-            max_node_boot_seconds=args.max_node_boot_seconds,
-            unprovisioned_grace_seconds=args.unprovisioned_grace_seconds,
-            head_restart_grace_seconds=args.head_restart_grace_seconds,
-            beside_kuberay=args.mode == "autoscaler",
-            max_pods=args.max_pods_per_cluster,
-            allow_gcs_address_override=args.allow_gcs_address_override,
-            owns=scope.owns,
-        )
+        autoscaler = run_flags.autoscaler_config(args, scope)
     runtime = handlers.Runtime(
         config=config,
         namespaces=namespaces,
@@ -287,6 +248,7 @@ async def _run(args: argparse.Namespace, metrics: Metrics, served: web_api.Serve
         metrics=metrics,
         kube_api_qps=args.kube_api_qps,
         kube_api_burst=args.kube_api_burst,
+        disruption_notices=run_flags.notice_config(args),
     )
     served.autoscaler = lambda: runtime.autoscaler  # set by kopf's startup (handlers.configure)
 

@@ -68,6 +68,7 @@ def plan(
     asked: Mapping[str, AskedDrain] | None = None,
     now: datetime = NOW,
     hosts: Mapping[str, int] | None = None,
+    ray_known: bool = True,
 ) -> DisruptionPlan:
     return plan_disruptions(
         DisruptionInput(
@@ -78,6 +79,7 @@ def plan(
             asked=asked or {},
             now=now,
             hosts_per_group=hosts or {},
+            ray_known=ray_known,
         )
     )
 
@@ -334,3 +336,33 @@ def test_pods_on_untainted_nodes_are_untouched() -> None:
 def test_now_must_be_timezone_aware() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         plan([], now=datetime(2026, 11, 29, 7, 0, 0))
+
+
+def test_without_rays_state_nothing_is_drained_and_a_unit_goes_only_at_its_deadline() -> None:
+    pods = [pod("w1", "n1"), pod("w2", "n2")]
+    nodes = {"n1": CORDON, "n2": spot(30, "n2")}
+    before = plan(pods, nodes=nodes, ray_known=False)
+    assert (before.drains, before.deletes) == ((), ())  # no Ray node is taken for "none"
+    assert [(w.pod, w.source) for w in before.waiting] == [("w1", "cordon"), ("w2", "spot")]
+    assert before.replacements == {"cpu": 2}
+    assert before.events == ()
+
+    after = plan(pods, nodes=nodes, ray_known=False, now=at(30))
+    assert deleted(after) == {"w2": DeleteWhy.DEADLINE}
+    assert [w.pod for w in after.waiting] == ["w1"]  # a cordon has no deadline: it waits for Ray
+
+
+def test_each_event_names_the_pods_it_is_about() -> None:
+    pods = [pod("head", "h", head=True), pod("g-0", "n0", group="tpu", replica="r1"),
+            pod("g-1", "n1", group="tpu", replica="r1"), pod("w1", "n2")]  # fmt: skip
+    result = plan(
+        pods,
+        nodes={"h": CORDON, "n0": spot(30, "n0"), "n2": spot(-1, "n2")},
+        ray={"g-0": busy("a0"), "g-1": busy("a1"), "w1": busy("a2")},
+        hosts={"tpu": 2, "cpu": 1},
+    )
+    assert [(e.reason, e.pods) for e in result.events] == [
+        (EVENT_HEAD, ("head",)),
+        (EVENT_DELETE, ("w1",)),  # units by group: cpu, then tpu
+        (EVENT_DRAIN, ("g-0", "g-1")),
+    ]

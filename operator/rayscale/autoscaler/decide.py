@@ -3,7 +3,9 @@
 The round reads the cluster and its pods from the watch-fed indexes, the RayResourceRequests bound
 to it, and Ray's state from the GCS (gcs_link.py; None when unreachable: then nothing running is
 removed) -> whether Ray can be trusted to remove anything (trust.py: the head's raylet runs, no
-recent GCS session change, the GCS's view settled after an outage) -> ``build_snapshot`` ->
+recent GCS session change, the GCS's view settled after an outage) -> the disruption notices'
+plan (disruptions.py: its ``PREEMPTION`` drains asked at once; the pods it deletes and the ones
+still leaving handed to the snapshot) -> ``build_snapshot`` ->
 ``schedule``, through the virtual-cluster planner only when the cluster has virtual clusters
 (virtual/branch.py) -> drop the removals the patch would not write (``writable``) -> drain the
 hosts of the IDLE and DRAINED removals left, host by host (refused replicas stay; accepted hosts
@@ -19,8 +21,10 @@ import functools
 import logging
 import time
 from collections.abc import Sequence
+from datetime import datetime
 
 from rayscale.autoscaler import poll
+from rayscale.autoscaler.disruptions import deleting, leaving, plan_round, remember_asked
 from rayscale.autoscaler.drain import drain_plan, still_draining, without
 from rayscale.autoscaler.gcs_link import GcsLink
 from rayscale.autoscaler.history import PERIODIC
@@ -49,6 +53,7 @@ from rayscale.autoscaler.virtual.raylets import finished_jobs
 from rayscale.common.pods import pod_name
 from rayscale.common.retry import Failed
 from rayscale.common.types import ClusterKey, Obj
+from rayscale.disruption.plan import DisruptionPlan
 from rayscale.kube import ops
 from rayscale.kube.ops import TEST_FAILED
 from rayscale.ray.model import ClusterState
@@ -165,6 +170,7 @@ class Round:
         memory.missing_since = missing
         draining = still_draining(memory.draining, scaling.workers_to_delete, pods)
         memory.draining = draining
+        disruption = await self._disruptions(key, scaling, pods, state, now)
         snapshot = build_snapshot(
             scaling,
             pods,
@@ -178,7 +184,8 @@ class Round:
             unprovisioned_grace_seconds=self.shared.config.unprovisioned_grace_seconds,
             short_since=short_since,
             missing_since=missing,
-            draining=draining,
+            draining=draining | deleting(disruption),
+            leaving=leaving(disruption),
         )
         memory.short_since = {g: short_since.get(g, now) for g in short_groups(snapshot)}
         scheduled = snapshot if held is None else held_snapshot(snapshot)
@@ -213,10 +220,28 @@ class Round:
                     raise Conflict(str(exc)) from exc
                 raise
             self.reporter.applied(key, scaling, snapshot, decision, patch, now)
+            self.reporter.disrupted(key, scaling, disruption, removed=patch.removed)
         if vplan is not None and (reading.objects or reading.members or vplan.assign):
             # the raylets take the GCS's token
             await self.vclusters.apply(key, reading, vplan, snapshot, state, gcs, memory.token(), now)
         return Planned(snapshot, scheduled, decision, pods, now, written=patch is not None)
+
+    async def _disruptions(
+        self,
+        key: ClusterKey,
+        scaling: ScalingSpec,
+        pods: Sequence[Obj],
+        state: ClusterState | None,
+        now: datetime,
+    ) -> DisruptionPlan:
+        """The disruption notices' plan for this round, its drains asked (and their Events posted)."""
+        memory = self.memories.of(key)
+        plan = plan_round(scaling.groups, pods, state, self.shared.node_notices, memory.asked, now)
+        accepted = await self.link.preempt(key, plan.drains)
+        memory.asked = remember_asked(memory.asked, plan.drains, accepted, pods, now)
+        memory.disruption = plan
+        self.reporter.disrupted(key, scaling, plan, accepted=accepted)
+        return plan
 
     def _trust(self, key: ClusterKey, state: ClusterState | None) -> Hold | None:
         """Track the GCS session; the hold this round is under (logged when it starts or ends)."""

@@ -1,7 +1,8 @@
 """`GcsLink`: the autoscaler's link to each cluster's Ray GCS. I/O.
 
 It reads Ray's state (``GetClusterResourceState``; None when unreachable: then nothing running is
-removed), drains the hosts of the removals host by host, and reports each round's
+removed), drains the hosts of the removals host by host, asks the drains of disruption notices
+(``PREEMPTION``, with the notice's message and deadline: `preempt`), and reports each round's
 ``AutoscalingState`` to Ray (ray_report.py: what ``ray status`` shows). It keeps one client per
 cluster (redialed when the address or the token changes, and lent to the RayJob controller for its
 reads of job submissions: `lend`), which GCS methods answered (compat.py), and whether the GCS is
@@ -14,6 +15,7 @@ the annotation to override it (``AutoscalerConfig.allow_gcs_address_override``, 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
@@ -33,10 +35,11 @@ from rayscale.autoscaler.texts import drain_message, gcs_reachable, gcs_unreacha
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.common.pods import is_head, phase
 from rayscale.common.types import ClusterKey, Obj
+from rayscale.disruption.plan import Drain
 from rayscale.kube import ops
 from rayscale.ray.address import AddressError, auth_token_secret, gcs_target
 from rayscale.ray.errors import GcsError
-from rayscale.ray.model import ClusterState
+from rayscale.ray.model import ClusterState, DrainReason
 
 if TYPE_CHECKING:  # gRPC is loaded when a cluster first needs a GCS connection
     from rayscale.ray.client import GcsClient
@@ -191,6 +194,37 @@ class GcsLink:
         outcome = await drain_units(units, ask)
         memory.draining = memory.draining | outcome.accepted
         return set(outcome.refused)
+
+    async def preempt(self, key: ClusterKey, drains: Sequence[Drain]) -> frozenset[str]:
+        """Ask the Ray nodes of a disruption plan's `drains` to drain (side by side); the pods
+        whose node accepted. A failed or refused drain is logged; the next round asks it again."""
+        gcs = self.memories.of(key).client()
+        if gcs is None or not drains:
+            return frozenset()
+
+        async def ask(drain: Drain) -> str | None:
+            try:
+                result = await gcs.drain_node(
+                    drain.node_id,
+                    reason=DrainReason(drain.reason),
+                    message=drain.message,
+                    deadline_ms=drain.deadline_ms,
+                )
+            except GcsError as exc:
+                self._seen(key, DRAIN, exc.code)
+                log.info("drain of %s in %s/%s for a disruption notice failed: %s", drain.pod, *key, exc)
+                return None
+            self._seen(key, DRAIN, None)
+            if not result.accepted:
+                log.info("node %s in %s/%s refused to drain for a disruption notice: %s", drain.pod,
+                         *key, result.rejection_reason)  # fmt: skip
+                return None
+            log.info("the Ray node of %s in %s/%s drains for a disruption notice: %s", drain.pod, *key,
+                     drain.message)  # fmt: skip
+            return drain.pod
+
+        asked = await asyncio.gather(*(ask(d) for d in drains))
+        return frozenset(pod for pod in asked if pod is not None)
 
     async def tell_ray(
         self,

@@ -20,7 +20,7 @@ its last round (the decision's trigger).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -46,6 +46,7 @@ from rayscale.common.pods import is_head, is_terminating
 from rayscale.common.retry import Failed, spec_version
 from rayscale.common.types import ClusterKey, Obj
 from rayscale.common.workqueue import WorkQueue
+from rayscale.disruption.notice import Notice
 from rayscale.kube import flow, ops
 from rayscale.kube.events import EventSink
 from rayscale.metrics import Metrics
@@ -73,6 +74,7 @@ class Autoscaler:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         metrics: Metrics | None = None,
+        node_notices: Mapping[str, Notice] | None = None,
     ) -> None:
         self.api = api
         self.source = source
@@ -100,6 +102,7 @@ class Autoscaler:
             virtual_clusters=source.virtual_clusters,
             clock=clock,
             wall_clock=wall_clock,
+            node_notices=node_notices if node_notices is not None else {},
         )
         self.link = GcsLink(shared)
         self.reporter = Reporter(shared, self.link)
@@ -111,6 +114,13 @@ class Autoscaler:
         if reason:
             self._memory.served(key).triggers.add(reason)
         self.queue.mark(key)
+
+    def node_changed(self, node: str) -> None:
+        """The disruption notice of the Kubernetes node `node` came, changed or went: a round soon
+        for each cluster it autoscales with a pod on that node."""
+        for key in list(self._memory):
+            if any((p.get("spec") or {}).get("nodeName") == node for p in self.source.pods(key)):
+                self.mark(key, "node")
 
     # ---- what the operator serves (cheap, synchronous: built from what the latest round kept) ----
 

@@ -1,7 +1,8 @@
 """What the autoscaler keeps about each cluster from round to round: `ClusterMemory`, `Memories`.
 
 Per cluster: each group's backoff, since when each group has been short of pods, since when each
-running pod has had no Ray node, the pods whose drain was accepted, the GCS session last seen, which
+running pod has had no Ray node, the pods whose drain was accepted, the drains asked for disruption
+notices and the latest disruption plan, the GCS session last seen, which
 GCS methods answered (UNIMPLEMENTED ones make the cluster incompatible), the recent launch failures,
 the version of the last report to Ray and where its GCS was dialed; and what the operator serves
 about the cluster (`Served`: replica lives, recent decisions, what the latest round saw, and what
@@ -12,7 +13,7 @@ parts of the autoscaler share.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,8 @@ from rayscale.autoscaler.status import GcsHealth, UnmetKey
 from rayscale.autoscaler.trust import Hold, Session
 from rayscale.autoscaler.view import Observed
 from rayscale.common.types import ClusterKey, Obj
+from rayscale.disruption.notice import Notice
+from rayscale.disruption.plan import AskedDrain, DisruptionPlan
 from rayscale.kube.events import EventSink
 from rayscale.metrics import Metrics
 from rayscale.ray.address import GcsTarget
@@ -66,6 +69,10 @@ class ClusterMemory:
     # pod -> since when it has run without a Ray node (the boot clock of running pods)
     missing_since: dict[str, datetime] = dataclasses.field(default_factory=dict)
     draining: frozenset[str] = frozenset()  # pods whose drain was accepted, until their removal is written
+    # pod -> the PREEMPTION drain asked of its Ray node for a disruption notice and accepted, while it exists
+    asked: dict[str, AskedDrain] = dataclasses.field(default_factory=dict)
+    disruption: DisruptionPlan | None = None  # the latest round's disruption plan
+    head_notice: tuple[str, str, datetime | None] | None = None  # the head's notice last posted
     session: Session | None = None  # the GCS session last seen
     back_at: float | None = None  # when the GCS last answered again after an outage (monotonic)
     hold: Hold | None = None  # the hold of the last round (logged once per reason)
@@ -154,3 +161,5 @@ class Shared:
     virtual_clusters: Callable[[ClusterKey], Sequence[Obj]]  # its RayVirtualClusters
     clock: Callable[[], float]  # backoff and grace periods
     wall_clock: Callable[[], datetime]  # pod ages and the boot clocks (compared with pod timestamps)
+    # node name -> its disruption notice (rayscale.disruption.nodes.NodeNotices; empty: no Node watch)
+    node_notices: Mapping[str, Notice] = dataclasses.field(default_factory=dict)

@@ -60,6 +60,11 @@ class ClusterPatch:
     ops: JsonPatch  # the RFC 6902 JSON patch to send, its generation test first
     groups: tuple[GroupPatch, ...]  # the groups it changes, in the spec's order
 
+    @property
+    def removed(self) -> frozenset[str]:
+        """The pods it names in ``workersToDelete``."""
+        return frozenset(pod for g in self.groups for pod in g.workers_to_delete or ())
+
 
 def build_patch(cluster: ScalingSpec, decision: Decision, pod_names: Collection[str]) -> ClusterPatch | None:
     """The patch that applies `decision` to `cluster` (as `read_spec` read it), or None when it

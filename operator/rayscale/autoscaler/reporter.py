@@ -10,7 +10,9 @@ status_writer.py) with the
 of a cluster that opted in (idle_apply.py), and, when
 ``rayscale.io/gcs-address`` names another address than the head Service, the ``GcsAddressOverride``
 condition (gcs_override.py; an Event when it changes), an ``UnmetDemand`` Event when the unmet
-demand changed, and the metrics their values. The texts are made in pure modules (texts.py and
+demand changed, and the metrics their values. The disruption notices' Events (a drain accepted,
+pods named for deletion, the head's notice once) and their ``Disruption`` condition
+(disruptions.py). The texts are made in pure modules (texts.py and
 those named); this module posts and writes them.
 """
 
@@ -18,12 +20,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from rayscale.api.names import RAYRESOURCEREQUEST
 from rayscale.autoscaler.compat import compat_condition, compat_event, find_condition
+from rayscale.autoscaler.disruptions import disruption_condition, events_to_post, head_key
 from rayscale.autoscaler.gcs_link import GcsLink
 from rayscale.autoscaler.gcs_override import find_override, override_condition, override_event
 from rayscale.autoscaler.history import decision_record
@@ -52,6 +55,7 @@ from rayscale.autoscaler.texts import backing_off, ray_node_died, refused, resiz
 from rayscale.autoscaler.trust import Hold
 from rayscale.autoscaler.view import Observed
 from rayscale.common.types import ClusterKey, Obj
+from rayscale.disruption.plan import DisruptionPlan
 from rayscale.kube import ops
 from rayscale.ray.model import ClusterState
 
@@ -99,7 +103,7 @@ class Reporter:
         """Events and metrics of a patch that landed; launch failures it names start their group's
         backoff and are remembered for Ray's "Recent failures"."""
         subject = cluster.meta.subject()
-        named = {pod for g in patch.groups for pod in g.workers_to_delete or ()}
+        named = patch.removed
         # group -> (its spec, the new replicas)
         grown = {g.name: (g.spec, g.replicas) for g in patch.groups if g.replicas is not None}
         # pods named in workersToDelete, and replicas whose pods never existed (dropped from replicas)
@@ -128,6 +132,23 @@ class Reporter:
             entry = memory.backoff.failed(group)
             memory.backoff_until[group] = self.shared.wall_clock() + timedelta(seconds=entry.duration)
             self.shared.events.post(subject, *backing_off(group, entry.duration))
+
+    def disrupted(
+        self,
+        key: ClusterKey,
+        cluster: ScalingSpec,
+        plan: DisruptionPlan,
+        *,
+        accepted: Collection[str] = (),
+        removed: Collection[str] = (),
+    ) -> None:
+        """The Events of what a round did about disruption notices: the drains `accepted`, the
+        units whose every pod the patch `removed`, and the head's notice once per notice."""
+        memory = self.memories.of(key)
+        head = head_key(plan)
+        posted, memory.head_notice = head == memory.head_notice, head
+        for event in events_to_post(plan, accepted, removed, head_posted=posted):
+            self.shared.events.post(cluster.meta.subject(), event.type, event.reason, event.message)
 
     def observe(
         self,
@@ -183,6 +204,10 @@ class Reporter:
         idle = self.idle.condition(key)
         if idle is not None:
             conditions.append(idle)
+        disruption = self.memories.of(key).disruption
+        disrupted = disruption_condition(disruption, now, old) if disruption is not None else None
+        if disrupted is not None:
+            conditions.append(disrupted)
         replicas = replica_summary(seen.lives)
         new = autoscaler_status(
             snapshot,

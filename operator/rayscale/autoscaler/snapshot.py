@@ -6,7 +6,12 @@ Nodes are the worker pods joined with the GCS node states by pod name (a Ray nod
 - terminating: the pod has a deletionTimestamp, is listed in its group's ``workersToDelete``,
   or has failed (the controller replaces it);
 - draining: its Ray node accepted a drain (rayscale's own, accepted and its removal not written
-  yet; or anyone's, once the node is idle): it takes no work and always goes (DRAINED);
+  yet; or anyone's, once the node is idle), or a disruption notice deletes it this round
+  (``draining`` too): it takes no work and always goes (DRAINED);
+- leaving for a disruption notice, not deleted yet (``leaving``: its Ray node is asked to drain
+  for preemption, and still works, or has not shown the drain yet): draining as if drained by
+  someone else while it works (below), whatever Ray says, so that it takes no new work and
+  its replacement need not wait for it to go;
 - drained by someone else (``ray drain-node``, a preemption notice) and still running work (the
   GCS says DRAINING, no idle time, some resources in use): draining with Ray's free resources
   (`drained_while_working`): it stays, as Ray keeps it, takes no new work and does not count
@@ -47,6 +52,7 @@ from rayscale.autoscaler.demand import (
     request_constraints,
 )
 from rayscale.autoscaler.provisioning import Provisioning, unscheduled_clock
+from rayscale.autoscaler.replica_hosts import group_unlabelled, host_order, host_rank
 from rayscale.autoscaler.scheduling.model import (
     Group,
     Node,
@@ -54,7 +60,6 @@ from rayscale.autoscaler.scheduling.model import (
     Snapshot,
 )
 from rayscale.autoscaler.spec_reader import ScalingSpec, read_spec
-from rayscale.cluster.accelerators import slice_host_rank
 from rayscale.cluster.replicas import expected_replicas
 from rayscale.common import labels as L
 from rayscale.common.pods import (
@@ -81,6 +86,7 @@ __all__ = [
     "is_unborn",
     "ray_missing_since",
     "short_groups",
+    "still_working",
 ]
 
 
@@ -108,6 +114,7 @@ def build_snapshot(
     short_since: Mapping[str, datetime] | None = None,
     missing_since: Mapping[str, datetime] | None = None,
     draining: Collection[str] = (),
+    leaving: Collection[str] = (),
     max_pods: int | None = None,
     provisioning: Mapping[str, Provisioning] | None = None,
     unprovisioned_grace_seconds: float = 120.0,
@@ -126,7 +133,12 @@ def build_snapshot(
     `ray_missing_since`); a running pod not in it has just been seen so.
 
     `draining`: pods whose Ray node accepted rayscale's drain while their removal is not written
-    yet; they are draining whatever the GCS says.
+    yet, and the pods a disruption notice deletes this round; they are draining whatever the
+    GCS says, and go (DRAINED).
+
+    `leaving`: the pods a disruption notice takes, waiting for their Ray node's work to end or for
+    the notice's deadline (rayscale.disruption.plan); they stay, held (`drained_while_working`),
+    whatever the GCS says.
 
     `max_pods`: the worker pods the cluster may have (``--max-pods-per-cluster``; None: no limit),
     applied when a manifest is read here (`read_spec` applies it otherwise). A spec asking for more
@@ -154,7 +166,13 @@ def build_snapshot(
     constraints = gcs_constraints(state) + request_constraints(scaling.meta, requests)
     grace = _seconds(annotations, UNPROVISIONED_GRACE_ANNOTATION, unprovisioned_grace_seconds)
     clocks = _Clocks(
-        now, missing_since or {}, frozenset(draining), provisioning, options.max_node_provision_seconds, grace
+        now,
+        missing_since or {},
+        frozenset(draining),
+        provisioning,
+        options.max_node_provision_seconds,
+        grace,
+        frozenset(leaving),
     )
     return Snapshot(
         groups=groups,
@@ -210,6 +228,7 @@ class _Clocks:
     provisioning: Mapping[str, Provisioning] | None = None
     provision_seconds: float = 900.0
     grace_seconds: float = 120.0
+    leaving: frozenset[str] = frozenset()
 
     def since(self, moment: datetime | None) -> float:
         return 0.0 if moment is None else max((self.now - moment).total_seconds(), 0.0)
@@ -249,6 +268,10 @@ def _node(pod: Obj, group: Group, listed: set[str], state: ray.ClusterState | No
         return dataclasses.replace(base, state=NodeState.TERMINATING)
     if name in clocks.draining:  # accepted rayscale's drain: it must go, whatever Ray says now
         return dataclasses.replace(base, state=NodeState.DRAINING)
+    if name in clocks.leaving:  # a disruption notice takes it: held, no new work, until it goes
+        found = state.node_by_instance(name) if state is not None else None
+        free = dict(found.available_resources) if found is not None and found.alive else {}
+        return dataclasses.replace(base, state=NodeState.DRAINING, available=free, idle_seconds=0.0)
     if phase(pod) != "Running":
         return _not_running(pod, base, clocks)
     if state is None:  # Ray cannot be asked: busy, never idle-removed
@@ -267,7 +290,7 @@ def _node(pod: Obj, group: Group, listed: set[str], state: ray.ClusterState | No
             base, state=NodeState.PENDING, booting=True, pending_seconds=clocks.since(missing)
         )
     labels = {**found.labels, **found.dynamic_labels} or None
-    if found.status is ray.NodeStatus.DRAINING and _still_working(found):
+    if found.status is ray.NodeStatus.DRAINING and still_working(found):
         # Drained by someone else (rayscale's own is in clocks.draining) and still running work:
         # Ray keeps it until it is idle or dead (`drained_while_working`: its free resources given).
         return dataclasses.replace(
@@ -283,7 +306,7 @@ def _node(pod: Obj, group: Group, listed: set[str], state: ray.ClusterState | No
     )
 
 
-def _still_working(found: ray.RayNodeState) -> bool:
+def still_working(found: ray.RayNodeState) -> bool:
     """Whether a Ray node runs work: Ray reports no idle time and some of its resources in use."""
     if found.idle_duration_ms > 0:
         return False
@@ -315,52 +338,6 @@ def _unborn(group: Group, count: int, pending_seconds: float) -> list[Node]:
     return out
 
 
-UNLABELLED_PREFIX = "unlabelled:"
-
-
-def _group_unlabelled(nodes: list[Node], groups: Mapping[str, Group]) -> list[Node]:
-    """Hosts of a multi-host group whose pods carry no replica name (KubeRay before v1.6 makes
-    them so) form replicas of ``numOfHosts`` in name order, as the controller counts them; they
-    are never a replica per host."""
-    counts: dict[str, int] = {}
-    out: list[Node] = []
-    for node in nodes:
-        group = groups.get(node.group)
-        if (
-            group is None
-            or group.num_of_hosts <= 1
-            or node.replica is not None
-            or node.state is NodeState.TERMINATING
-        ):
-            out.append(node)
-            continue
-        index = counts.get(node.group, 0)
-        counts[node.group] = index + 1
-        replica = f"{UNLABELLED_PREFIX}{node.group}:{index // group.num_of_hosts}"
-        out.append(dataclasses.replace(node, replica=replica))
-    return out
-
-
-def _host_rank(pod: Obj, state: ray.ClusterState | None) -> int:
-    found = None if state is None else state.node_by_instance(pod_name(pod))
-    reported = found.total_resources if found is not None and found.alive else None
-    return slice_host_rank(pod_labels(pod).get(L.HOST_INDEX), reported)
-
-
-def _host_order(nodes: list[Node], ranks: Mapping[str, int]) -> list[Node]:
-    """Each multi-host replica's hosts in the places they hold, host 0 first (`ranks`)."""
-    places: dict[tuple[str, str], list[int]] = {}
-    for i, node in enumerate(nodes):
-        if node.replica is not None:
-            places.setdefault((node.group, node.replica), []).append(i)
-    out = list(nodes)
-    for held in places.values():
-        hosts = sorted((nodes[i] for i in held), key=lambda n: (ranks.get(n.name, 0), n.name))
-        for i, node in zip(held, hosts, strict=True):
-            out[i] = node
-    return out
-
-
 def _nodes(
     spec: RayClusterSpec,
     groups: Sequence[Group],
@@ -378,8 +355,8 @@ def _nodes(
         if group is not None and is_worker(pod):
             nodes.append(_node(pod, group, listed.get(group.name, set()), state, clocks))
             if group.num_of_hosts > 1:
-                ranks[pod_name(pod)] = _host_rank(pod, state)
-    nodes = _host_order(_group_unlabelled(nodes, by_name), ranks)
+                ranks[pod_name(pod)] = host_rank(pod, state)
+    nodes = host_order(group_unlabelled(nodes, by_name), ranks)
     wanted = {g.group_name: expected_replicas(g) for g in spec.workers}  # the controller's own rule
     for group in groups:
         live = {

@@ -30,9 +30,14 @@ units.py):
 - The head is never drained nor deleted (its Ray node cannot move to another node); a notice
   of the head's node or pod becomes a `HeadNotice` and a Warning Event.
 
+Without Ray's state (``ray_known`` False: the GCS did not answer), nothing can be asked and no
+host can be told done: no drain is planned and a unit is deleted only once its deadline passed
+(its pods are killed then anyway); until then it waits.
+
 The caller asks the drains first, remembers the accepted ones (`AskedDrain`, passed back in the
 next round), then deletes the pods, without waiting: a unit deleted in the round its drain is
-asked is one whose deadline passed, and the drain only tells Ray why the node goes.
+asked is one whose deadline passed, and the drain only tells Ray why the node goes. Each Event
+names the pods it is about (`DisruptionEvent.pods`), so that the caller posts only what it did.
 """
 
 from __future__ import annotations
@@ -105,6 +110,7 @@ class DisruptionInput:
     asked: Mapping[str, AskedDrain]  # pod name -> the drain asked and accepted
     now: datetime  # timezone-aware
     hosts_per_group: Mapping[str, int] = field(default_factory=dict)  # group -> numOfHosts
+    ray_known: bool = True  # False: Ray's state could not be read (`ray_nodes` says nothing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +155,7 @@ class DisruptionEvent:
     type: str  # NORMAL or WARNING
     reason: str  # EVENT_DRAIN, EVENT_DELETE or EVENT_HEAD
     message: str
+    pods: tuple[str, ...] = ()  # the pods it is about: drained, deleted, or the head
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +212,7 @@ def _what(unit: Unit, hosts: Sequence[Host]) -> str:
 class _Round:
     now: datetime
     asked: Mapping[str, AskedDrain]
+    ray_known: bool = True
     drains: list[Drain] = field(default_factory=list)
     deletes: list[Delete] = field(default_factory=list)
     waiting: list[Waiting] = field(default_factory=list)
@@ -218,26 +226,27 @@ class _Round:
         notice = unit.notice
         self.replacements[unit.group] += 1
         overdue = notice.deadline is not None and notice.deadline <= self.now
-        asking = [h for h in live if _to_ask(h, notice.deadline, self.asked)]
+        asking = [h for h in live if self.ray_known and _to_ask(h, notice.deadline, self.asked)]
         for host in asking:
             assert host.ray is not None
             self.drains.append(
                 Drain(host.pod, host.ray.node_id, DRAIN_REASON, notice.message, notice.deadline)
             )
         what = _what(unit, live)
-        if overdue or all(_done(h, self.asked) for h in live):
+        pods = tuple(h.pod for h in live)
+        if overdue or (self.ray_known and all(_done(h, self.asked) for h in live)):
             whys = [_why(h, overdue) for h in live]
             self.deletes.extend(
                 Delete(h.pod, unit.group, w, notice.source) for h, w in zip(live, whys, strict=True)
             )
             because = "; ".join(sorted({_WHY[w] for w in whys}))
             message = f"Deleting {what}: {because}. {notice.message}"
-            self.events.append(DisruptionEvent(NORMAL, EVENT_DELETE, message))
+            self.events.append(DisruptionEvent(NORMAL, EVENT_DELETE, message, pods))
             return
         self.waiting.extend(Waiting(h.pod, notice.source, notice.deadline) for h in live)
         if asking:
             message = f"Draining the Ray nodes of {what}, {_when(notice.deadline)}: {notice.message}"
-            self.events.append(DisruptionEvent(NORMAL, EVENT_DRAIN, message))
+            self.events.append(DisruptionEvent(NORMAL, EVENT_DRAIN, message, tuple(h.pod for h in asking)))
 
 
 def _head(pods: Sequence[Obj], data: DisruptionInput) -> tuple[HeadNotice | None, DisruptionEvent | None]:
@@ -251,7 +260,7 @@ def _head(pods: Sequence[Obj], data: DisruptionInput) -> tuple[HeadNotice | None
         f"the notice ({_when(notice.deadline)}): {notice.message}"
     )
     return HeadNotice(pod, notice.source, notice.message, notice.deadline), DisruptionEvent(
-        WARNING, EVENT_HEAD, message
+        WARNING, EVENT_HEAD, message, (pod,)
     )
 
 
@@ -262,7 +271,7 @@ def plan_disruptions(data: DisruptionInput) -> DisruptionPlan:
     units = disrupted_units(
         data.pods, data.node_notices, data.pod_notices, data.ray_nodes, data.hosts_per_group
     )
-    plan = _Round(data.now, data.asked)
+    plan = _Round(data.now, data.asked, data.ray_known)
     for unit in units:
         plan.unit(unit)
     head, head_event = _head(data.pods, data)
