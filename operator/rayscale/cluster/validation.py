@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rayscale.api.disruption_annotations import annotation_problem
 from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
 from rayscale.cluster import fields, ft, host
 from rayscale.cluster.limits import DEFAULT_MAX_PODS, pods_problem
@@ -186,6 +187,8 @@ def validate_spec(meta: ClusterMeta, spec: RayClusterSpec, *, max_pods: int = DE
     if problem := _unimplemented(spec):
         return problem
     if spec.autoscaling and (problem := ippr_problem(meta.annotations)):
+        return problem
+    if problem := annotation_problem(meta.annotations):
         return problem
     head = spec.head_group_spec
     problem = _group_checks(

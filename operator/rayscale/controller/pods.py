@@ -7,12 +7,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayscale import __version__
+from rayscale.api.disruption_annotations import DRAIN_ON_STOP_ANNOTATION, enabled
 from rayscale.api.raycluster import HeadGroupSpec, RayClusterSpec, WorkerGroupSpec
 from rayscale.cluster import naming
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.common import labels as L
 from rayscale.common.types import Manifest
-from rayscale.controller import gcsft, probes, raystart, sidecar, switches, tokenauth, upgrade
+from rayscale.controller import gcsft, prestop, probes, raystart, sidecar, switches, tokenauth, upgrade
 
 ULIMIT = "ulimit -n 65536"
 WAIT_GCS_SCRIPT = """SECONDS=0
@@ -254,6 +255,8 @@ def _build(
         for container in (ray, containers[-1]):
             _add_empty_dir(pod_spec, container, sidecar.LOG_VOLUME, sidecar.LOG_MOUNT)
     probes.inject(ray, head=head, ray_version=spec.ray_version, params=params)
+    if not head and enabled(meta.annotations, DRAIN_ON_STOP_ANNOTATION):
+        prestop.inject(pod_spec, ray)
     if version == "v2":
         pod_spec["restartPolicy"] = "Never"
     for init in pod_spec.get("initContainers", []):

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rayscale.api.disruption_annotations import DRAIN_ON_STOP_ANNOTATION, enabled
 from rayscale.api.raycluster import (
     KUBERAY_MANAGER,
     PROVISIONED,
@@ -29,7 +30,7 @@ from rayscale.cluster.validation import Invalid
 from rayscale.common import labels as L
 from rayscale.common.pods import awaits_scheduler, is_head, is_terminating, is_unhealthy, pod_group, pod_name
 from rayscale.common.types import Obj
-from rayscale.controller import ingress, redis_cleanup, services, sidecar, tokenauth, upgrade
+from rayscale.controller import ingress, prestop, redis_cleanup, services, sidecar, tokenauth, upgrade
 from rayscale.controller import pods as podspec
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import (
@@ -203,9 +204,25 @@ def _plan_cluster(
         step = Step(group=group.group_name, deletes=gp.deletes, creates=gp.creates)
         if step:
             plan.steps.append(step)
+        if (
+            gp.creates
+            and enabled(meta.annotations, DRAIN_ON_STOP_ANNOTATION)
+            and prestop.own_prestop(group.template)
+        ):
+            plan.events.append(
+                EventSpec(EventType.WARNING, "DrainOnStopSkipped", _own_hook(group.group_name))
+            )
         if gp.requeue:
             plan.requeue(ERROR_REQUEUE)
     return plan, spec
+
+
+def _own_hook(group: str) -> str:
+    return (
+        f"Worker group {group}: its Ray container has a preStop hook of its own, kept as it is;"
+        f" rayscale added no drain hook to its pods (annotation {DRAIN_ON_STOP_ANNOTATION}). Drain"
+        " the Ray node in your hook, or remove it to get rayscale's"
+    )
 
 
 def _scheduler_room(pods: Sequence[Obj], window: int) -> int | None:

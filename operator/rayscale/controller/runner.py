@@ -18,8 +18,9 @@ from rayscale.cluster.validation import Invalid
 from rayscale.common.retry import Failed, spec_version
 from rayscale.common.types import ClusterKey
 from rayscale.common.workqueue import QueueObserver, WorkQueue
-from rayscale.controller import finalize, redis_cleanup
+from rayscale.controller import budgets, finalize, redis_cleanup
 from rayscale.controller.apply import PlanApplier
+from rayscale.controller.budgets_apply import BudgetKeeper, Unchanged, condition_value
 from rayscale.controller.expectations import STUCK_TERMINATING_AFTER, ScaleExpectations
 from rayscale.controller.reconcile import PlannerOptions, plan_cluster
 from rayscale.controller.snapshot import ClusterSnapshot
@@ -28,6 +29,7 @@ from rayscale.controller.status import (
     compute_status,
     invalid_status,
     progress_only,
+    put_condition,
     status_changed,
     status_patch,
 )
@@ -97,6 +99,7 @@ class RayClusterController:
         self.config = config
         self.expectations = ScaleExpectations(stuck_after=config.stuck_terminating_seconds)
         self.applier = PlanApplier(api, self.expectations, events)
+        self.budgets = BudgetKeeper(api, events, recheck=config.resync_seconds)
         self.queue: WorkQueue[ClusterKey] = WorkQueue(
             self.reconcile,
             concurrency=config.concurrency,
@@ -146,6 +149,7 @@ class RayClusterController:
             self.queue.forget(key)
             self._sizes.pop(key, None)
             self._written.pop(key, None)
+            self.budgets.forget(key)
             return None
         # The one reader: after it the reconcile reads the typed snapshot, never `body`.
         snapshot = ClusterSnapshot(body, list(self.source.pods(key)), list(self.source.services(key)))
@@ -175,6 +179,10 @@ class RayClusterController:
             wanted = functools.partial(self._wanted, key, meta.uid)
             error = await self.applier.run_steps(meta, plan.steps, wanted) or error
         new = compute_status(meta, spec, old, snapshot.pods, snapshot.services, error=error, now=now)
+        kept = await self.budgets.keep(meta, spec, snapshot.pods, snapshot.condition(budgets.CONDITION))
+        if not isinstance(kept, Unchanged):
+            value = condition_value(kept)
+            new = put_condition(new, budgets.CONDITION, value, now=now, generation=meta.generation)
         deferred = await self._write_status(key, meta, old, new, now)
         if error is not None:
             return Failed(error.message, error.retry_after)

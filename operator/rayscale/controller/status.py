@@ -281,6 +281,23 @@ def omit_empty(status: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def put_condition(
+    status: Mapping[str, Any],
+    kind: str,
+    value: tuple[bool, str, str] | None,
+    *,
+    now: datetime,
+    generation: int,
+) -> dict[str, Any]:
+    """`status` with the condition `kind` set to (status, reason, message), or removed (None)."""
+    conds = _conditions(status)
+    if value is None:
+        conds.pop(kind, None)
+    else:
+        _set(conds, kind, value[0], value[1], value[2], now=now, generation=generation)
+    return {**status, "conditions": sorted(conds.values(), key=lambda c: c["type"])}
+
+
 def invalid_status(
     meta: ClusterMeta, old: Mapping[str, Any], reason: str, message: str, *, now: datetime
 ) -> dict[str, Any]:
