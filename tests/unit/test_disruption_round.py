@@ -5,6 +5,7 @@ reported, and without the GCS only a deadline deletes."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -299,3 +300,38 @@ def test_a_node_notice_change_marks_the_clusters_with_pods_on_it() -> None:
     assert marked == []
     auto.node_changed("n1")
     assert marked == [KEY]
+
+
+async def test_a_multi_host_replica_with_one_host_cordoned_drains_whole_gets_a_new_slice_and_goes_whole(
+    api: Api,
+) -> None:
+    events, clock = Events(), LoopClock()
+    hosts = [
+        on("n1", pod("tpu-a-0", "tpu", replica="tpu-a", host=0)),
+        on("n2", pod("tpu-a-1", "tpu", replica="tpu-a", host=1)),
+    ]
+    source = Source(rc(group("tpu", replicas=1, min_replicas=1, max_replicas=2, hosts=2)), hosts)
+    FakeGcs.state = gcs_state(*(node(pod_name(h), ray.NodeStatus.RUNNING, used=1.0) for h in hosts))
+    auto = scaler(source, events, clock, {"n1": CORDON})
+    await auto.step(KEY)
+    assert sorted(node_id for node_id, *_ in Gcs.asked) == ["id-tpu-a-0", "id-tpu-a-1"]  # the whole replica
+    assert api.replicas() == [2]  # a new slice at once: the leaving one no longer counts towards the minimum
+    assert all("workersToDelete" not in json.dumps(op) for op in api.patches[0])
+
+    clock.advance(5)
+    FakeGcs.state = gcs_state(
+        node("tpu-a-0", ray.NodeStatus.DRAINING, idle_ms=100),
+        node("tpu-a-1", ray.NodeStatus.DRAINING, used=1.0),
+    )
+    assert source.body is not None
+    source.body["spec"]["workerGroupSpecs"][0]["replicas"] = 2  # the patch, as the watch shows it
+    await auto.step(KEY)
+    assert len(api.patches) == 1  # one host still works: the replica stays whole
+
+    clock.advance(5)
+    FakeGcs.state = gcs_state(*(node(pod_name(h), ray.NodeStatus.DRAINING, idle_ms=100) for h in hosts))
+    await auto.step(KEY)
+    last = api.patches[-1]
+    assert {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 1} in last
+    assert {"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy",
+            "value": {"workersToDelete": ["tpu-a-0", "tpu-a-1"]}} in last  # fmt: skip
