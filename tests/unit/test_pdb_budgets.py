@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from tests.support.builders import cluster, group, pod
-from tests.support.fakes import EventLog
+from tests.support.fakes import KEY, EventLog, FakeClusterSource, FakeKubeOps
 
 from rayscale.api.disruption_annotations import DISRUPTION_BUDGET_ANNOTATION, DRAIN_ON_STOP_ANNOTATION
 from rayscale.api.raycluster import Condition, RayClusterSpec
@@ -20,6 +20,7 @@ from rayscale.cluster.validation import Invalid, parse_and_validate
 from rayscale.common import labels as L
 from rayscale.controller import budgets, budgets_apply
 from rayscale.controller.budgets import plan_budgets, selects, wanted
+from rayscale.controller.runner import ControllerConfig, RayClusterController
 from rayscale.kube import pdb_ops
 from rayscale.kube.ops import KubeError
 
@@ -295,3 +296,26 @@ async def test_a_conflict_is_a_warning_event_and_the_other_budgets_are_made(
     assert sorted(fake.objects) == ["rc-pdb-worker-small", "team"]
     assert events.reasons("Warning") == ["ConflictingDisruptionBudget"]
     assert "PodDisruptionBudget ns/team selects pods of the head" in events.events[-1].message
+
+
+async def test_a_reconcile_writes_the_condition_and_removes_it_with_the_annotation(
+    monkeypatch: pytest.MonkeyPatch, kube_ops: FakeKubeOps
+) -> None:
+    """The wiring in RayClusterController: the budgets are kept after the pods, and the condition
+    goes into the status the reconcile writes."""
+    fake = FakePdbs(monkeypatch)
+    body = cluster(group("small"))
+    body["metadata"]["annotations"] = {DISRUPTION_BUDGET_ANNOTATION: "true"}
+    source = FakeClusterSource(body)
+    scaler = RayClusterController(None, source, EventLog(), ControllerConfig())  # type: ignore[arg-type]
+    await scaler.reconcile(KEY)
+    assert sorted(fake.objects) == ["rc-pdb-head", "rc-pdb-worker-small"]
+    (written,) = [c for c in kube_ops.statuses[-1]["conditions"] if c["type"] == budgets.CONDITION]
+    assert (written["status"], written["reason"]) == ("True", "BudgetsInPlace")
+
+    body["status"] = kube_ops.statuses[-1]
+    del body["metadata"]["annotations"]
+    body["metadata"]["generation"] = 2
+    await scaler.reconcile(KEY)
+    assert fake.objects == {}
+    assert budgets.CONDITION not in [c["type"] for c in kube_ops.statuses[-1]["conditions"]]
