@@ -1,5 +1,6 @@
 """The kopf operator: kopf watches rayscale's custom resources (RayClusters, RayResourceRequests,
-RayVirtualClusters) and runs the process (startup, login, cleanup, the liveness probe).
+RayVirtualClusters) and runs the process (startup, login, cleanup, the liveness probe). With the
+autoscaler it watches the Nodes too, for their disruption notices (`rayscale.nodewatch`).
 
 Each custom resource has an event handler (`@kopf.on.event`), which keeps the object (a slim copy)
 in rayscale's index of its kind (`rayscale.kube.index_source.Indexes`) as it is listed, as it
