@@ -319,3 +319,22 @@ async def test_a_reconcile_writes_the_condition_and_removes_it_with_the_annotati
     await scaler.reconcile(KEY)
     assert fake.objects == {}
     assert budgets.CONDITION not in [c["type"] for c in kube_ops.statuses[-1]["conditions"]]
+
+
+def test_a_budget_over_every_ray_pod_conflicts_before_any_pod_exists() -> None:
+    """The labels every pod rayscale creates carries (app.kubernetes.io/name: kuberay, ...) and the
+    template's own are judged too, not only the pods there are."""
+    template = {
+        "metadata": {"labels": {"team": "a"}},
+        "spec": {"containers": [{"name": "w", "image": "ray"}]},
+    }
+    meta, spec = setup(group("small", template=template))
+    blanket = foreign("all-ray", {"matchLabels": {L.APP_NAME: L.APP_NAME_VALUE}})
+    team = foreign("team-a", {"matchLabels": {"team": "a"}})
+    plan = plan_budgets(meta, spec, True, [blanket, team], [])
+    assert plan.creates == []
+    assert plan.conflicts == [
+        ("all-ray", "selects pods of the head"),
+        ("all-ray", "selects pods of worker group small"),
+        ("team-a", "selects pods of worker group small"),
+    ]

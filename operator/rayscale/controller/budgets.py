@@ -24,6 +24,7 @@ from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.common import labels as L
 from rayscale.common.types import Manifest, Obj
+from rayscale.controller import pods as podspec
 
 #: the RayCluster's condition: True while every budget is in place, False with why not
 CONDITION = "DisruptionBudgets"
@@ -86,29 +87,26 @@ def _manifest(meta: ClusterMeta, name: str, selector: Mapping[str, str]) -> Mani
     }
 
 
-def _template_labels(template: Mapping[str, Any], ray_labels: Mapping[str, str] | None) -> dict[str, str]:
-    labels = dict((template.get("metadata") or {}).get("labels") or {})
-    return {**labels, **(ray_labels or {})}
-
-
 def wanted(meta: ClusterMeta, spec: RayClusterSpec) -> list[Budget]:
-    """The head's budget, then one per worker group, in the spec's order."""
-    head = spec.head_group_spec
+    """The head's budget, then one per worker group, in the spec's order; each with the labels
+    its pods are created with (`rayscale.controller.pods`, the one builder of them)."""
     head_selector = {L.RAY_CLUSTER: meta.name, L.NODE_TYPE: L.HEAD}
+    head_pod = podspec.head_pod(meta, spec)
     out = [
         Budget(
             _manifest(meta, budget_name(meta.name, None), head_selector),
             "the head",
-            {**_template_labels(head.template, head.labels), **head_selector},
+            dict(head_pod["metadata"]["labels"]),
         )
     ]
     for group in spec.workers:
         selector = {L.RAY_CLUSTER: meta.name, L.NODE_TYPE: L.WORKER, L.GROUP: group.group_name}
+        pod = podspec.worker_pod(meta, spec, group, replica_index=0)
         out.append(
             Budget(
                 _manifest(meta, budget_name(meta.name, group.group_name), selector),
                 f"worker group {group.group_name}",
-                {**_template_labels(group.template, group.labels), **selector},
+                dict(pod["metadata"]["labels"]),
             )
         )
     return out
