@@ -65,6 +65,9 @@ REQUEUE_SECONDS: Final = 3.0  # KubeRay's RayJobDefaultRequeueDuration
 # rayscale's: a running Ray job's record is read this often (a GCS key-value get, not KubeRay's
 # dashboard call every REQUEUE_SECONDS), so its status shows within one autoscaler round
 RUNNING_POLL_SECONDS: Final = 2.0
+# rayscale's: a reconcile planned before the watch showed a RayCluster or Service it had created
+# looks again after this (sooner when the watch delivers it; rayscale.rayjob.created)
+STALE_WORLD_SECONDS: Final = 1.0
 SUBMITTER_FINISHED_TIMEOUT: Final = 30.0  # after the submitter ended, Ray's job must end within it
 TRANSITION_GRACE_SECONDS: Final = 300.0  # Ray's job ended, the RayJob not yet Complete or Failed
 DELETION_MARGIN_SECONDS: Final = 2.0  # a TTL's requeue lands this much after the TTL

@@ -29,6 +29,8 @@ from rayscale.kube.events import EventSink
 from rayscale.kube.ops import KubeError, create_job, create_service
 from rayscale.rayjob import actions as A
 from rayscale.rayjob import consts as C
+from rayscale.rayjob.actions import Step
+from rayscale.rayjob.created import Created
 from rayscale.rayjob.demand import request_name
 from rayscale.rayjob.index import RayJobIndex, owner_key
 from rayscale.rayjob.plan import Submission, World, plan
@@ -82,6 +84,7 @@ class RayJobController:
             self.reconcile, concurrency=concurrency, observer=observer, name="reconcile of rayjob"
         )
         index.changed = self.queue.mark
+        self.created = Created()  # what a reconcile must not create again while the watch catches up
         self.delete_after_finish = os.environ.get("DELETE_RAYJOB_CR_AFTER_JOB_FINISHES", "").lower() == "true"
         self.grace_seconds = _grace_seconds(
             os.environ.get("RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS")
@@ -156,6 +159,8 @@ class RayJobController:
             "metadata": dict(job["metadata"]),
         }
         step = plan(await self.world(job))
+        if self._stale(key, step):
+            return C.STALE_WORLD_SECONDS  # the watch marks the RayJob again when it shows the object
         for event in step.events:
             self.recorder.post(job, event.type, event.reason, event.message)
         for action in step.actions:
@@ -177,10 +182,28 @@ class RayJobController:
             told = any(step.status.get(f) != before.get(f) for f in ("jobStatus", "jobDeploymentStatus"))
             try:
                 with flow.working_for(flow.transition_flow("rayjob", key) if told else flow.current()):
-                    self.index.rayjobs[key] = await ops.replace_status(self.api, RAYJOB, body)
+                    self.index.newer(key, await ops.replace_status(self.api, RAYJOB, body))
             except KubeError as exc:
                 return Failed(str(exc), exc.retry_after)
         return _poll_after(step.status if step.status is not None else job.get("status") or {}, step.requeue)
+
+    def _stale(self, key: ClusterKey, step: Step) -> bool:
+        """Whether `step` would create again a RayCluster or head Service this controller created
+        and the watches do not show yet (created.py): it was planned on a world older than that."""
+        ns = key[0]
+        for action in step.actions:
+            if isinstance(action, A.CreateCluster):
+                name = action.manifest["metadata"]["name"]
+                seen = self.clusters.cluster((ns, name)) is not None
+                if self.created.unseen("RayCluster", ns, name, seen=seen):
+                    return True
+            elif isinstance(action, A.CreateService):
+                name = action.manifest["metadata"]["name"]
+                found = self.index.services.get(key)
+                seen = found is not None and (found.get("metadata") or {}).get("name") == name
+                if self.created.unseen("Service", ns, name, seen=seen):
+                    return True
+        return False
 
     async def _do(self, job: Obj, action: A.Action) -> None:
         meta = job["metadata"]
@@ -194,6 +217,7 @@ class RayJobController:
             patched = await ops.patch_custom(self.api, RAYJOB, ns, name, patch)
             meta["finalizers"] = finalizers
             meta["resourceVersion"] = (patched.get("metadata") or {}).get("resourceVersion")
+            self.index.newer((ns, name), patched)  # else the next status write meets a 409
         elif isinstance(action, A.CreateCluster):
             target = f"{ns}/{action.manifest['metadata']['name']}"
             try:
@@ -203,6 +227,7 @@ class RayJobController:
                     job, "Warning", C.EV_FAILED_CREATE_CLUSTER, f"Failed to create RayCluster {target}: {exc}"
                 )
                 raise
+            self.created.add("RayCluster", ns, action.manifest["metadata"]["name"])
             post(job, "Normal", C.EV_CREATED_CLUSTER, f"Created RayCluster {target}")
         elif isinstance(action, A.DeleteCluster):
             try:
@@ -307,6 +332,7 @@ class RayJobController:
         try:
             if isinstance(action, A.CreateService):
                 await create_service(self.api, ns, action.manifest)
+                self.created.add("Service", ns, name)
             else:
                 old = await ops.get_service(self.api, ns, name)
                 if old is None:

@@ -34,9 +34,18 @@ class RayJobIndex:
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         if kind == "DELETED":
             self.rayjobs.pop(key, None)
+        elif _older(obj, self.rayjobs.get(key)):
+            return  # the watch is behind this controller's own write (`newer`)
         else:
             self.rayjobs[key] = dict(obj.items())
         self.changed(key)
+
+    def newer(self, key: ClusterKey, obj: Obj) -> None:
+        """`obj` as this controller's write returned it: kept until the watch shows it or a later
+        version, so the next reconcile does not write over a resourceVersion already replaced
+        (a 409, a failed reconcile and its backoff)."""
+        if not _older(obj, self.rayjobs.get(key)):
+            self.rayjobs[key] = obj
 
     def submitter_event(self, kind: str, obj: Obj) -> None:
         """A submitter Job (labelled with its RayJob's name)."""
@@ -68,3 +77,16 @@ class RayJobIndex:
             self.changed(key)
         for obj in objs:
             self.upsert(obj)
+
+
+def _older(obj: Obj, than: Obj | None) -> bool:
+    """Whether `obj` is an older version of the same object as `than`. A resourceVersion is opaque
+    to clients; where both are decimal (etcd's revisions, as every API server stores them) a lower
+    one is older. Anything else counts as not older: the watch's copy is taken."""
+    if than is None:
+        return False
+    mine, theirs = obj.get("metadata") or {}, than.get("metadata") or {}
+    if mine.get("uid") != theirs.get("uid"):
+        return False
+    a, b = str(mine.get("resourceVersion") or ""), str(theirs.get("resourceVersion") or "")
+    return a.isdecimal() and b.isdecimal() and int(a) < int(b)
