@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import Counter
+from collections.abc import Callable
 
 from hack.localk8s import testcluster
 
@@ -18,7 +19,8 @@ _LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def parse(text: str) -> Counter[str]:
-    """``"VERB resource[/subresource]"`` -> requests, from the API server's /metrics text."""
+    """``"VERB resource[/subresource]"`` -> requests, from the API server's /metrics text; a refused
+    request (4xx, 5xx) as ``"VERB resource CODE"``."""
     counts: Counter[str] = Counter()
     for line in text.splitlines():
         match = _SAMPLE.match(line)
@@ -28,7 +30,9 @@ def parse(text: str) -> Counter[str]:
         resource = labels.get("resource", "")
         if labels.get("subresource"):
             resource += "/" + labels["subresource"]
-        counts[f"{labels.get('verb', '?')} {resource or '-'}"] += int(float(match["value"]))
+        code = labels.get("code", "")
+        failed = "" if code.startswith(("2", "3")) else f" {code}"  # a refused request kept apart
+        counts[f"{labels.get('verb', '?')} {resource or '-'}{failed}"] += int(float(match["value"]))
     return counts
 
 
@@ -39,7 +43,16 @@ async def snapshot(cluster: testcluster.ClusterHandle) -> Counter[str]:
 
 def writes(before: Counter[str], after: Counter[str]) -> dict[str, int]:
     """The run's write requests by verb and resource, most first; ``"total"`` their sum."""
+    return _delta(before, after, lambda verb: verb in WRITES)
+
+
+def reads(before: Counter[str], after: Counter[str]) -> dict[str, int]:
+    """The run's other requests (GET, LIST, WATCH) by verb and resource, most first, and their sum."""
+    return _delta(before, after, lambda verb: verb not in WRITES)
+
+
+def _delta(before: Counter[str], after: Counter[str], kept_verb: Callable[[str], bool]) -> dict[str, int]:
     delta = {key: after[key] - before.get(key, 0) for key in after}
-    kept = {k: v for k, v in delta.items() if v > 0 and k.split(" ", 1)[0] in WRITES}
+    kept = {k: v for k, v in delta.items() if v > 0 and kept_verb(k.split(" ", 1)[0])}
     ordered = dict(sorted(kept.items(), key=lambda kv: (-kv[1], kv[0])))
     return {"total": sum(kept.values())} | ordered

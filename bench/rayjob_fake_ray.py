@@ -127,7 +127,10 @@ def kv_handler(schedule: Schedule) -> Any:
     from rayscale.ray.wire import INTERNAL_KV
     from rayscale.ray.wire import gcs_service_pb2 as pb
 
-    async def get(request: Any, context: Any) -> Any:
+    not_found = pb.InternalKVGetReply(status=pb.GcsStatus(code=GCS_NOT_FOUND, message="not found"))
+    replies: dict[tuple[str, str], bytes] = {}  # (submission, status) -> the reply, serialized once
+
+    async def get(request: Any, context: Any) -> bytes:
         schedule.calls["gcs_kv_get"] += 1
         schedule.peers["kv"].add(context.peer())
         key = bytes(request.key)
@@ -135,14 +138,18 @@ def kv_handler(schedule: Schedule) -> Any:
         if request.namespace == KV_NAMESPACE and key.startswith(KV_PREFIX):
             job = schedule.jobs.get(key[len(KV_PREFIX) :].decode())
         if job is None:
-            return pb.InternalKVGetReply(status=pb.GcsStatus(code=GCS_NOT_FOUND, message="not found"))
-        value = json.dumps(schedule.record(job, schedule.clock())).encode()
-        return pb.InternalKVGetReply(status=pb.GcsStatus(code=0), value=value)
+            return bytes(not_found.SerializeToString())
+        now = schedule.clock()
+        at = (job.submission_id, schedule.status(job, now))
+        if at not in replies:
+            value = json.dumps(schedule.record(job, now)).encode()
+            replies[at] = pb.InternalKVGetReply(status=pb.GcsStatus(code=0), value=value).SerializeToString()
+        return replies[at]
 
+    # The replies are serialized here, each once: Ray's GCS is C++ on each cluster's head, and a
+    # fake that spends this machine's CPU on every read would slow the operator that reads more.
     method = grpc.unary_unary_rpc_method_handler(
-        get,
-        request_deserializer=pb.InternalKVGetRequest.FromString,
-        response_serializer=pb.InternalKVGetReply.SerializeToString,
+        get, request_deserializer=pb.InternalKVGetRequest.FromString, response_serializer=bytes
     )
     return grpc.method_handlers_generic_handler(INTERNAL_KV.full_name, {"InternalKVGet": method})
 
@@ -158,15 +165,17 @@ def autoscaler_handler(schedule: Schedule) -> Any:
     ray = FakeRay(running=list)
     methods = handlers(ray).service  # fake_gcs_fleet's generic handler, for Report and Drain
 
-    async def state(request: Any, context: Any) -> Any:
+    # A head-only Ray's state never changes, nor its version (Ray bumps it on a change): one reply,
+    # serialized once (see kv_handler).
+    reply = ray.state(pb).SerializeToString()
+
+    async def state(request: Any, context: Any) -> bytes:
         schedule.calls["gcs_state"] += 1
         schedule.peers["state"].add(context.peer())
-        return ray.state(pb)
+        return bytes(reply)
 
     replaced = grpc.unary_unary_rpc_method_handler(
-        state,
-        request_deserializer=pb.GetClusterResourceStateRequest.FromString,
-        response_serializer=pb.GetClusterResourceStateReply.SerializeToString,
+        state, request_deserializer=pb.GetClusterResourceStateRequest.FromString, response_serializer=bytes
     )
 
     class Handler(grpc.GenericRpcHandler):  # type: ignore[misc]

@@ -105,12 +105,14 @@ def test_the_api_servers_writes_counted_by_verb_and_resource() -> None:
             'apiserver_request_total{code="200",group="ray.io",resource="rayjobs",subresource="status",'
             f'verb="PUT",version="v1"}} {puts}\n'
             'apiserver_request_total{code="200",group="",resource="pods",subresource="",verb="LIST"} 7\n'
+            'apiserver_request_total{code="409",group="",resource="services",subresource="",verb="POST"} 2\n'
             "# HELP other lines are skipped\n"
         )
 
     before, after = apiserver_requests.parse(metrics(5)), apiserver_requests.parse(metrics(12))
-    assert after == {"PUT rayjobs/status": 12, "LIST pods": 7}
+    assert after == {"PUT rayjobs/status": 12, "LIST pods": 7, "POST services 409": 2}
     assert apiserver_requests.writes(before, after) == {"total": 7, "PUT rayjobs/status": 7}
+    assert apiserver_requests.reads(before, after) == {"total": 0}  # the LISTs did not change
 
 
 def result(operator: str, rep: int, **over: Any) -> dict[str, Any]:
