@@ -364,13 +364,13 @@ class _Plan:
     def _services(self, cluster: Obj) -> None:
         if self.spec.get("clusterSelector"):
             return
-        wanted = job_head_service({**self.job, "status": self.status}, cluster)
         old = self.w.job_service
+        selected = (((old or {}).get("spec") or {}).get("selector") or {}).get(L.RAY_CLUSTER)
+        if old is not None and selected == str((cluster.get("metadata") or {}).get("name") or ""):
+            return  # it selects this cluster's head (the wanted Service's selector names the cluster)
+        wanted = job_head_service({**self.job, "status": self.status}, cluster)
         if old is None:
             self.actions.append(CreateService(wanted))
-            return
-        selected = ((old.get("spec") or {}).get("selector") or {}).get(L.RAY_CLUSTER)
-        if selected == wanted["spec"]["selector"].get(L.RAY_CLUSTER):
             return
         cluster_ip = (old.get("spec") or {}).get("clusterIP")
         if cluster_ip:
