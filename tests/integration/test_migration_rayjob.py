@@ -18,7 +18,6 @@ finalizer let go when the RayJob is deleted.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -29,11 +28,11 @@ from kubernetes_asyncio import client
 
 from rayscale.api.names import RAYCLUSTER, RAYJOB
 from rayscale.ray.address import OVERRIDE_FLAG
-from rayscale.ray.wire import gcs_service_pb2
 from rayscale.rayjob import consts as C
 from tests.support.builders import example
 from tests.support.fakes import FakeGcsServer
 from tests.support.grpcserve import serving
+from tests.support.job_records import submission_reply
 from tests.support.kube import Kube
 from tests.support.operators import KubeRayOperator, Operator, beside
 from tests.support.polling import eventually, holds
@@ -72,14 +71,6 @@ def _rayjob(gcs_address: str) -> dict[str, Any]:
     }
     meta = {"name": NAME, "annotations": {"rayscale.io/gcs-address": gcs_address}}
     return {**RAYJOB.type_meta(), "metadata": meta, "spec": spec}
-
-
-def _submission(status: str) -> gcs_service_pb2.InternalKVGetReply:
-    record: dict[str, Any] = {"status": status, "entrypoint": "python -c 'print(1)'", "message": "",
-                              "start_time": 1_700_000_000_000}  # fmt: skip
-    if status == "SUCCEEDED":
-        record["end_time"] = 1_700_000_060_000
-    return gcs_service_pb2.InternalKVGetReply(value=json.dumps(record).encode())
 
 
 class World:
@@ -155,7 +146,7 @@ async def test_a_running_rayjob_is_taken_over_from_kuberay(
 async def _take_over(
     world: World, kube: Kube, kuberay: KubeRayOperator, rayscale: Operator, gcs: FakeGcsServer
 ) -> None:
-    gcs.replies["InternalKVGet"] = _submission("RUNNING")
+    gcs.replies["InternalKVGet"] = submission_reply("RUNNING")
 
     # 1. KubeRay's operator: the cluster, the finalizer, the submitter Job, Running.
     kuberay.start()
@@ -207,7 +198,7 @@ async def _take_over(
     await holds(unchanged, seconds=3, message="nothing made again while the job runs")
 
     # 3. The job ends: Ray says SUCCEEDED, the submitter exits 0; Complete.
-    gcs.replies["InternalKVGet"] = _submission("SUCCEEDED")
+    gcs.replies["InternalKVGet"] = submission_reply("SUCCEEDED")
     pod = await world.submitter_pod()
     assert pod is not None
     await world.submitter_exits(pod)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -27,11 +26,11 @@ from kubernetes_asyncio import client
 from rayscale.api.names import RAYCLUSTER, RAYJOB, RAYRESOURCEREQUEST
 from rayscale.cluster.job_end import JOB_FINISHED_ANNOTATION
 from rayscale.ray.wire import autoscaler_pb2 as pb
-from rayscale.ray.wire import gcs_service_pb2
 from rayscale.rayjob import consts as C
 from tests.support.builders import cpu_and_gpu_cluster
 from tests.support.fakes import FakeGcsServer
 from tests.support.grpcserve import serving
+from tests.support.job_records import submission_reply
 from tests.support.kube import Kube, names
 from tests.support.operators import Operator
 from tests.support.polling import eventually, holds
@@ -130,13 +129,6 @@ async def test_a_bad_request_annotation_fails_validation(
     assert await requests(kube) == []
 
 
-def _submission(status: str) -> gcs_service_pb2.InternalKVGetReply:
-    record = {"status": status, "entrypoint": "python run.py", "message": "", "start_time": 1}
-    if status == "SUCCEEDED":
-        record["end_time"] = 2
-    return gcs_service_pb2.InternalKVGetReply(value=json.dumps(record).encode())
-
-
 def _node_id(pod: str) -> bytes:
     return hashlib.sha224(pod.encode()).digest()
 
@@ -164,7 +156,7 @@ async def test_at_the_jobs_end_the_workers_are_drained_and_removed_at_once(
     kube = Kube(api, namespace)
     # PENDING until the workers run: a driver RUNNING at once would end the request (and the
     # GPU worker it asks for) before the autoscaler's first round after the head's raylet joined
-    gcs.replies["InternalKVGet"] = _submission("PENDING")
+    gcs.replies["InternalKVGet"] = submission_reply("PENDING")
     body = rayjob("ends", gcs.address, submissionMode=C.HTTP_MODE, ttlSecondsAfterFinished=600)
     body["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["minReplicas"] = 1  # a CPU worker kept
     await kube.objects.create_namespaced_custom_object(*RAYJOB.at(namespace), body)
@@ -176,7 +168,7 @@ async def test_at_the_jobs_end_the_workers_are_drained_and_removed_at_once(
         )
     )
     gcs.replies["GetClusterResourceState"] = _ray_state(gcs, workers)
-    gcs.replies["InternalKVGet"] = _submission("RUNNING")
+    gcs.replies["InternalKVGet"] = submission_reply("RUNNING")
 
     async def driver_runs() -> bool:
         status = await job_status(kube, "ends")
@@ -191,7 +183,7 @@ async def test_at_the_jobs_end_the_workers_are_drained_and_removed_at_once(
     assert gcs.count("DrainNode") == 0
 
     ended = time.monotonic()
-    gcs.replies["InternalKVGet"] = _submission("SUCCEEDED")
+    gcs.replies["InternalKVGet"] = submission_reply("SUCCEEDED")
 
     async def gone() -> bool:
         return await kube.workers(cluster, live=True) == []
@@ -228,7 +220,7 @@ async def test_delete_workers_drains_each_worker_before_the_groups_are_suspended
     """DeleteWorkers (a cluster without autoscaling: KubeRay refuses it with autoscaling): the
     suspend flags and the pods' deletion are KubeRay's; before them, Ray is asked to drain."""
     kube = Kube(api, namespace)
-    gcs.replies["InternalKVGet"] = _submission("RUNNING")
+    gcs.replies["InternalKVGet"] = submission_reply("RUNNING")
     rules = [{"policy": "DeleteWorkers", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 0}}]
     body = rayjob("fixed", gcs.address, submissionMode=C.HTTP_MODE, deletionStrategy={"deletionRules": rules})
     del body["spec"]["shutdownAfterJobFinishes"]
@@ -249,7 +241,7 @@ async def test_delete_workers_drains_each_worker_before_the_groups_are_suspended
 
     await eventually(running, timeout=PROMPTLY, message="the driver RUNNING")
     assert await requests(kube) == []  # no autoscaling: nothing requested
-    gcs.replies["InternalKVGet"] = _submission("SUCCEEDED")
+    gcs.replies["InternalKVGet"] = submission_reply("SUCCEEDED")
 
     async def gone() -> bool:
         return await kube.workers(cluster, live=True) == []
@@ -279,7 +271,7 @@ async def test_delete_workers_on_an_autoscaled_cluster_drains_and_removes_withou
     kube = Kube(api, namespace)
     # PENDING until the worker runs: a driver that runs at once would take the request (and with it
     # the reason for the GPU worker) away before the autoscaler's round, as it should.
-    gcs.replies["InternalKVGet"] = _submission("PENDING")
+    gcs.replies["InternalKVGet"] = submission_reply("PENDING")
     rules = [{"policy": "DeleteWorkers", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 0}}]
     body = rayjob("rules", gcs.address, submissionMode=C.HTTP_MODE, deletionStrategy={"deletionRules": rules})
     del body["spec"]["shutdownAfterJobFinishes"]
@@ -291,13 +283,13 @@ async def test_delete_workers_on_an_autoscaled_cluster_drains_and_removes_withou
         )
     )
     gcs.replies["GetClusterResourceState"] = _ray_state(gcs, {worker})
-    gcs.replies["InternalKVGet"] = _submission("RUNNING")
+    gcs.replies["InternalKVGet"] = submission_reply("RUNNING")
 
     async def running() -> bool:
         return (await job_status(kube, "rules")).get("jobStatus") == "RUNNING"
 
     await eventually(running, timeout=PROMPTLY, message="the driver RUNNING")
-    gcs.replies["InternalKVGet"] = _submission("SUCCEEDED")
+    gcs.replies["InternalKVGet"] = submission_reply("SUCCEEDED")
 
     async def gone() -> bool:
         return await kube.workers(cluster, live=True) == []
