@@ -3,9 +3,10 @@
 `helm install` puts the chart into the real API server (no operator replica: there is no image
 registry here). rayscale then runs out of cluster with a kubeconfig that holds a token of the
 chart's ServiceAccount, with leader election on its Lease in the release namespace, and takes a
-RayCluster through create, scale-up, workersToDelete and delete. `kubectl auth can-i` with the same
-token proves what it may not do: no Lease but its own, no Secret read but the named auth token
-(which rayscale creates, for a cluster with token auth).
+RayCluster through create, scale-up, workersToDelete and delete; it watches the Nodes for their
+disruption notices (read only). `kubectl auth can-i` with the same token proves what it may not
+do: no Lease but its own, no Secret read but the named auth token (which rayscale creates, for a
+cluster with token auth), no write to a Node.
 """
 
 from __future__ import annotations
@@ -141,6 +142,9 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         assert can_i(cluster, kubeconfig, verb, resource, f"--subresource={sub}", "-n", namespace), (
             f"cannot {verb} {resource}/{sub}"
         )
+    # ... and the Nodes' disruption notices, read cluster-wide (Nodes are cluster-scoped) ...
+    for verb in ("get", "list", "watch"):
+        assert can_i(cluster, kubeconfig, verb, "nodes"), f"cannot {verb} nodes"
     # ... and its Lease, in the release namespace.
     for verb, resource in [("create", "leases"), ("get", f"leases/{release.lease}"),
                            ("update", f"leases/{release.lease}")]:  # fmt: skip
@@ -178,7 +182,10 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("patch", "pods", "-n", namespace),
         ("list", "pods", "-n", "default"),
         ("create", "pods", "-n", release.namespace),
-        ("list", "nodes"),
+        ("patch", "nodes"),  # a cordon or a taint is read, never written
+        ("update", "nodes"),
+        ("delete", "nodes"),
+        ("patch", "nodes", "--subresource=status"),
         ("create", "customresourcedefinitions.apiextensions.k8s.io"),
         ("create", "namespaces"),
         ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
@@ -244,6 +251,7 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
     assert f"released Lease {release.namespace}/{release.lease}" in text, text[-4000:]
     assert "Forbidden" not in text, text[-4000:]
     assert " 403" not in text, text[-4000:]
+    assert "Nodes are not watched" not in text, text[-4000:]
 
 
 async def _no_pods(kube: Kube) -> bool:
