@@ -2,16 +2,19 @@
 (templates/rbac-pdb.yaml): by default no Role or ClusterRole of the chart names them; enabled, the
 operator's ServiceAccount is bound to a rule on ``policy/poddisruptionbudgets`` where it watches
 RayClusters (a ClusterRole for every namespace, a Role in each watched namespace otherwise), and
-nowhere when the chart makes no RBAC. Rendered with ``helm template`` (no API server needed)."""
+nowhere when the chart makes no RBAC. Rendered with ``helm template`` (no API server needed), and
+installed once on the API server, asked with ``kubectl auth can-i``."""
 
 from __future__ import annotations
 
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hack.localk8s.testcluster import ClusterHandle
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "rayscale"
@@ -104,3 +107,41 @@ def test_the_value_is_checked_by_the_schema(helm: str) -> None:
     )  # fmt: skip
     assert out.returncode != 0
     assert "additional properties 'enable' not allowed" in out.stderr
+
+
+def test_installed_the_operator_may_manage_budgets_only_when_enabled(
+    cluster: ClusterHandle, helm: str, namespace: str, other_namespace: str, raycluster_crd: None
+) -> None:
+    """On the API server: `helm install` watching one namespace, then `kubectl auth can-i` as the
+    operator's ServiceAccount (impersonated): budgets there only with the value, never elsewhere."""
+    name = f"rs-{uuid.uuid4().hex[:6]}"
+    release_ns = f"{name}-system"
+    account = f"system:serviceaccount:{release_ns}:{name}-rayscale"
+
+    def helm_run(*args: str) -> None:
+        out = subprocess.run(
+            [helm, *args], env=cluster.env, capture_output=True, text=True, timeout=180, check=False
+        )
+        assert out.returncode == 0, out.stderr
+
+    def may(verb: str, ns: str) -> bool:
+        args = ["auth", "can-i", verb, "poddisruptionbudgets.policy", "-n", ns, "--as", account]
+        return cluster.kubectl_run(*args, check=False).strip() == "yes"
+
+    sets = ["--set", "replicas=0", "--set", f"watchNamespace={{{namespace}}}"]
+    helm_run("install", name, str(CHART), "-n", release_ns, "--create-namespace", "--skip-crds", *sets)
+    try:
+        assert not may("create", namespace)
+        helm_run("upgrade", name, str(CHART), "-n", release_ns, "--skip-crds", *sets, *ON)
+        assert all(may(verb, namespace) for verb in VERBS)
+        assert not may("update", namespace)  # patch is what rayscale sends
+        assert not may("create", other_namespace)
+    finally:
+        subprocess.run(
+            [helm, "uninstall", name, "-n", release_ns],
+            env=cluster.env,
+            capture_output=True,
+            timeout=180,
+            check=False,
+        )
+        cluster.kubectl_run("delete", "namespace", release_ns, "--wait=false", check=False)
