@@ -45,6 +45,7 @@ def test_lint_strict(helm: str) -> None:
         (["--set", "statusPage.port=0"], "/statusPage/port"),
         (["--set", "statusPage.enable=true"], "additional properties 'enable' not allowed"),
         (["--set", "autoscaler.authTokenSecrets[0].name=x"], "missing property 'namespace'"),
+        (["--set", "autoscaler.disruptionNotices={reclaim=90}"], "/autoscaler/disruptionNotices/0"),
         (["--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.service.enabled=false"],
          "metrics.serviceMonitor.enabled needs metrics.enabled and metrics.service.enabled"),
     ],
@@ -66,6 +67,8 @@ VALUE_SETS = {
                              "--set", "kubeClient.burst=7", "--set-json", "autoscaler.interval=2.5",
                              "--set", "autoscaler.maxNodeProvisionSeconds=60",
                              "--set", "autoscaler.allowGcsAddressOverride=true",
+                             "--set-json", 'autoscaler.disruptionNotices=["taint:example.com/reclaim=90",'
+                                           '"cluster-autoscaler-grace=300"]',
                              "--set", "metrics.port=9090", "--set", "metrics.service.type=NodePort"],
     "auth-token-secrets": ["--set", "autoscaler.authTokenSecrets[0].namespace=team-a",
                            "--set", "autoscaler.authTokenSecrets[0].name=ray-token",
@@ -193,7 +196,8 @@ def check_three_replicas_tuned(docs: list[dict[str, Any]], args: list[str]) -> N
     assert of_kind(docs, "Deployment")[0]["spec"]["replicas"] == 3
     assert {"--kube-api-qps=0", "--kube-api-burst=7", "--autoscaler-interval=2.5", "--metrics-port=9090",
             "--max-node-provision-seconds=60", "--leader-elect",
-            "--allow-gcs-address-override"} <= set(args)  # fmt: skip
+            "--allow-gcs-address-override", "--disruption-notice=taint:example.com/reclaim=90",
+            "--disruption-notice=cluster-autoscaler-grace=300"} <= set(args)  # fmt: skip
     (service,) = of_kind(docs, "Service")
     assert service["spec"]["type"] == "NodePort"
 

@@ -113,6 +113,9 @@ spec:
             {{- if $values.autoscaler.allowGcsAddressOverride }}
             - --allow-gcs-address-override
             {{- end }}
+            {{- range $values.autoscaler.disruptionNotices }}
+            - --disruption-notice={{ . }}
+            {{- end }}
           env:
             - name: POD_NAMESPACE
               valueFrom:
