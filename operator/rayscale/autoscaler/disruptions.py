@@ -25,7 +25,7 @@ deadline.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 from rayscale.autoscaler.scheduling.model import Group
 from rayscale.autoscaler.snapshot import still_working
@@ -43,6 +43,7 @@ from rayscale.disruption.plan import (
     Drain,
     RayNode,
     plan_disruptions,
+    when,
 )
 from rayscale.ray import model as ray
 
@@ -171,18 +172,14 @@ def events_to_post(
     return out
 
 
-def _when(deadline: datetime | None) -> str:
-    return "no deadline" if deadline is None else "deadline " + rfc3339(deadline.astimezone(UTC))
-
-
 def _message(plan: DisruptionPlan) -> str:
     parts = []
     if plan.waiting:
-        pods = ", ".join(f"{w.pod} ({w.source}, {_when(w.deadline)})" for w in plan.waiting)
+        pods = ", ".join(f"{w.pod} ({w.source}, {when(w.deadline)})" for w in plan.waiting)
         parts.append(f"Draining for disruption notices, deleted when idle or at the deadline: {pods}.")
     if plan.head is not None:
         parts.append(f"The head pod {plan.head.pod} has a notice rayscale cannot drain it for "
-                     f"({_when(plan.head.deadline)}): {plan.head.message}")  # fmt: skip
+                     f"({when(plan.head.deadline)}): {plan.head.message}")  # fmt: skip
     return " ".join(parts)
 
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from rayscale.common.timefmt import rfc3339
 from rayscale.common.types import Obj
 from rayscale.disruption.notice import Notice
 from rayscale.disruption.units import Host, RayNode, Unit, disrupted_units, head_notices, strongest
@@ -68,6 +69,7 @@ __all__ = [
     "RayNode",
     "Waiting",
     "plan_disruptions",
+    "when",
 ]
 
 DRAIN_REASON = "PREEMPTION"  # rayscale.ray.model.DrainReason.PREEMPTION's value
@@ -168,10 +170,9 @@ class DisruptionPlan:
     events: tuple[DisruptionEvent, ...] = ()
 
 
-def _when(deadline: datetime | None) -> str:
-    if deadline is None:
-        return "no deadline"
-    return "deadline " + deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def when(deadline: datetime | None) -> str:
+    """A notice's deadline as Events and conditions say it."""
+    return "no deadline" if deadline is None else "deadline " + rfc3339(deadline.astimezone(UTC))
 
 
 def _earlier(new: datetime | None, old: datetime | None) -> bool:
@@ -245,7 +246,7 @@ class _Round:
             return
         self.waiting.extend(Waiting(h.pod, notice.source, notice.deadline) for h in live)
         if asking:
-            message = f"Draining the Ray nodes of {what}, {_when(notice.deadline)}: {notice.message}"
+            message = f"Draining the Ray nodes of {what}, {when(notice.deadline)}: {notice.message}"
             self.events.append(DisruptionEvent(NORMAL, EVENT_DRAIN, message, tuple(h.pod for h in asking)))
 
 
@@ -257,7 +258,7 @@ def _head(pods: Sequence[Obj], data: DisruptionInput) -> tuple[HeadNotice | None
     pod = next(p for p, n in found if n is notice)
     message = (
         f"The head pod {pod} cannot be drained onto another node; rayscale leaves it and reports "
-        f"the notice ({_when(notice.deadline)}): {notice.message}"
+        f"the notice ({when(notice.deadline)}): {notice.message}"
     )
     return HeadNotice(pod, notice.source, notice.message, notice.deadline), DisruptionEvent(
         WARNING, EVENT_HEAD, message, (pod,)
