@@ -202,6 +202,17 @@ def _why(host: Host, overdue: bool) -> DeleteWhy:
     return DeleteWhy.NO_RAY_NODE if host.ray is None else DeleteWhy.IDLE
 
 
+def _no_time(deadline: datetime | None) -> str:
+    """Why a unit goes whose deadline passed before any drain of it was accepted: a notice due at
+    once (``node.kubernetes.io/out-of-service``, ``taint:KEY=0``), or one Ray could not be asked
+    about in time."""
+    return (
+        f"the notice's deadline passed before its Ray nodes could be drained ({when(deadline)}; "
+        "a notice due at once, such as out-of-service or a deadline of 0 s, leaves no time): "
+        "nothing was drained, and the Ray work running there is not waited for"
+    )
+
+
 def _what(unit: Unit, hosts: Sequence[Host]) -> str:
     pods = ", ".join(h.pod for h in hosts)
     if unit.multi_host:
@@ -240,7 +251,10 @@ class _Round:
             self.deletes.extend(
                 Delete(h.pod, unit.group, w, notice.source) for h, w in zip(live, whys, strict=True)
             )
-            because = "; ".join(sorted({_WHY[w] for w in whys}))
+            texts = dict(_WHY)
+            if overdue and not any(h.pod in self.asked for h in live):  # no drain accepted before
+                texts[DeleteWhy.DEADLINE] = _no_time(notice.deadline)
+            because = "; ".join(sorted({texts[w] for w in whys}))
             message = f"Deleting {what}: {because}. {notice.message}"
             self.events.append(DisruptionEvent(NORMAL, EVENT_DELETE, message, pods))
             return
