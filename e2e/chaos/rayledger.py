@@ -32,7 +32,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes_asyncio import client, watch
 
@@ -188,8 +188,18 @@ class RayLedger:
         }
 
 
+class Fed(Protocol):
+    """What `feeding` feeds: a ledger of one RayCluster's pod and RayCluster events."""
+
+    cluster: str
+
+    def pod_event(self, kind: str, pod: dict[str, Any]) -> None: ...
+
+    def cluster_event(self, kind: str, body: dict[str, Any]) -> None: ...
+
+
 @contextlib.asynccontextmanager
-async def feeding(ledger: RayLedger, api: client.ApiClient, namespace: str) -> AsyncIterator[None]:
+async def feeding(ledger: Fed, api: client.ApiClient, namespace: str) -> AsyncIterator[None]:
     """Two watches (the cluster's worker pods, the RayCluster) fed to `ledger` event by event."""
     core, objects = client.CoreV1Api(api), client.CustomObjectsApi(api)
     listed = asyncio.Event()

@@ -6,7 +6,9 @@ records one `Outcome` as a JSON line in ``e2e/.results/chaos/<suite>.jsonl``, wi
 --write-docs`` folds all of them into the table "Fault runs" of docs/reliability.md: per fault, the
 runs, the invariant violations, and the time the clusters took to converge after the fault ended
 (median and max); it also stores them in bench/results/chaos.json, from which ``--render-only``
-writes the table again.
+writes the table again. The disruption runs (suite ``disruption``, e2e/chaos/test_disruptions.py)
+go to a section of their own, "Disruption runs" (`e2e.chaos.disruption_results`); each part is
+written only when the recorded runs include some of its own.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from bench import provenance
 from bench.docs import Block
+from e2e.chaos import disruption_results
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "e2e" / ".results" / "chaos"
@@ -154,11 +157,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.render_only and not (ROOT / BLOCK.source).exists():
         parser.error(f"{BLOCK.source}: no stored results; run make chaos first")
     outcomes = load_stored() if args.render_only else load()
-    if args.write_docs or args.render_only:
-        write_docs(outcomes)
-    if args.write_docs:
-        store(outcomes)
-    print(section(outcomes))
+    # The disruption runs have a section of their own; each part is written only from runs that
+    # made outcomes for it, so one module run alone leaves the other's table as it stands.
+    faults = [o for o in outcomes if o.suite != disruption_results.SUITE]
+    disruptions = [o for o in outcomes if o.suite == disruption_results.SUITE]
+    if args.render_only or (args.write_docs and faults):
+        write_docs(faults)
+    if args.write_docs and faults:
+        store(faults)
+    if args.write_docs and disruptions:
+        disruption_results.write_docs(disruptions, DOCS)
+    if faults or not disruptions:
+        print(section(faults))
+    if disruptions:
+        print(disruption_results.section(disruptions))
     return 1 if any(o.violations or o.converged_seconds is None for o in outcomes) else 0
 
 
