@@ -10,9 +10,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from tests.support.builders import pod
-from tests.support.fakes import gcs_state
+from tests.support.builders import group, pod, rc
+from tests.support.fakes import KEY, FakeGcs, LoopClock, gcs_state
+from tests.support.fakes import EventLog as Events
+from tests.support.fakes import FakeApi as Api
+from tests.support.fakes import FakeSource as Source
+from tests.unit.test_disruption_round import Gcs, scaler
+from tests.unit.test_disruption_round import node as round_node
+from tests.unit.test_disruption_round import on as round_on
 
+from rayscale.autoscaler import gcs_link
 from rayscale.autoscaler.disruptions import CONDITION, disruption_condition, events_to_post, plan_round
 from rayscale.autoscaler.scheduling.model import Group
 from rayscale.disruption.notice import OUT_OF_SERVICE_TAINT, Notice, node_notice, parse_notice_flag
@@ -122,3 +129,33 @@ def test_a_notice_on_the_heads_node_is_a_warning_and_a_condition_never_a_drain()
     assert (condition["type"], condition["status"], condition["reason"]) == (CONDITION, "True", "HeadNotice")
     assert "The head pod rc-head has a notice rayscale cannot drain it for" in condition["message"]
     assert notice.message in condition["message"]
+
+
+# ---------------------------------------------------------------------------- a whole round
+
+
+@pytest.fixture
+def fake_api(monkeypatch: pytest.MonkeyPatch) -> Api:
+    """The API faked, and the GCS faked with test_disruption_round's drain-keeping fake."""
+    fake = Api(monkeypatch)
+    Gcs.asked = []
+    monkeypatch.setattr(gcs_link, "connect", Gcs)
+    return fake
+
+
+async def test_a_notice_due_now_deletes_the_busy_worker_in_the_first_round_after_telling_ray(
+    fake_api: Api,
+) -> None:
+    events, clock = Events(), LoopClock()
+    source = Source(rc(group("small", replicas=1)), [round_on("n1", pod("w1"))])
+    FakeGcs.state = gcs_state(round_node("w1", ray.NodeStatus.RUNNING, used=1.0))
+    due = Notice("out-of-service", "Node n1 is out of service.", LoopClock.START, hard=True)
+    auto = scaler(source, events, clock, {"n1": due})
+    await auto.step(KEY)
+    assert Gcs.asked == [("id-w1", "PREEMPTION", due.message, int(LoopClock.START.timestamp() * 1000))]
+    (patch,) = fake_api.patches  # the first round: not waiting for Ray's node to be idle
+    assert {"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy",
+            "value": {"workersToDelete": ["w1"]}} in patch  # fmt: skip
+    (deleted,) = [e for e in events.events if e.reason == EVENT_DELETE]
+    assert NO_TIME in deleted.message
+    assert "nothing was drained" in deleted.message
