@@ -9,16 +9,32 @@
 
 Each takes ``"true"`` or ``"false"`` (absent: false); any other value is refused with the
 ``SpecValid`` condition and a Warning Event naming the annotation (`annotation_problem`).
+
+- ``rayscale.io/removal-drain-seconds: "N"``: how long the Ray nodes of a worker group removed
+  from the spec, or of the replicas above a lowered ``maxReplicas``, may drain before their pods
+  go anyway (whole seconds, counted from when rayscale first saw the removal; ``"0"``: deleted at
+  once without a drain; absent: no deadline, a busy node stays until idle). Read by the
+  autoscaler (`removal_drain_seconds`); a value that is not a whole number of seconds, 0 or more,
+  is not refused with the spec: the autoscaler warns (a Warning Event and a condition) and reads it
+  as absent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["DISRUPTION_BUDGET_ANNOTATION", "DRAIN_ON_STOP_ANNOTATION", "annotation_problem", "enabled"]
+__all__ = [
+    "DISRUPTION_BUDGET_ANNOTATION",
+    "DRAIN_ON_STOP_ANNOTATION",
+    "REMOVAL_DRAIN_ANNOTATION",
+    "annotation_problem",
+    "enabled",
+    "removal_drain_seconds",
+]
 
 DISRUPTION_BUDGET_ANNOTATION = "rayscale.io/disruption-budget"
 DRAIN_ON_STOP_ANNOTATION = "rayscale.io/drain-on-stop"
+REMOVAL_DRAIN_ANNOTATION = "rayscale.io/removal-drain-seconds"
 _VALUES = ("true", "false")
 
 
@@ -36,3 +52,19 @@ def annotation_problem(annotations: Mapping[str, str]) -> str | None:
         if value is not None and value not in _VALUES:
             return f'metadata.annotations.{key}: {value!r} is not implemented (use "true" or "false")'
     return None
+
+
+def removal_drain_seconds(annotations: Mapping[str, str]) -> tuple[int | None, str | None]:
+    """``rayscale.io/removal-drain-seconds`` as (seconds, problem): (None, None) when absent;
+    (None, why) when its value is not a whole number of seconds, 0 or more (read as absent)."""
+    value = annotations.get(REMOVAL_DRAIN_ANNOTATION)
+    if value is None:
+        return None, None
+    text = value.strip()
+    if text.isascii() and text.isdigit():
+        return int(text), None
+    return None, (
+        f"metadata.annotations.{REMOVAL_DRAIN_ANNOTATION}: {value!r} is not a whole number of seconds,"
+        " 0 or more; read as unset (no deadline: a busy Ray node of a removed worker group, or above"
+        " a lowered maxReplicas, stays until it is idle)"
+    )

@@ -9,10 +9,12 @@ still leaving handed to the snapshot) -> ``build_snapshot`` ->
 ``schedule``, through the virtual-cluster planner only when the cluster has virtual clusters
 (virtual/branch.py) -> drop the removals the patch would not write (``writable``) -> drain the
 hosts of the IDLE and DRAINED removals left, host by host (refused replicas stay; accepted hosts
-are remembered as draining until their removal is written) -> ``build_patch`` -> one JSON patch
-guarded by a ``test`` of the generation planned on. A failed test (409/422) re-plans on the cluster read fresh
-from the API server. Then the reporter (reporter.py) tells the requests, Ray and the RayCluster, after
-the idle clock of a cluster that opted in (idle_apply.py) has had its say.
+are remembered as draining until their removal is written; the busy surplus above a lowered
+maxReplicas, and a removed worker group's pods, drain first instead: removal_round.py) ->
+``build_patch`` -> one JSON patch guarded by a ``test`` of the generation planned on. A failed
+test (409/422) re-plans on the cluster read fresh from the API server. Then the reporter
+(reporter.py) tells the requests, Ray and the RayCluster, after the idle clock of a cluster that
+opted in (idle_apply.py) has had its say.
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ from rayscale.autoscaler.idle_apply import Cluster as IdleCluster
 from rayscale.autoscaler.memory import Shared
 from rayscale.autoscaler.patch import build_patch, writable
 from rayscale.autoscaler.provision_events import ProvisionEvents
+from rayscale.autoscaler.removal_round import SpecRemovals
 from rayscale.autoscaler.reporter import Planned, Reporter
 from rayscale.autoscaler.requests import decision_status, pending_status
 from rayscale.autoscaler.scheduler import schedule
 from rayscale.autoscaler.snapshot import build_snapshot, ray_missing_since, short_groups
 from rayscale.autoscaler.spec_reader import ScalingSpec, SpecError, read_spec
+from rayscale.autoscaler.spec_removals import without_drains
 from rayscale.autoscaler.texts import unscalable_message
 from rayscale.autoscaler.trust import (
     Hold,
@@ -76,6 +80,7 @@ class Round:
         self.reporter = reporter
         self.vclusters = vclusters
         self.provisioners = ProvisionEvents(shared.api)
+        self.removals = SpecRemovals(shared, link, reporter)  # removed groups, a lowered maxReplicas
 
     async def run(
         self, key: ClusterKey, cluster: Obj, requests: Sequence[Obj], trigger: str
@@ -129,6 +134,7 @@ class Round:
             await self.link.tell_ray(key, planned.snapshot, planned.decision, state)
             observed = self.reporter.observe(key, scaling, planned, state, held, trigger)
             memory.settled = state is not None and poll.settled(planned.snapshot, held is not None)
+            memory.settled = memory.settled and not memory.leaving  # a removal's deadline is time's
             # an opted-in cluster idle long enough ends here (idle_apply.py)
             idle_wait = await idle.check(key, IdleCluster.of(scaling), state, requests)
             await self.reporter.report(key, scaling, observed)
@@ -207,7 +213,14 @@ class Round:
                 await self.vclusters.apply(key, reading, None, snapshot, state, gcs, memory.token(), now)
             return Planned(snapshot, scheduled, without_launches(decision), pods, now, written=False)
         decision = writable(scaling, decision, pod_names)  # drain nothing the patch would not write
-        units = drain_plan(decision, snapshot, state, finished=scaling.finished is not None)
+        decision = await self.removals.surplus(key, scaling, decision, snapshot, pods, state, now)
+        units = drain_plan(
+            decision,
+            snapshot,
+            state,
+            finished=scaling.finished is not None,
+            surplus=self.removals.drains_surplus(scaling),
+        )
         if units:
             decision = without(decision, await self.link.drain(key, units, scaling.finished))
         patch = build_patch(scaling, decision, pod_names)
@@ -221,6 +234,8 @@ class Round:
                 raise
             self.reporter.applied(key, scaling, snapshot, decision, patch, now)
             self.reporter.disrupted(key, scaling, disruption, removed=patch.removed)
+        if held is None:  # a removed group's pods: no workersToDelete can name them
+            await self.removals.delete(key, scaling, disruption, pods)
         if vplan is not None and (reading.objects or reading.members or vplan.assign):
             # the raylets take the GCS's token
             await self.vclusters.apply(key, reading, vplan, snapshot, state, gcs, memory.token(), now)
@@ -236,7 +251,9 @@ class Round:
     ) -> DisruptionPlan:
         """The disruption notices' plan for this round, its drains asked (and their Events posted)."""
         memory = self.memories.of(key)
-        plan = plan_round(scaling.groups, pods, state, self.shared.node_notices, memory.asked, now)
+        own, undrained = self.removals.notices(key, scaling, pods, now)
+        plan = plan_round(scaling.groups, pods, state, self.shared.node_notices, memory.asked, now, own=own)
+        plan = without_drains(plan, undrained)
         accepted = await self.link.preempt(key, plan.drains)
         memory.asked = remember_asked(memory.asked, plan.drains, accepted, pods, now)
         memory.disruption = plan

@@ -45,6 +45,7 @@ from rayscale.disruption.plan import (
     plan_disruptions,
     when,
 )
+from rayscale.disruption.units import strongest
 from rayscale.ray import model as ray
 
 __all__ = [
@@ -102,10 +103,17 @@ def plan_round(
     nodes: Mapping[str, Notice],
     asked: Mapping[str, AskedDrain],
     now: datetime,
+    own: Mapping[str, Notice] | None = None,
 ) -> DisruptionPlan:
     """The round's disruption plan of a cluster with `groups` and `pods`; `nodes`: every node's
-    notice (node name -> notice); `asked`: the drains asked and accepted before."""
+    notice (node name -> notice); `asked`: the drains asked and accepted before; `own`: notices
+    of pods rayscale gives them itself (pod name -> notice: a removed worker group's, a replica
+    above a lowered maxReplicas, see spec_removals.py), beside their ``DisruptionTarget``."""
     by_node, by_pod = _notices(pods, nodes, now)
+    for pod, notice in (own or {}).items():
+        found = strongest((by_pod.get(pod), notice))
+        if found is not None:
+            by_pod[pod] = found
     if not by_node and not by_pod:
         return DisruptionPlan()
     return plan_disruptions(
@@ -176,7 +184,7 @@ def _message(plan: DisruptionPlan) -> str:
     parts = []
     if plan.waiting:
         pods = ", ".join(f"{w.pod} ({w.source}, {when(w.deadline)})" for w in plan.waiting)
-        parts.append(f"Draining for disruption notices, deleted when idle or at the deadline: {pods}.")
+        parts.append(f"Draining before deletion, deleted when idle or at the deadline: {pods}.")
     if plan.head is not None:
         parts.append(f"The head pod {plan.head.pod} has a notice rayscale cannot drain it for "
                      f"({when(plan.head.deadline)}): {plan.head.message}")  # fmt: skip

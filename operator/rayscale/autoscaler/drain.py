@@ -4,9 +4,12 @@ A running host of a replica removed as ``IDLE`` is asked to drain (``IDLE_TERMIN
 its pod is deleted; a host that refuses (it got work) stays. A replica removed as ``DRAINED`` has
 a host that already accepted a drain; its other running hosts are asked the same way.
 
-In a cluster whose RayJob finished (``finished``: rayscale.io/job-finished), replicas removed as
-``MAX_REPLICAS`` (every group's maximum is then 0; see spec_reader.py) are drained the
-same way: the job's end takes the workers, and Ray hears it from a drain before their pods go.
+Replicas removed as ``MAX_REPLICAS`` (``surplus``: the idle ones above a lowered ``maxReplicas``;
+the busy ones leave drained for preemption instead, see spec_removals.py) are drained the same
+way: one that got work since Ray's state was read refuses and stays. So are they in a cluster
+whose RayJob finished (``finished``: rayscale.io/job-finished; every group's maximum is then 0,
+see spec_reader.py): the job's end takes the workers, and Ray hears it from a drain before their
+pods go.
 
 Multi-host replicas go only as a whole: their hosts are asked one after the other, and the first
 refusal stops the round's asking (the rest are not asked) and keeps the whole replica. Hosts that
@@ -50,12 +53,19 @@ def _unit(removal: Removal) -> str:
 
 
 def drain_plan(
-    decision: Decision, snapshot: Snapshot, state: ray.ClusterState | None, *, finished: bool = False
+    decision: Decision,
+    snapshot: Snapshot,
+    state: ray.ClusterState | None,
+    *,
+    finished: bool = False,
+    surplus: bool = False,
 ) -> tuple[DrainUnit, ...]:
     """The units of `decision` that must drain before they go, each with the hosts still to ask.
-    `finished`: the cluster's RayJob ended (its MAX_REPLICAS removals drain too)."""
+    `finished`: the cluster's RayJob ended; `surplus`: replicas above maxReplicas are drained
+    first (not with ``rayscale.io/removal-drain-seconds: "0"``). Either: its MAX_REPLICAS
+    removals drain too."""
     nodes = {n.name: n for n in snapshot.nodes}
-    causes = (*DRAINED_FIRST, RemovalCause.MAX_REPLICAS) if finished else DRAINED_FIRST
+    causes = (*DRAINED_FIRST, RemovalCause.MAX_REPLICAS) if finished or surplus else DRAINED_FIRST
     hosts: dict[str, list[Removal]] = {}
     for removal in decision.terminate:
         if removal.reason in causes:

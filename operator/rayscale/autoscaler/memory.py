@@ -25,6 +25,7 @@ from rayscale.autoscaler.config import AutoscalerConfig
 from rayscale.autoscaler.history import DecisionHistory
 from rayscale.autoscaler.lifecycle import Lives
 from rayscale.autoscaler.ray_report import LaunchFailure
+from rayscale.autoscaler.spec_removals import Leaving
 from rayscale.autoscaler.status import GcsHealth, UnmetKey
 from rayscale.autoscaler.trust import Hold, Session
 from rayscale.autoscaler.view import Observed
@@ -72,6 +73,10 @@ class ClusterMemory:
     # pod -> the PREEMPTION drain asked of its Ray node for a disruption notice and accepted, while it exists
     asked: dict[str, AskedDrain] = dataclasses.field(default_factory=dict)
     disruption: DisruptionPlan | None = None  # the latest round's disruption plan
+    # pod -> why the spec no longer wants it (a removed group, above maxReplicas), while it drains
+    leaving: dict[str, Leaving] = dataclasses.field(default_factory=dict)
+    removed_directly: frozenset[str] = frozenset()  # removed groups' pods it deleted, while they exist
+    removal_problem: str | None = None  # why rayscale.io/removal-drain-seconds is read as unset
     head_notice: tuple[str, str, datetime | None] | None = None  # the head's notice last posted
     session: Session | None = None  # the GCS session last seen
     back_at: float | None = None  # when the GCS last answered again after an outage (monotonic)

@@ -40,6 +40,7 @@ from rayscale.autoscaler.requests import INVALID_BUNDLES, status_patch
 from rayscale.autoscaler.scheduling.model import Decision, RemovalCause, Snapshot
 from rayscale.autoscaler.snapshot import is_unborn
 from rayscale.autoscaler.spec_reader import ScalingSpec
+from rayscale.autoscaler.spec_removals import removal_condition
 from rayscale.autoscaler.status import (
     GcsHealth,
     autoscaler_patch,
@@ -208,6 +209,9 @@ class Reporter:
         disrupted = disruption_condition(disruption, now, old) if disruption is not None else None
         if disrupted is not None:
             conditions.append(disrupted)
+        removal = removal_condition(self.memories.of(key).removal_problem, now, old)
+        if removal is not None:  # rayscale.io/removal-drain-seconds not implemented
+            conditions.append(removal)
         replicas = replica_summary(seen.lives)
         new = autoscaler_status(
             snapshot,

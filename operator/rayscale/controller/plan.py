@@ -30,6 +30,7 @@ class DeleteWhy(StrEnum):
     SUSPEND_GROUP = "suspendGroup"  # one worker group is suspended
     UPGRADE = "upgrade"  # upgradeStrategy Recreate: every pod
     INCOMPLETE_REPLICA = "incompleteReplica"  # a multi-host replica missing hosts
+    GROUP_REMOVED = "groupRemoved"  # its worker group is no longer in the spec (not autoscaled)
 
 
 class EventType(StrEnum):

@@ -26,6 +26,7 @@ from rayscale.api.raycluster import (
 )
 from rayscale.cluster import ft, naming
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
+from rayscale.cluster.removed_groups import removed_group_pods
 from rayscale.cluster.validation import Invalid
 from rayscale.common import labels as L
 from rayscale.common.pods import awaits_scheduler, is_head, is_terminating, is_unhealthy, pod_group, pod_name
@@ -214,7 +215,35 @@ def _plan_cluster(
             )
         if gp.requeue:
             plan.requeue(ERROR_REQUEUE)
+    if not spec.autoscaling or options.sidecar_autoscaler:  # else rayscale's autoscaler drains them
+        _plan_removed_groups(snapshot, spec, expectations, pods, plan)
     return plan, spec
+
+
+def _plan_removed_groups(
+    snapshot: ClusterSnapshot,
+    spec: RayClusterSpec,
+    expectations: ScaleExpectations,
+    pods: Sequence[Obj],
+    plan: Plan,
+) -> None:
+    """The pods of worker groups the spec no longer has, deleted at once (KubeRay leaves them
+    behind), one Event per group: a cluster rayscale's autoscaler does not take is scaled down so."""
+    meta = snapshot.meta
+    for group, names in removed_group_pods(pods, {g.group_name for g in spec.workers}).items():
+        theirs = {pod_name(p): p for p in pods if pod_group(p) == group and not is_head(p)}
+        if not expectations.satisfied((meta.namespace, meta.name, group), theirs):
+            continue  # its deletes are not seen yet
+        why = DeleteWhy.GROUP_REMOVED
+        plan.steps.append(
+            Step(group=group, deletes=[DeletePod(n, group, NodeKind.WORKER, why) for n in names])
+        )
+        message = (
+            f"Worker group {group} is no longer in the spec: deleting its pods {', '.join(names)}"
+            " at once, without draining their Ray nodes (rayscale's autoscaler drains them first"
+            " only for a RayCluster it autoscales: enableInTreeAutoscaling)"
+        )
+        plan.events.append(EventSpec(EventType.NORMAL, "WorkerGroupRemoved", message[:MAX_MESSAGE]))
 
 
 def _own_hook(group: str) -> str:
