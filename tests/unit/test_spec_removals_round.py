@@ -228,3 +228,15 @@ async def test_with_0_the_busy_surplus_goes_at_once(api: Api, deleted: Deleted) 
     assert ASKED == []
     (patch,) = api.patches
     assert patch[-1]["value"] == {"workersToDelete": ["w2"]}
+
+
+async def test_while_the_round_is_held_nothing_is_deleted(api: Api, deleted: Deleted) -> None:
+    events, clock = Events(), LoopClock()
+    FakeGcs.state = gcs_state(node("gpu-1", BUSY, used=1.0), head=False)  # the head's raylet is not running
+    auto = scaler(removed_group("0"), events, clock)
+    await auto.step(KEY)
+    assert deleted == []
+    FakeGcs.state = gcs_state(node("gpu-1", BUSY, used=1.0))
+    clock.advance(5)
+    await auto.step(KEY)
+    assert deleted == ["gpu-1"]
