@@ -66,6 +66,9 @@ class Schedule:
     peers: collections.defaultdict[str, set[str]] = field(
         default_factory=lambda: collections.defaultdict(set)
     )
+    # (submission id, status) -> when the GCS first answered a read with that status (wall clock):
+    # splits a status's lag into the wait for a read and what came after it
+    first_read: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def submit(self, submission_id: str, entrypoint: str, metadata: dict[str, str]) -> bool:
         """A new job (True), or False when the id is known already."""
@@ -142,6 +145,7 @@ def kv_handler(schedule: Schedule) -> Any:
         now = schedule.clock()
         at = (job.submission_id, schedule.status(job, now))
         if at not in replies:
+            schedule.first_read[at] = now
             value = json.dumps(schedule.record(job, now)).encode()
             replies[at] = pb.InternalKVGetReply(status=pb.GcsStatus(code=0), value=value).SerializeToString()
         return replies[at]
@@ -222,6 +226,7 @@ def answer(schedule: Schedule, method: str, path: str, body: Any) -> tuple[int, 
         job = schedule.jobs.get(path[len(JOBS) :])
         if job is None:
             return 404, f"Job {path[len(JOBS) :]} does not exist"
+        schedule.first_read.setdefault((job.submission_id, schedule.status(job, now)), now)
         return 200, schedule.details(job, now)
     if path == JOBS and method == "POST":
         schedule.calls["dashboard_submit"] += 1

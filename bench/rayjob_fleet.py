@@ -136,6 +136,7 @@ def lags(schedule: Schedule, watch: JobWatch, began: float) -> dict[str, dict[st
     out: dict[str, dict[str, Any]] = {}
     for status in STATUSES:
         found, skipped = [], 0
+        read_waits, after_reads = [], []  # change -> the GCS's first answer with it -> the watch
         windows: dict[int, list[float]] = {}
         for name, job_id in watch.job_ids.items():
             job = schedule.jobs.get(job_id)
@@ -147,6 +148,10 @@ def lags(schedule: Schedule, watch: JobWatch, began: float) -> dict[str, dict[st
                 continue
             changed = schedule.changes(job)[status]
             found.append(seen - changed)
+            read = schedule.first_read.get((job_id, status))
+            if read is not None:
+                read_waits.append(read - changed)
+                after_reads.append(seen - read)
             windows.setdefault(int((changed - began) // WINDOW), []).append(seen - changed)
         out[status] = {
             "p50_s": percentile(found, 0.5),
@@ -155,6 +160,10 @@ def lags(schedule: Schedule, watch: JobWatch, began: float) -> dict[str, dict[st
             "mean_s": statistics.fmean(found) if found else math.nan,
             "jobs": len(found),
             "skipped": skipped,
+            "read_wait_p50_s": percentile(read_waits, 0.5),
+            "read_wait_p99_s": percentile(read_waits, 0.99),
+            "after_read_p50_s": percentile(after_reads, 0.5),
+            "after_read_p99_s": percentile(after_reads, 0.99),
             "windows": [
                 [w * WINDOW, len(v), round(percentile(v, 0.5), 2), round(percentile(v, 0.99), 2)]
                 for w, v in sorted(windows.items())

@@ -31,7 +31,7 @@ from typing import Any
 
 import kopf
 
-from rayscale import gc_tuning, nodewatch
+from rayscale import gc_tuning, loop_lag, nodewatch
 from rayscale.api.names import RAYCLUSTER, RAYCRONJOB, RAYJOB, RAYRESOURCEREQUEST, RAYVIRTUALCLUSTER
 from rayscale.autoscaler.loop import Autoscaler, AutoscalerConfig
 from rayscale.common import labels as L
@@ -341,6 +341,7 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     runtime.api = api
     log.debug("garbage collector settled: %d objects frozen", gc_tuning.settle())
     runtime.tasks.append(asyncio.create_task(gc_tuning.collect_on_a_clock(), name="rayscale-gc"))
+    runtime.tasks.append(asyncio.create_task(loop_lag.watch_lag(metrics.loop_lag), name="rayscale-loop-lag"))
 
 
 async def _listed(runtime: Runtime, api: Any, index: Indexes) -> None:

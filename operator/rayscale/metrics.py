@@ -176,6 +176,10 @@ class Metrics:
                                          "cluster (a RayCluster's reconcile or autoscaling round), report "
                                          "(status.autoscaler), transition, events, rayjob, raycronjob, "
                                          "other", ["flow"], buckets=WAIT_BUCKETS, registry=r)
+        self.loop_lag = Histogram("rayscale_event_loop_lag_seconds", "How late the operator's event loop "
+                                  "ran a short sleep, measured every 0.25 s: the wait of all work ready "
+                                  "when the process needs more CPU than it gets", buckets=WAIT_BUCKETS,
+                                  registry=r)
         a = "rayscale_autoscaler"
         self.decision_duration = Histogram(f"{a}_decision_duration_seconds", "Time to build one cluster's "
                                            "snapshot and run the scheduler", buckets=DECISION_BUCKETS,

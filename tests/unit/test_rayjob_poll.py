@@ -37,4 +37,30 @@ async def test_a_running_ray_job_is_read_again_sooner_than_kuberays_requeue(
 
     monkeypatch.setattr(controller, "world", world)
     monkeypatch.setattr(rayjob_controller, "plan", lambda _: Step(requeue=requeue))
+    monkeypatch.setattr(rayjob_controller, "monotonic", lambda: 5.0)  # the reconcile took no time
     assert await controller.reconcile(("ns", "a")) == after
+
+
+async def test_the_next_read_is_due_a_poll_period_after_this_read_not_after_the_reconcile_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reconcile that took 0.75 s after its read (a slow status write) asks for the next read
+    1.25 s later: a status Ray changed waits for a read at most `RUNNING_POLL_SECONDS`; one that
+    took longer than the period reads again at once."""
+    status = {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}
+    index = RayJobIndex()
+    index.rayjobs[("ns", "a")] = {"metadata": {"name": "a", "namespace": "ns"}, "status": status}
+    controller = RayJobController(None, index, None, None, None)  # type: ignore[arg-type]
+    now = [100.0]
+    took = [0.75]
+
+    async def world(job: Any) -> None:
+        now[0] += took[0]  # the read, the plan and the write, all after the moment of the read
+        return
+
+    monkeypatch.setattr(controller, "world", world)
+    monkeypatch.setattr(rayjob_controller, "plan", lambda _: Step(requeue=C.REQUEUE_SECONDS))
+    monkeypatch.setattr(rayjob_controller, "monotonic", lambda: now[0])
+    assert await controller.reconcile(("ns", "a")) == pytest.approx(C.RUNNING_POLL_SECONDS - 0.75)
+    took[0] = C.RUNNING_POLL_SECONDS + 1.0
+    assert await controller.reconcile(("ns", "a")) == 0.0

@@ -14,6 +14,7 @@ import os
 import random
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from time import monotonic
 from typing import Any, Protocol
 
 from rayscale.api.names import RAYCLUSTER, RAYJOB, RAYRESOURCEREQUEST
@@ -158,6 +159,7 @@ class RayJobController:
             **job,
             "metadata": dict(job["metadata"]),
         }
+        read_at = monotonic()  # a running job's next read is due RUNNING_POLL_SECONDS after this one
         step = plan(await self.world(job))
         if self._stale(key, step):
             return C.STALE_WORLD_SECONDS  # the watch marks the RayJob again when it shows the object
@@ -185,7 +187,10 @@ class RayJobController:
                     self.index.newer(key, await ops.replace_status(self.api, RAYJOB, body))
             except KubeError as exc:
                 return Failed(str(exc), exc.retry_after)
-        return _poll_after(step.status if step.status is not None else job.get("status") or {}, step.requeue)
+        after = _poll_after(step.status if step.status is not None else job.get("status") or {}, step.requeue)
+        if after == C.RUNNING_POLL_SECONDS:  # a period from the read, not from this reconcile's end
+            after = max(0.0, after - (monotonic() - read_at))
+        return after
 
     def _stale(self, key: ClusterKey, step: Step) -> bool:
         """Whether `step` would create again a RayCluster or head Service this controller created
