@@ -4,7 +4,8 @@
 least every `interval` seconds. Here it decides only whether rayscale autoscales the cluster
 (eligibility.py); a cluster it does not gets its requests told why, its state dropped and, when the
 user asked, an ``AutoscalingRefused`` Warning; one that opted into idle termination still has its
-GCS read for its idle clock (idle_apply.py). The rest is three parts, each a screen or two:
+GCS read for its idle clock (idle_apply.py), and one with a disruption notice (outside ``--mode
+autoscaler``) for its drains and deletions (notices_only.py). The rest is three parts, each a screen or two:
 
 - the round (decide.py): read, trust, snapshot, schedule, drain, patch;
 - the GCS link (gcs_link.py): read Ray, report to Ray, drain Ray's nodes;
@@ -32,11 +33,12 @@ from rayscale.autoscaler.eligibility import eligibility
 from rayscale.autoscaler.gcs_link import GcsLink
 from rayscale.autoscaler.history import PERIODIC
 from rayscale.autoscaler.idle_apply import Cluster as IdleCluster
-from rayscale.autoscaler.idle_apply import opted_in, status_patch
+from rayscale.autoscaler.idle_apply import opted_in
 from rayscale.autoscaler.memory import Memories, Shared
+from rayscale.autoscaler.notices_only import NoticesOnly, clusters_on, status_with
 from rayscale.autoscaler.reporter import Reporter
 from rayscale.autoscaler.requests import pending_status
-from rayscale.autoscaler.spec_reader import SpecError, read_spec
+from rayscale.autoscaler.spec_reader import ScalingSpec, SpecError, read_spec
 from rayscale.autoscaler.status import clear_autoscaler_patch
 from rayscale.autoscaler.texts import not_taken_message
 from rayscale.autoscaler.view import cluster_view, fleet_entry
@@ -107,6 +109,7 @@ class Autoscaler:
         self.link = GcsLink(shared)
         self.reporter = Reporter(shared, self.link)
         self.round = Round(shared, self.link, self.reporter, self.vclusters)
+        self.notices = NoticesOnly(shared, self.link, self.reporter)  # clusters it does not autoscale
 
     def mark(self, key: ClusterKey, reason: str = "") -> None:
         """Run a round of `key` soon; `reason` (what changed: "RayCluster", "pod", ...) is recorded
@@ -117,10 +120,11 @@ class Autoscaler:
 
     def node_changed(self, node: str) -> None:
         """The disruption notice of the Kubernetes node `node` came, changed or went: a round soon
-        for each cluster it autoscales with a pod on that node."""
-        for key in list(self._memory):
-            if any((p.get("spec") or {}).get("nodeName") == node for p in self.source.pods(key)):
-                self.mark(key, "node")
+        for each cluster with a pod on that node, autoscaled or not (not beside KubeRay's operator:
+        only the ones it autoscales there). Walks every cluster's pods (notices_only.clusters_on)."""
+        every = not self.config.beside_kuberay
+        for key in clusters_on(node, self.source, list(self._memory), every):
+            self.mark(key, "node")
 
     # ---- what the operator serves (cheap, synchronous: built from what the latest round kept) ----
 
@@ -194,8 +198,9 @@ class Autoscaler:
             refusal = taken.refusal if taken else None
             if cluster is not None:
                 meta = ClusterMeta.from_body(cluster)
-                if opted_in(meta.annotations) and not meta.deleting:
-                    return await self._idle_only(key, cluster, requests, refusal)
+                noticed = self.notices.concerned(key, cluster)
+                if (opted_in(meta.annotations) and not meta.deleting) or noticed:
+                    return await self._idle_only(key, cluster, requests, refusal, noticed=noticed)
             await self._not_taken(key, cluster, requests, refusal)
             return None
         self._memory.of(key).dormant = False  # this round may keep anything in it
@@ -224,17 +229,19 @@ class Autoscaler:
             await self.reporter.write_cluster_status(key, clear_autoscaler_patch(_written(cluster)))
 
     async def _idle_only(
-        self, key: ClusterKey, cluster: Obj, requests: list[Obj], refusal: str | None
+        self, key: ClusterKey, cluster: Obj, requests: list[Obj], refusal: str | None, *, noticed: bool
     ) -> float | Failed | None:
-        """A cluster rayscale does not autoscale that opted into idle termination: its requests
-        wait, its GCS is read for its idle clock alone, and ``status.autoscaler`` holds just the
-        ``IdleTermination`` condition. Looked at again every `interval` (sooner when its clock ends)."""
+        """A cluster rayscale does not autoscale that opted into idle termination, or has a
+        disruption notice (`noticed`): its requests wait, its GCS is read for its idle clock and its
+        notices alone, and ``status.autoscaler`` holds just the ``IdleTermination`` and
+        ``Disruption`` conditions. Looked at again every `interval` (sooner when its clock ends)."""
         if refusal:
             self.reporter.refused(key, cluster, refusal)
         beside = self.config.beside_kuberay
         message = not_taken_message(*key, exists=True, beside_kuberay=beside)
         await self.reporter.write_statuses(key, requests, lambda r: pending_status(r, message))
         self._memory.of(key).dormant = False
+        scaling: ScalingSpec | None = None
         try:
             scaling = read_spec(cluster, check=not beside, max_pods=self.config.max_pods)
         except SpecError:  # rayscale's controller builds nothing for it: Ray's state is unknown
@@ -245,11 +252,14 @@ class Autoscaler:
             seen, state = IdleCluster.of(scaling), await self.link.state(key, scaling)
         idle = self.reporter.idle
         wait = await idle.check(key, seen, state, requests)
-        await self.reporter.write_cluster_status(key, status_patch(_written(cluster), idle.condition(key)))
+        disrupted = await self.notices.act(key, scaling, state) if noticed and scaling is not None else None
+        patch = status_with(_written(cluster), idle.condition(key), disrupted)
+        await self.reporter.write_cluster_status(key, patch)
         return self.config.interval if wait is None else min(wait, self.config.interval)
 
     async def _forget(self, key: ClusterKey, *, keep_backoff: bool) -> None:
         self.reporter.idle.forget(key)
+        self.notices.forget(key)
         self.queue.forget(key)
         self.vclusters.forget(key)
         self.reporter.writer.forget(key)
