@@ -23,7 +23,7 @@ from rayscale.autoscaler import gcs_link
 from rayscale.autoscaler.config import AutoscalerConfig
 from rayscale.autoscaler.disruptions import CONDITION
 from rayscale.autoscaler.idle import SECONDS_ANNOTATION
-from rayscale.autoscaler.notices_only import clusters_on, noticed, own_notices, status_with
+from rayscale.autoscaler.notices_only import cleared, clusters_on, noticed, own_notices, status_with
 from rayscale.common.types import ClusterKey
 from rayscale.disruption.notice import Notice
 from rayscale.disruption.plan import EVENT_DELETE, EVENT_DRAIN, EVENT_HEAD
@@ -92,6 +92,9 @@ def test_the_status_holds_the_idle_and_disruption_conditions_alone() -> None:
     assert status_with({"conditions": [idle, drain]}, idle, None) == {
         "status": {"autoscaler": {"conditions": [idle]}}
     }
+    assert cleared({"conditions": [drain]}) == {"status": {"autoscaler": None}}  # --mode controller
+    assert cleared({"conditions": [idle]}) is None
+    assert cleared(None) is None
 
 
 class Listing:
@@ -147,9 +150,16 @@ def api(monkeypatch: pytest.MonkeyPatch, kube: FakeKubeOps) -> Api:
 
 
 def scaler(
-    source: Source, events: Events, clock: LoopClock, notices: Mapping[str, Notice], *, beside: bool = False
+    source: Source,
+    events: Events,
+    clock: LoopClock,
+    notices: Mapping[str, Notice],
+    *,
+    beside: bool = False,
+    controller: bool = False,  # --mode controller
 ) -> SettledAutoscaler:
-    config = AutoscalerConfig(5, 0, status_pace_seconds=0, beside_kuberay=beside)  # 5 s rounds, no polls
+    # 5 s rounds, no polls
+    config = AutoscalerConfig(5, 0, status_pace_seconds=0, beside_kuberay=beside, notices_only=controller)
     api: Any = None  # every call through it is faked
     return SettledAutoscaler(
         api, source, events, config, clock=clock.mono, wall_clock=clock.now, node_notices=notices
@@ -347,3 +357,44 @@ async def test_a_failed_delete_is_sent_again_the_next_round(api: Api, kube: Fake
     clock.advance(5)
     await auto.step(KEY)
     assert (deleted(kube), events.reasons()) == (["w1", "w1"], [EVENT_DELETE])
+
+
+# ---------------------------------------------------------------------------- --mode controller
+
+
+async def test_under_mode_controller_a_fixed_clusters_notice_is_acted_on_and_nothing_else(
+    api: Api, kube: FakeKubeOps
+) -> None:
+    events, clock = Events(), LoopClock()
+    FakeGcs.state = gcs_state(node("w1", BUSY, used=1.0))
+    request = {"metadata": {"name": "r", "namespace": "ns"}, "spec": {"clusterName": "rc"}, "status": {}}
+    source = Source(fixed(), [on("h", pod("rc-head", "headgroup")), on("n1", pod("w1"))], [request])
+    auto = scaler(source, events, clock, {"n1": CORDON}, controller=True)
+    assert await auto.step(KEY) == 5
+    watched(source, api)
+    assert [d["reason"] for d in Gcs.asked] == ["PREEMPTION"]
+    assert list(conditions(api)) == [CONDITION]
+    FakeGcs.state = gcs_state(node("w1", DRAINING, idle_ms=100))
+    clock.advance(5)
+    await auto.step(KEY)
+    watched(source, api)
+    assert (deleted(kube), api.patches, api.statuses) == (["w1"], [], [])  # no request told anything
+    assert events.reasons() == [EVENT_DRAIN, EVENT_DELETE]
+    assert api.cluster_statuses[-1] == {"autoscaler": None}
+    source._pods = [source._pods[0]]  # w1 gone
+    assert await auto.step(KEY) is None
+    assert len(api.cluster_statuses) == 2  # nothing left to clear
+
+
+async def test_under_mode_controller_nothing_is_read_without_a_notice_nor_for_rays_own_autoscaler(
+    api: Api, kube: FakeKubeOps
+) -> None:
+    FakeGcs.state = gcs_state(node("w1", BUSY, used=1.0))
+    pods = [on("h", pod("rc-head", "headgroup")), on("n1", pod("w1"))]
+    quiet = scaler(Source(fixed(), pods), Events(), LoopClock(), {}, controller=True)
+    assert await quiet.step(KEY) is None
+    in_tree = fixed()
+    in_tree["spec"]["enableInTreeAutoscaling"] = True  # Ray's own autoscaler runs in its head
+    rays = scaler(Source(in_tree, pods), Events(), LoopClock(), {"n1": CORDON}, controller=True)
+    assert await rays.step(KEY) is None
+    assert (FakeGcs.calls, deleted(kube), api.cluster_statuses, api.statuses) == ([], [], [], [])

@@ -43,6 +43,9 @@ class AutoscalerConfig:
     status_refresh_seconds: float = REFRESH_SECONDS  # rewrite an unchanged status.autoscaler this often
     status_pace_seconds: float = STATUS_PACE_SECONDS  # write a cluster's status.autoscaler at most this often
     beside_kuberay: bool = False  # --mode autoscaler: only opted-in clusters (eligibility.py)
+    # --mode controller: no cluster is autoscaled; only the disruption notices of the ones without
+    # in-tree autoscaling are acted on (notices_only.py)
+    notices_only: bool = False
     max_pods: int = DEFAULT_MAX_PODS  # --max-pods-per-cluster: never more worker pods than this
     # --allow-gcs-address-override: follow rayscale.io/gcs-address (and send the token there)
     allow_gcs_address_override: bool = False

@@ -20,6 +20,7 @@ its last round (the decision's trigger).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -35,7 +36,7 @@ from rayscale.autoscaler.history import PERIODIC
 from rayscale.autoscaler.idle_apply import Cluster as IdleCluster
 from rayscale.autoscaler.idle_apply import opted_in
 from rayscale.autoscaler.memory import Memories, Shared
-from rayscale.autoscaler.notices_only import NoticesOnly, clusters_on, status_with
+from rayscale.autoscaler.notices_only import NoticesOnly, cleared, clusters_on, status_with
 from rayscale.autoscaler.reporter import Reporter
 from rayscale.autoscaler.requests import pending_status
 from rayscale.autoscaler.spec_reader import ScalingSpec, SpecError, read_spec
@@ -186,19 +187,31 @@ class Autoscaler:
         trigger = self._trigger(key)
         cluster = self.source.cluster(key)
         requests = list(self.source.requests(key))
-        beside = self.config.beside_kuberay
-        taken = None
+        beside, alone = self.config.beside_kuberay, self.config.notices_only
+        taken, noticed = None, False
         if cluster is not None:
             # Only in-tree autoscaling, rayscale's own controller, reads the head: every pod event
             # steps the cluster, so a walk over its pods costs only where it is needed.
             in_tree = bool((cluster.get("spec") or {}).get("enableInTreeAutoscaling"))
-            head = self._live_head(key) if in_tree and not beside else None
+            head = self._live_head(key) if in_tree and not beside and not alone else None
             taken = eligibility(cluster, beside_kuberay=beside, head=head)
+            deleting = ClusterMeta.from_body(cluster).deleting
+            noticed = self.notices.concerned(key, in_tree=in_tree, deleting=deleting)  # no I/O
+        if alone:  # --mode controller: rayscale autoscales no cluster, only acts on notices
+            scaling = None
+            with contextlib.suppress(SpecError):  # rayscale's controller builds nothing for it
+                if cluster is not None and noticed:
+                    scaling = read_spec(cluster, check=True, max_pods=self.config.max_pods)
+            if scaling is not None:
+                return await self.notices.alone(key, scaling)
+            await self._forget(key, keep_backoff=cluster is not None)
+            if cluster is not None:  # the Disruption condition it wrote
+                await self.reporter.write_cluster_status(key, cleared(_written(cluster)))
+            return None
         if cluster is None or taken is None or not taken.take:
             refusal = taken.refusal if taken else None
             if cluster is not None:
                 meta = ClusterMeta.from_body(cluster)
-                noticed = self.notices.concerned(key, cluster)
                 if (opted_in(meta.annotations) and not meta.deleting) or noticed:
                     return await self._idle_only(key, cluster, requests, refusal, noticed=noticed)
             await self._not_taken(key, cluster, requests, refusal)

@@ -23,10 +23,14 @@ a whole, the earliest deadline of its hosts, hard or soft):
 - while Ray's view cannot be trusted (trust.py: the head's raylet not running, the GCS just back
   after an outage, a new GCS session's grace) drains are asked and nothing is deleted.
 
+Under ``--mode controller`` rayscale autoscales no cluster, and `alone` is the whole round of one
+without in-tree autoscaling (the others have Ray's own autoscaler in their head).
+
 Only while the cluster is `concerned` (a live pod on a node with a notice, a pod with its own
 notice, or a unit drained in an earlier round still there) does the loop read its GCS and come
 back every ``--autoscaler-interval``; a fixed cluster without a notice costs no GCS read. Not
-beside KubeRay's operator (``--mode autoscaler``): KubeRay runs those clusters there.
+beside KubeRay's operator (``--mode autoscaler``): KubeRay runs those clusters there. Under
+``--mode all`` the loop's ``_idle_only`` calls `act` on the state it reads for the idle clock too.
 
 `clusters_on` is what a Node's notice marks: every cluster with a pod on the node.
 """
@@ -46,7 +50,6 @@ from rayscale.autoscaler.memory import Shared
 from rayscale.autoscaler.reporter import Reporter
 from rayscale.autoscaler.spec_reader import ScalingSpec
 from rayscale.autoscaler.trust import hold, next_session
-from rayscale.cluster.meta import ClusterMeta
 from rayscale.common.pods import is_terminating, pod_name
 from rayscale.common.types import ClusterKey, Obj
 from rayscale.disruption.notice import Notice, pod_notice
@@ -55,7 +58,7 @@ from rayscale.disruption.units import strongest
 from rayscale.kube import ops
 from rayscale.ray.model import ClusterState
 
-__all__ = ["ClusterListing", "NoticesOnly", "clusters_on", "noticed", "own_notices", "status_with"]
+__all__ = ["ClusterListing", "NoticesOnly", "cleared", "clusters_on", "noticed", "own_notices", "status_with"]
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +134,13 @@ def status_with(
     return {"status": {"autoscaler": {**cleared, "conditions": conditions}}}
 
 
+def cleared(written: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Under ``--mode controller``: the merge patch removing ``status.autoscaler`` when it holds the
+    ``Disruption`` condition written here (None: it does not; nothing else writes it there)."""
+    found = any(c.get("type") == CONDITION for c in (written or {}).get("conditions") or ())
+    return {"status": {"autoscaler": None}} if found else None
+
+
 class NoticesOnly:
     def __init__(self, shared: Shared, link: GcsLink, reporter: Reporter) -> None:
         self.shared = shared
@@ -140,11 +150,11 @@ class NoticesOnly:
         self._deleted: dict[ClusterKey, frozenset[str]] = {}  # pods deleted here, while they exist
         self._conditions: dict[ClusterKey, Obj] = {}  # the Disruption condition written last
 
-    def concerned(self, key: ClusterKey, cluster: Obj) -> bool:
-        """Whether `cluster` (one rayscale does not autoscale) has a notice to act on now. No I/O."""
-        if self.shared.config.beside_kuberay or (cluster.get("spec") or {}).get("enableInTreeAutoscaling"):
-            return False
-        if ClusterMeta.from_body(cluster).deleting:
+    def concerned(self, key: ClusterKey, *, in_tree: bool, deleting: bool) -> bool:
+        """Whether the cluster `key` (one rayscale does not autoscale; `in_tree`: its
+        ``enableInTreeAutoscaling``, `deleting`: it is being deleted) has a notice to act on now.
+        No I/O: its pods and the Nodes' notices as the watches show them."""
+        if self.shared.config.beside_kuberay or in_tree or deleting:
             return False
         remembered = self._notices.get(key, {})
         return noticed(self.shared.pods(key), self.shared.node_notices, remembered, self.shared.wall_clock())
@@ -176,6 +186,15 @@ class NoticesOnly:
             log.info("%s/%s: disrupted pods not deleted while Ray's view settles (%s)", *key, held.reason)
         self.reporter.disrupted(key, scaling, plan, accepted=accepted, removed=removed)
         return self._condition(key, plan, scaling.written, now)
+
+    async def alone(self, key: ClusterKey, scaling: ScalingSpec) -> float:
+        """``--mode controller``, where rayscale autoscales no cluster: a round of the notices of a
+        `concerned` cluster and nothing else (its requests and the rest untouched); the seconds to
+        the next."""
+        self.shared.memories.of(key).dormant = False
+        disrupted = await self.act(key, scaling, await self.link.state(key, scaling))
+        await self.reporter.write_cluster_status(key, status_with(scaling.written, None, disrupted))
+        return self.shared.config.interval
 
     async def _delete(self, key: ClusterKey, plan: DisruptionPlan, pods: Sequence[Obj]) -> frozenset[str]:
         """Delete the pods `plan` deletes (each once while it exists; a failed DELETE is tried again
