@@ -23,14 +23,13 @@ a whole, the earliest deadline of its hosts, hard or soft):
 - while Ray's view cannot be trusted (trust.py: the head's raylet not running, the GCS just back
   after an outage, a new GCS session's grace) drains are asked and nothing is deleted.
 
-Under ``--mode controller`` rayscale autoscales no cluster, and `alone` is the whole round of one
-without in-tree autoscaling (the others have Ray's own autoscaler in their head).
-
 Only while the cluster is `concerned` (a live pod on a node with a notice, a pod with its own
 notice, or a unit drained in an earlier round still there) does the loop read its GCS and come
-back every ``--autoscaler-interval``; a fixed cluster without a notice costs no GCS read. Not
-beside KubeRay's operator (``--mode autoscaler``): KubeRay runs those clusters there. Under
-``--mode all`` the loop's ``_idle_only`` calls `act` on the state it reads for the idle clock too.
+back every ``--autoscaler-interval``; a fixed cluster without a notice costs no GCS read. Under
+``--mode all`` the loop's ``_idle_only`` calls `act` (with the state it reads for the idle clock
+too); under ``--mode controller``, where rayscale autoscales no cluster (Ray's own autoscaler runs
+in the head of the others), `alone` is the whole round. Not beside KubeRay's operator (``--mode
+autoscaler``): KubeRay runs those clusters there.
 
 `clusters_on` is what a Node's notice marks: every cluster with a pod on the node.
 """
