@@ -172,6 +172,22 @@ def lags(schedule: Schedule, watch: JobWatch, began: float) -> dict[str, dict[st
     return out
 
 
+async def probe_loop(out: list[tuple[float, float]], every: float = 0.1) -> None:
+    """Append (wall clock, lag) every `every` s: how much later than asked a sleep woke up."""
+    while True:
+        asked = time.monotonic()
+        await asyncio.sleep(every)
+        out.append((time.time(), max(0.0, time.monotonic() - asked - every)))
+
+
+def _window_max(samples: Sequence[tuple[float, float]], began: float) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for at, lag in samples:
+        w = int((at - began) // WINDOW)
+        out[w] = max(out.get(w, 0.0), lag)
+    return out
+
+
 async def delete_jobs(objects: Any, ns: str, limit: float = 300) -> float:
     """Delete every RayJob while the operator runs (its finalizers are its own); seconds taken."""
     began = time.monotonic()
@@ -225,6 +241,8 @@ async def timed(
     requests0 = await apiserver_requests.snapshot(bench.cluster)
     cpu0, load0, mono0, wall0 = tree_cpu_seconds(pid), load_average(), time.monotonic(), time.time()
     fake0 = time.process_time()  # this process serves the fake Ray
+    lagging: list[tuple[float, float]] = []  # (wall clock, how late this process's loop ran a sleep)
+    prober = asyncio.create_task(probe_loop(lagging))
 
     async def create(body: dict[str, Any]) -> None:
         await bench.objects.create_namespaced_custom_object(*RAYJOB.at(run.ns), body)
@@ -237,6 +255,7 @@ async def timed(
     created = time.monotonic() - mono0
     await watch.all_complete(len(names), mono0 + args.timeout, run.running, task)
     wall = time.monotonic() - mono0
+    prober.cancel()
     cpu = tree_cpu_seconds(pid) - cpu0
     memory = tree_memory_kib(pid)
     requests1 = await apiserver_requests.snapshot(bench.cluster)
@@ -258,6 +277,12 @@ async def timed(
         "cpu_seconds": cpu,
         "cores": cpu / wall,
         "fake_ray_cpu_seconds": time.process_time() - fake0,  # the fake GCSes and dashboards, one process
+        # how late the fake Ray's loop ran (its replies waited that long): p99, max, max per WINDOW
+        "fake_ray_loop_lag": {
+            "p99_s": percentile([lag for _, lag in lagging], 0.99),
+            "max_s": max((lag for _, lag in lagging), default=math.nan),
+            "windows": [[w * WINDOW, round(v, 2)] for w, v in sorted(_window_max(lagging, wall0).items())],
+        },
         "rss_peak_mib": memory["VmHWM"] / 1024,
         "rss_end_mib": memory["VmRSS"] / 1024,
         # every client's, the benchmark's and the control plane's too
