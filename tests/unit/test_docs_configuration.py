@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from rayscale import run
+from rayscale.api import disruption_annotations
 from rayscale.autoscaler import snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,6 +67,9 @@ def test_every_autoscaler_annotation_is_documented() -> None:
         snapshot.MAX_NODE_PROVISION_ANNOTATION,
         snapshot.MAX_NODE_BOOT_ANNOTATION,
         snapshot.UNPROVISIONED_GRACE_ANNOTATION,
+        disruption_annotations.DISRUPTION_BUDGET_ANNOTATION,
+        disruption_annotations.DRAIN_ON_STOP_ANNOTATION,
+        disruption_annotations.REMOVAL_DRAIN_ANNOTATION,
     ]
     missing = [a for a in annotations if f"| `{a}: " not in DOC]
     assert not missing, f"docs/configuration.md lacks {missing}"
