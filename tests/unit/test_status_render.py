@@ -206,3 +206,28 @@ def test_placement_group_resources_are_left_out_as_ray_status_does() -> None:
     assert render_cluster(live, now=NOW) == rendered("cluster-live")
     live["view"]["ray"]["usage"]["accel_group_a"] = {"used": 1, "total": 2}  # a custom resource stays
     assert "1/2 accel_group_a" in render_cluster(live, now=NOW)
+
+
+def test_what_is_leaving_is_said_from_status_autoscaler() -> None:
+    """The Disruption condition (pods draining before their deletion) and a refused removal
+    deadline (RemovalDrain False) shown under "Leaving", the long message wrapped within the width."""
+    document = doc("cluster-no-operator")
+    pod = "demo-cpu-worker-q2w9e"
+    draining = (
+        f"Draining before deletion, deleted when idle or at the deadline: {pod} (group-removed, no"
+        " deadline), demo-cpu-worker-x7k2q (cordon, no deadline), demo-cpu-worker-z9z9z (max-replicas,"
+        " deadline 2026-11-23T10:20:00Z)."
+    )
+    document["kubernetes"]["rayCluster"]["autoscaler"]["conditions"] = [
+        {"type": "Disruption", "status": "True", "reason": "Draining", "message": draining},
+        {"type": "RemovalDrain", "status": "False", "reason": "InvalidAnnotation", "message": "refused: -1"},
+        {"type": "Other", "status": "True", "reason": "X", "message": "not shown"},
+    ]
+    text = render_cluster(document, now=NOW)
+    leaving = text.split("Leaving\n", 1)[1].split("\n\n", 1)[0]
+    assert leaving.startswith("  Draining ")
+    assert f"{pod} (group-removed, no" in leaving
+    assert "InvalidAnnotation  refused: -1" in leaving
+    assert "not shown" not in text
+    assert all(len(line) <= WIDTH for line in leaving.splitlines())
+    assert "Leaving" not in rendered("cluster-no-operator")  # nothing leaving: no section

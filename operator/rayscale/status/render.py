@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from rayscale.autoscaler.disruptions import CONDITION as DISRUPTION
+from rayscale.autoscaler.spec_removals import CONDITION as REMOVAL_DRAIN
 from rayscale.autoscaler.status import shape_text
 from rayscale.common.types import Obj
 from rayscale.status.layout import (
@@ -49,6 +51,7 @@ def render_cluster(
     kube: Obj = doc.get("kubernetes") or {}
     rc: Obj = kube.get("rayCluster") or {}
     _header(out, doc, rc, view, now)
+    _leaving(out, rc)
     if view is not None:
         _ray(out, view)
         _groups(out, view, rc, now)
@@ -93,6 +96,23 @@ def _header(out: Out, doc: Obj, rc: Obj, view: Obj | None, now: datetime) -> Non
         rows.append(["GCS", _gcs(gcs, now)])
     if view is not None and view.get("hold"):
         rows.append(["held", Cell(str(view["hold"]), "yellow")])
+    out.table(None, rows)
+
+
+def _leaving(out: Out, rc: Obj) -> None:
+    """What ``status.autoscaler`` says is leaving (the ``Disruption`` condition: pods draining for
+    a disruption notice, a removed worker group or a lowered maxReplicas, or a notice on the
+    head's node) and a removal deadline it refused (``RemovalDrain``)."""
+    conditions = (rc.get("autoscaler") or {}).get("conditions") or []
+    shown = [c for c in conditions if c.get("type") in (DISRUPTION, REMOVAL_DRAIN) and c.get("message")]
+    if not shown:
+        return
+    out.heading("Leaving")
+    rows: list[list[str | Cell]] = []
+    for c in shown:
+        refused = c.get("type") == REMOVAL_DRAIN and c.get("status") == "False"
+        style = "yellow" if refused or c.get("reason") == "HeadNotice" else ""
+        rows.append([str(c.get("reason")), Cell(str(c.get("message")), style)])
     out.table(None, rows)
 
 
