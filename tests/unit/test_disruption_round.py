@@ -119,7 +119,7 @@ def test_accepted_drains_are_remembered_while_their_pods_exist() -> None:
     drains = [Drain("w1", "a1", "PREEMPTION", "m", None), Drain("w2", "a2", "PREEMPTION", "m", None)]
     now = CLOCK_START + timedelta(seconds=5)
     out = remember_asked(before, drains, {"w1"}, [pod("kept"), pod("w1"), pod("w2")], now)
-    assert out == {"kept": AskedDrain(CLOCK_START, None), "w1": AskedDrain(now, None)}
+    assert out == {"kept": AskedDrain(CLOCK_START, None), "w1": AskedDrain(now, None, "a1")}  # its Ray node
 
 
 def test_only_what_the_round_did_is_posted() -> None:

@@ -151,7 +151,7 @@ def remember_asked(
     pod is in `accepted`."""
     existing = {pod_name(p) for p in pods}
     out = {pod: drain for pod, drain in asked.items() if pod in existing}
-    out.update({d.pod: AskedDrain(now, d.deadline) for d in drains if d.pod in accepted})
+    out.update({d.pod: AskedDrain(now, d.deadline, d.node_id) for d in drains if d.pod in accepted})
     return out
 
 

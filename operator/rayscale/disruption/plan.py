@@ -97,10 +97,14 @@ _WHY = {
 
 @dataclass(frozen=True, slots=True)
 class AskedDrain:
-    """A drain rayscale asked of a pod's Ray node and Ray accepted."""
+    """A drain rayscale asked of a pod's Ray node and Ray accepted. `node_id`: that Ray node (None:
+    not known, taken as the pod's node now). A Ray node that started again in the pod (its
+    ``ray start`` exits once Ray stopped the idle drained node, and the kubelet runs it again) is
+    another node: it is asked to drain in its turn."""
 
     asked: datetime
     deadline: datetime | None
+    node_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,19 +183,28 @@ def _earlier(new: datetime | None, old: datetime | None) -> bool:
     return new is not None and (old is None or new < old)
 
 
+def _asked_of(host: Host, asked: Mapping[str, AskedDrain]) -> AskedDrain | None:
+    """The drain accepted by `host`'s present Ray node, if any (one of an earlier node of the
+    pod is not this node's)."""
+    before = asked.get(host.pod)
+    if before is None or before.node_id is None or host.ray is None:
+        return before
+    return before if before.node_id == host.ray.node_id else None
+
+
 def _to_ask(host: Host, deadline: datetime | None, asked: Mapping[str, AskedDrain]) -> bool:
     """Whether `host`'s Ray node is to be asked to drain: alive, not draining, not asked yet (or
     asked with a later deadline than the notice's now)."""
     if host.ray is None or host.ray.draining:
         return False
-    before = asked.get(host.pod)
+    before = _asked_of(host, asked)
     return before is None or _earlier(deadline, before.deadline)
 
 
 def _done(host: Host, asked: Mapping[str, AskedDrain]) -> bool:
     """No live Ray node, or an idle one whose drain was accepted."""
     ray = host.ray
-    return ray is None or (ray.idle and (ray.draining or host.pod in asked))
+    return ray is None or (ray.idle and (ray.draining or _asked_of(host, asked) is not None))
 
 
 def _why(host: Host, overdue: bool) -> DeleteWhy:
