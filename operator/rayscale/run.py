@@ -240,9 +240,9 @@ async def _run(args: argparse.Namespace, metrics: Metrics, served: web_api.Serve
     scope = scope_of(args)
     _log_scope(args, scope)
     namespaces: list[str] | None = args.namespaces or None
-    autoscaler = None
-    if args.mode in ("all", "autoscaler"):
-        autoscaler = run_flags.autoscaler_config(args, scope)
+    # --mode controller too: there it acts only on the disruption notices of the clusters without
+    # in-tree autoscaling (Ray's own autoscaler scales the others)
+    autoscaler = run_flags.autoscaler_config(args, scope)
     runtime = handlers.Runtime(
         config=config,
         namespaces=namespaces,

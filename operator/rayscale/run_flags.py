@@ -96,6 +96,7 @@ def autoscaler_config(args: argparse.Namespace, scope: Scope) -> AutoscalerConfi
         unprovisioned_grace_seconds=args.unprovisioned_grace_seconds,
         head_restart_grace_seconds=args.head_restart_grace_seconds,
         beside_kuberay=args.mode == "autoscaler",
+        notices_only=args.mode == "controller",
         max_pods=args.max_pods_per_cluster,
         allow_gcs_address_override=args.allow_gcs_address_override,
         owns=scope.owns,
