@@ -7,6 +7,7 @@ from __future__ import annotations
 from rayscale.autoscaler.scheduling.model import Strategy, Target, Unmet, UnmetReason
 from tests.differential import checks
 from tests.differential.allowlist import COUNT_KINDS, Entry, gone_in_variant, predicate
+from tests.differential.cap_room import launched_into_cut_room, within_cap
 from tests.differential.checks import counted, host_counts, resources_key
 from tests.differential.compare import (
     RAY_CAP_CAUSES,
@@ -126,19 +127,6 @@ def _cap_cuts_fewer(outcome: Outcome) -> bool:
     return cap is not None and bool(mine) and mine < ray_cut and kept <= cap
 
 
-def _within_cap(outcome: Outcome) -> bool:
-    """Under the worker cap, rayscale keeps and launches, in all groups together, no more hosts
-    than Ray (its partial replicas counted whole) and no more than the cap: the room Ray gave to
-    single hosts of a replica went to whole replicas elsewhere."""
-    assert outcome.decision is not None
-    cap = outcome.snapshot.options.max_workers
-    if cap is None:
-        return False
-    counts = host_counts(outcome.snapshot, outcome.decision, outcome.ray).values()
-    mine, theirs = sum(c[0] for c in counts), sum(c[1] for c in counts)
-    return mine <= min(theirs, cap)
-
-
 def _shortfall(outcome: Outcome, subject: str) -> int:
     """How many more units of ``subject`` rayscale leaves than Ray (demands; gangs count 1)."""
     assert outcome.decision is not None
@@ -190,7 +178,7 @@ def _whole_replicas(outcome: Outcome, difference: Difference, others: list[Entry
     kind, subject = difference.kind, difference.subject
     if kind.startswith(COUNT_KINDS):
         # Ray's hosts there already count as whole replicas: what is left is the cap's room.
-        return _within_cap(outcome)
+        return within_cap(outcome)
     if kind == "idle-only-ray":
         # Ray idles single hosts of the replica; or, having cut single hosts at the cap, left
         # the work elsewhere, and rayscale put work on this host.
@@ -206,7 +194,7 @@ def _whole_replicas(outcome: Outcome, difference: Difference, others: list[Entry
         # used the worker cap's room their whole replicas take in rayscale's plan.
         if _ray_placed_in(outcome, subject, concerned) >= _shortfall(outcome, subject):
             return True
-        return _unmet_for_cap(outcome, subject) and _within_cap(outcome)
+        return _unmet_for_cap(outcome, subject) and within_cap(outcome)
     return False
 
 
@@ -233,19 +221,23 @@ def cap_below_minimum_groups(outcome: Outcome) -> frozenset[str]:
 @predicate("cap-keeps-minimum")
 def _cap_keeps_minimum(outcome: Outcome, difference: Difference, others: list[Entry]) -> bool:
     """Ray's worker cap removed hosts of a group below its minimum: excuses the removals, the
-    counts of those groups, the idle hosts the other removals freed, and the work rayscale
-    leaves for the cap."""
+    counts of those groups (their minimum, plus the hosts launched for work into the room that
+    taking the surplus as whole replicas leaves), the idle hosts the other removals freed, and
+    the work rayscale leaves for the cap."""
     below = cap_below_minimum_groups(outcome)
     decision = outcome.decision
     if not below or decision is None:
         return False
     kind, subject = difference.kind, difference.subject
     if kind.startswith(COUNT_KINDS):
-        # Only the groups Ray cut below their minimum have more, and no more than that minimum.
+        # Only the groups Ray cut below their minimum have more, and no more than that minimum,
+        # but for hosts launched for work into the room the cap's whole replicas left (Ray cut
+        # one host of the minimum where rayscale cut a wider replica of another group).
         counts = host_counts(outcome.snapshot, decision, outcome.ray)
         floor = {g.name: g.min_replicas * g.num_of_hosts for g in outcome.snapshot.groups}
         over = [g for g in subject.split(",") if g]
-        if not over or any(g in below and counts[g][0] > floor[g] for g in over):
+        beyond = {g: counts[g][0] - floor[g] for g in over if g in below and counts[g][0] > floor[g]}
+        if not over or (beyond and not launched_into_cut_room(outcome, beyond)):
             return False
         if all(g in below for g in over):
             return True

@@ -9,6 +9,7 @@ tests/differential/failures/ and replayable with ``rayscale simulate``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,9 +28,12 @@ from rayscale.autoscaler.scheduling.model import (
     LabelOp,
     Node,
     NodeState,
+    PlacementTarget,
+    Removal,
     RemovalCause,
     Snapshot,
     Strategy,
+    Target,
     Unmet,
     UnmetReason,
 )
@@ -163,6 +167,57 @@ def test_cap_keeps_minimum_keeps_only_the_minimum(oracle: Oracle) -> None:
     failing, _ = runner.split(kept, allowlist.load())
     kinds = {(d.kind, d.subject) for d in failing}
     assert kinds >= {("idle-only-ray", "gamma-0"), ("idle-only-ray", "gamma-2")}
+
+
+def _failing(outcome: Outcome, decision: Decision, entries: list[allowlist.Entry]) -> set[str]:
+    other = Outcome(outcome.case_id, outcome.snapshot, decision, outcome.ray)
+    other.differences = compare(other)
+    return {d.kind for d in runner.split(other, entries, issues=[])[0]}
+
+
+def test_cap_keeps_minimum_launches_only_into_the_whole_replicas_room(oracle: Oracle) -> None:
+    """Ray's cap cuts alpha-0, the minimum; rayscale keeps it, takes the surplus host as a whole
+    two-host beta replica and launches an alpha host for the demand into the room left (excused
+    by cap-keeps-minimum alone). One more alpha host, or cutting the other beta replica too to
+    launch alpha hosts in its place, is not."""
+    snap = scenario_io.read(FIXED / "more-hosts-CPU-s1682659306-57.yaml")
+    outcome = _one(oracle, snap)
+    decision = outcome.decision
+    assert decision is not None
+    entries = allowlist.load()
+    assert _failing(outcome, decision, entries) == set()
+    assert "more-hosts:CPU" in _failing(
+        outcome, decision, [e for e in entries if e.id != "cap-keeps-minimum"]
+    )
+    alpha = decision.groups["alpha"]
+    assert (alpha.launch, [r.replica for r in decision.terminate]) == (1, ["beta-r0", "beta-r0"])
+    one_more = dict(decision.groups, alpha=GroupDecision(alpha.current, alpha.replicas + 1, 2, 0))
+    assert "more-hosts:CPU" in _failing(outcome, dataclasses.replace(decision, groups=one_more), entries)
+    # Both beta replicas cut, their work on three new alpha hosts: as many hosts as Ray, not a rounding.
+    beta = decision.groups["beta"]
+    cut_all = dataclasses.replace(
+        decision,
+        groups={
+            "alpha": GroupDecision(alpha.current, alpha.replicas + 2, 3, 0),
+            "beta": GroupDecision(beta.current, 0, 0, 2),
+        },
+        terminate=tuple(
+            Removal(n.name, "beta", RemovalCause.MAX_WORKERS, n.replica)
+            for n in snap.nodes
+            if n.group == "beta"
+        ),
+        placements=tuple(
+            dataclasses.replace(
+                p,
+                targets=(
+                    PlacementTarget("alpha", Target.RUNNING, 1, ("alpha-0",)),
+                    PlacementTarget("alpha", Target.NEW, p.count - 1),
+                ),
+            )
+            for p in decision.placements
+        ),
+    )
+    assert "more-hosts:CPU" in _failing(outcome, cut_all, entries)
 
 
 # ----------------------------------------------------------------------------- generator, shrinker, files
