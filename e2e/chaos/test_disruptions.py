@@ -258,16 +258,6 @@ async def disruption_run(scenario: Scenario, cluster: testcluster.ClusterHandle,
     return outcome
 
 
-# These runs found a bug (reported, not fixed here): a busy worker drained for a notice can be
-# deleted one round later (tens of ms) as "idle after draining" when its task started just before
-# the notice, on a view of Ray's GCS that does not show the task yet; the task is then run again
-# elsewhere. It depends on timing (any single-host row may meet it). The outcome records the
-# violation, so `python -m e2e.chaos.results` (and `make chaos`) exits 1; the test is expected to
-# fail until it is fixed.
-KNOWN = "a drained busy node taken for idle on Ray's view from before its task started"
-
-
-@pytest.mark.xfail(reason=KNOWN, strict=False)
 @pytest.mark.parametrize("key", list(ROWS))
 async def test_disruption(
     scenario: Scenario, cluster: testcluster.ClusterHandle, nodes: list[str], key: str

@@ -16,6 +16,7 @@ from rayscale.disruption.plan import (
     EVENT_DELETE,
     EVENT_DRAIN,
     EVENT_HEAD,
+    SETTLE_SECONDS,
     AskedDrain,
     DeleteWhy,
     DisruptionInput,
@@ -124,15 +125,43 @@ def test_an_idle_worker_is_drained_before_it_is_deleted() -> None:
     assert [d.pod for d in first.drains] == ["w1"]
     assert first.deletes == ()
 
-    # Ray accepted, and still reports it idle but not draining yet: the accepted drain is enough.
+    # Ray accepted, and still reports it idle but not draining yet: the accepted drain is enough,
+    # once the idle view is SETTLE_SECONDS younger than the drain.
     second = plan(
         [pod("w1", "n1")],
         nodes={"n1": CORDON},
         ray={"w1": RayNode("a1", True, False)},
-        asked={"w1": AskedDrain(NOW, None)},
+        asked={"w1": AskedDrain(at(-SETTLE_SECONDS), None)},
     )
     assert second.drains == ()
     assert deleted(second) == {"w1": DeleteWhy.IDLE}
+
+
+def test_an_idle_view_right_after_the_drain_is_not_trusted() -> None:
+    """A task that began a moment before the drain shows in the GCS's view only once its raylet
+    reports it: a round 35 ms after the drain was accepted saw the busy node idle (even DRAINING)
+    and deleted it (make chaos, Karpenter and spot rows). Within SETTLE_SECONDS the pod waits,
+    asked nothing again; after it, an idle node is done."""
+    for draining in (False, True):
+        for since in (0.035, SETTLE_SECONDS - 0.1):
+            early = plan(
+                [pod("w1", "n1")],
+                nodes={"n1": CORDON},
+                ray={"w1": RayNode("a1", True, draining)},
+                asked={"w1": AskedDrain(at(-since), None, "a1")},
+            )
+            assert (early.drains, early.deletes) == ((), ())
+            assert [w.pod for w in early.waiting] == ["w1"]
+        late = plan(
+            [pod("w1", "n1")],
+            nodes={"n1": CORDON},
+            ray={"w1": RayNode("a1", True, draining)},
+            asked={"w1": AskedDrain(at(-SETTLE_SECONDS), None, "a1")},
+        )
+        assert deleted(late) == {"w1": DeleteWhy.IDLE}
+    # A drain that is not rayscale's (Ray says DRAINING, nothing asked): Ray's word is taken.
+    theirs = plan([pod("w1", "n1")], nodes={"n1": CORDON}, ray={"w1": RayNode("a1", True, True)})
+    assert deleted(theirs) == {"w1": DeleteWhy.IDLE}
 
 
 def test_a_soft_notice_without_deadline_waits_as_long_as_ray_is_busy() -> None:
@@ -219,7 +248,7 @@ def test_a_multi_host_replica_with_one_host_on_a_tainted_node_drains_and_deletes
     assert len(first.events) == 1
     assert "replica r1" in first.events[0].message
 
-    asked = {p: AskedDrain(NOW, at(120)) for p in r1}
+    asked = {p: AskedDrain(at(-SETTLE_SECONDS), at(120)) for p in r1}
     idle = {p: RayNode(f"a-{p}", idle=True, draining=True) for p in r1}
     # Three hosts idle, one still busy: the replica waits as a whole.
     some = plan(pods, nodes=nodes, ray={**ray, **idle, "tpu-r1-3": RayNode("a3", False, True)}, asked=asked)

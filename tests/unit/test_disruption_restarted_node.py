@@ -9,14 +9,15 @@ replica is leaving. The e2e Ray bridge restarts a worker the same way
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rayscale.common import labels as L
 from rayscale.disruption.notice import Notice
-from rayscale.disruption.plan import AskedDrain, DisruptionInput, RayNode, plan_disruptions
+from rayscale.disruption.plan import SETTLE_SECONDS, AskedDrain, DisruptionInput, RayNode, plan_disruptions
 
 NOW = datetime(2026, 11, 29, 7, 0, 0, tzinfo=UTC)
+SETTLED = NOW - timedelta(seconds=SETTLE_SECONDS)  # the drains were accepted long enough ago
 CORDON = Notice("cordon", "Node n0 is cordoned (spec.unschedulable).", None, hard=False)
 
 
@@ -56,8 +57,8 @@ def test_the_node_that_accepted_is_not_asked_again_nor_waited_for_once_idle() ->
     pods = [host("r1-0", "n0", 0), host("r1-1", "n1", 1)]
     ray = {"r1-0": RayNode("a", idle=True, draining=False), "r1-1": RayNode("b", idle=True, draining=False)}
     for asked in (
-        {"r1-0": AskedDrain(NOW, None, "a"), "r1-1": AskedDrain(NOW, None, "b")},
-        {"r1-0": AskedDrain(NOW, None), "r1-1": AskedDrain(NOW, None)},
+        {"r1-0": AskedDrain(SETTLED, None, "a"), "r1-1": AskedDrain(SETTLED, None, "b")},
+        {"r1-0": AskedDrain(SETTLED, None), "r1-1": AskedDrain(SETTLED, None)},
     ):
         result = plan_disruptions(
             DisruptionInput(

@@ -73,6 +73,10 @@ __all__ = [
 ]
 
 DRAIN_REASON = "PREEMPTION"  # rayscale.ray.model.DrainReason.PREEMPTION's value
+#: Seconds after Ray accepted rayscale's drain during which an idle node is not taken at its word:
+#: a task that began a moment before the drain shows in the GCS's view of the node's resources only
+#: once its raylet reports it, and a round right after the drain would delete the busy pod.
+SETTLE_SECONDS = 2.0
 EVENT_DRAIN = "DisruptionDrain"
 EVENT_DELETE = "DisruptionDelete"
 EVENT_HEAD = "DisruptionHead"
@@ -201,10 +205,19 @@ def _to_ask(host: Host, deadline: datetime | None, asked: Mapping[str, AskedDrai
     return before is None or _earlier(deadline, before.deadline)
 
 
-def _done(host: Host, asked: Mapping[str, AskedDrain]) -> bool:
-    """No live Ray node, or an idle one whose drain was accepted."""
+def _done(host: Host, asked: Mapping[str, AskedDrain], now: datetime) -> bool:
+    """No live Ray node, or an idle one whose drain was accepted: by Ray (it says DRAINING) or, at
+    least `SETTLE_SECONDS` ago, asked by rayscale (earlier, an idle view may not show work that
+    began just before the drain)."""
     ray = host.ray
-    return ray is None or (ray.idle and (ray.draining or _asked_of(host, asked) is not None))
+    if ray is None:
+        return True
+    if not ray.idle:
+        return False
+    mine = _asked_of(host, asked)
+    if mine is not None:
+        return (now - mine.asked).total_seconds() >= SETTLE_SECONDS
+    return ray.draining
 
 
 def _why(host: Host, overdue: bool) -> DeleteWhy:
@@ -259,7 +272,7 @@ class _Round:
             )
         what = _what(unit, live)
         pods = tuple(h.pod for h in live)
-        if overdue or (self.ray_known and all(_done(h, self.asked) for h in live)):
+        if overdue or (self.ray_known and all(_done(h, self.asked, self.now) for h in live)):
             whys = [_why(h, overdue) for h in live]
             self.deletes.extend(
                 Delete(h.pod, unit.group, w, notice.source) for h, w in zip(live, whys, strict=True)
