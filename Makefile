@@ -107,7 +107,7 @@ e2e: install cluster-build browser ## every end-to-end scenario with a real Ray 
 	$(PY) -m e2e.report --write-docs
 
 .PHONY: chaos
-chaos: install cluster-build ## the fault suite: control-plane and Ray faults while clusters scale, invariants checked throughout (CHAOS_RUNS=3; about 30 min), then its table into docs/reliability.md
+chaos: install cluster-build ## the fault suite: control-plane and Ray faults while clusters scale, invariants checked throughout (CHAOS_RUNS=3; about 35 min), then its table into docs/reliability.md
 	rm -rf e2e/.results/chaos
 	@command -v redis-server >/dev/null || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
 		apt-get install -y -q redis-server >/dev/null; } || \
