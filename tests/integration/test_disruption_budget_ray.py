@@ -18,12 +18,10 @@ worker (429, "Cannot evict pod as it would violate the pod's disruption budget")
   ``kubectl drain``'s next try finds the pod terminating or gone (an eviction of a terminating
   pod is not checked against budgets) and the drain completes, exit 0.
 
-What the API server answers, on Kubernetes 1.36: the disruption controller cannot compute a
-``maxUnavailable`` budget over pods a RayCluster owns (it looks for the owner's scale), so the
-budget's status stays unsynced (condition ``DisruptionAllowed=False``, reason ``SyncFailed``) and
-every eviction is refused as "still being processed" with ``Retry-After: 10``, which kubectl's
-client waits out by itself before kubectl prints the refusal. The test prints the answer and the
-budget's status; it checks the refusals, not their cause.
+What the API server answers: the budget (an integer ``minAvailable``, which the disruption
+controller computes without the pods' owner) allows no disruption, and each eviction is refused
+with 429, "Cannot evict pod as it would violate the pod's disruption budget"; kubectl prints it and
+tries again every 5 s. The test prints the answer and the budget's status.
 
 Nothing sleeps: every wait polls with a deadline, and what must not happen is watched for (`holds`).
 """

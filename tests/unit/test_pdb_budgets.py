@@ -39,8 +39,11 @@ def foreign(name: str, selector: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def test_the_head_and_each_group_get_a_budget_of_max_unavailable_0_owned_by_the_cluster() -> None:
-    meta, spec = setup(group("small"), group("gpu"))
+def test_the_head_and_each_group_get_a_budget_allowing_no_eviction_owned_by_the_cluster() -> None:
+    """An integer minAvailable no smaller than the pods the budget may select: 1 for the head, the
+    group's most replicas times numOfHosts (maxUnavailable 0 never synced: the disruption
+    controller asks the pods' owner, a RayCluster, for a scale it does not have)."""
+    meta, spec = setup(group("small"), group("gpu", max_replicas=3, hosts=4))
     made = wanted(meta, spec)
     assert [b.name for b in made] == ["rc-pdb-head", "rc-pdb-worker-small", "rc-pdb-worker-gpu"]
     assert [b.what for b in made] == ["the head", "worker group small", "worker group gpu"]
@@ -49,9 +52,11 @@ def test_the_head_and_each_group_get_a_budget_of_max_unavailable_0_owned_by_the_
     assert head["kind"] == "PodDisruptionBudget"
     assert head["spec"] == {
         "selector": {"matchLabels": {L.RAY_CLUSTER: "rc", L.NODE_TYPE: L.HEAD}},
-        "maxUnavailable": 0,
+        "minAvailable": 1,
         "unhealthyPodEvictionPolicy": "AlwaysAllow",
     }
+    assert [b.manifest["spec"]["minAvailable"] for b in made[1:]] == [10, 12]
+    assert all("maxUnavailable" not in b.manifest["spec"] for b in made)
     assert small["spec"]["selector"]["matchLabels"] == {
         L.RAY_CLUSTER: "rc",
         L.NODE_TYPE: L.WORKER,
@@ -118,13 +123,13 @@ def test_missing_budgets_are_made_edited_ones_patched_back_and_a_removed_groups_
 
     existing = [copy.deepcopy(m) for m in fresh.creates]
     assert not plan_budgets(meta, spec, True, existing, []).creates  # all there: nothing to do
-    existing[1]["spec"]["maxUnavailable"] = 1  # edited by hand
+    existing[1]["spec"]["minAvailable"] = 1  # edited by hand
     gone_meta, gone_spec = setup(group("small"))  # gpu removed from the spec
     again = plan_budgets(gone_meta, gone_spec, True, existing, [])
     assert again.creates == []
-    # a merge patch: minAvailable (which cannot stand beside maxUnavailable) set to null
+    # a merge patch: maxUnavailable (which cannot stand beside minAvailable) set to null
     assert again.updates == {
-        "rc-pdb-worker-small": {"spec": {**fresh.creates[1]["spec"], "minAvailable": None}}
+        "rc-pdb-worker-small": {"spec": {**fresh.creates[1]["spec"], "maxUnavailable": None}}
     }
     assert again.deletes == ["rc-pdb-worker-gpu"]
 
@@ -172,7 +177,9 @@ def test_the_condition_says_what_is_protected() -> None:
         "BudgetsInPlace",
         None,
     )
-    assert result.message == "PodDisruptionBudgets with maxUnavailable 0 protect the head, worker group small"
+    assert (
+        result.message == "PodDisruptionBudgets that allow no eviction protect the head, worker group small"
+    )
 
 
 @pytest.mark.parametrize("value", ["yes", "True", "1", "", '{"maxUnavailable": 1}'])
@@ -338,3 +345,23 @@ def test_a_budget_over_every_ray_pod_conflicts_before_any_pod_exists() -> None:
         ("all-ray", "selects pods of worker group small"),
         ("team-a", "selects pods of worker group small"),
     ]
+
+
+def test_a_group_without_a_real_maximum_gets_the_largest_minavailable() -> None:
+    """maxReplicas left at its int32 most (a spec without one), times numOfHosts: capped."""
+    meta, spec = setup(group("big", max_replicas=2**31 - 1, hosts=2))
+    assert wanted(meta, spec)[1].manifest["spec"]["minAvailable"] == budgets.MOST
+
+
+def test_a_budget_made_with_max_unavailable_0_is_patched_to_min_available() -> None:
+    """Budgets made before (maxUnavailable 0, never synced) are patched in place: the patch sets
+    minAvailable and nulls maxUnavailable."""
+    meta, spec = setup(group("small"))
+    made = [copy.deepcopy(b.manifest) for b in wanted(meta, spec)]
+    for manifest in made:
+        manifest["spec"].pop("minAvailable")
+        manifest["spec"]["maxUnavailable"] = 0
+    result = plan_budgets(meta, spec, True, made, [])
+    assert result.updates["rc-pdb-head"]["spec"]["minAvailable"] == 1
+    assert result.updates["rc-pdb-head"]["spec"]["maxUnavailable"] is None
+    assert result.updates["rc-pdb-worker-small"]["spec"]["minAvailable"] == 10

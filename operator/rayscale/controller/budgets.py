@@ -1,9 +1,14 @@
 """PodDisruptionBudgets over a RayCluster's pods (annotation ``rayscale.io/disruption-budget``), pure.
 
 With the annotation ``"true"`` a RayCluster gets one budget over its head and one over each worker
-group, each with ``maxUnavailable: 0``: the API server refuses every voluntary eviction of their
-pods (``kubectl drain``, cluster-autoscaler, Karpenter), so that the node's notice goes through
-Ray's drain instead of killing its work. ``unhealthyPodEvictionPolicy: AlwaysAllow`` lets a pod
+group, each with a ``minAvailable`` no smaller than the pods it may select (1 for the head; for a
+group, its most replicas times ``numOfHosts``): the API server refuses every voluntary eviction of
+their pods (``kubectl drain``, cluster-autoscaler, Karpenter), so that the node's notice goes through
+Ray's drain instead of killing its work. Not ``maxUnavailable: 0``: for it (and for a percentage)
+the disruption controller asks the pods' owner for its scale, a RayCluster has none, and the
+budget never synced (``SyncFailed``; each eviction was then refused as "still being processed",
+and ``kubectl drain`` waited in silence). An integer ``minAvailable`` needs no owner.
+``unhealthyPodEvictionPolicy: AlwaysAllow`` lets a pod
 that is not Ready (no Ray work to lose) be evicted, so a broken pod never blocks a node's drain.
 
 The budgets are owned by the RayCluster (they go with it) and labelled as its Services are. One
@@ -20,8 +25,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayscale.api.disruption_annotations import DISRUPTION_BUDGET_ANNOTATION
-from rayscale.api.raycluster import RayClusterSpec
+from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
 from rayscale.cluster.meta import ClusterMeta
+from rayscale.cluster.replicas import expected_replicas, num_hosts
 from rayscale.common import labels as L
 from rayscale.common.types import Manifest, Obj
 from rayscale.controller import pods as podspec
@@ -65,7 +71,16 @@ def budget_name(cluster: str, group: str | None) -> str:
     return f"{cluster}-pdb-head" if group is None else f"{cluster}-pdb-worker-{group}"
 
 
-def _manifest(meta: ClusterMeta, name: str, selector: Mapping[str, str]) -> Manifest:
+#: the largest ``minAvailable`` (an int32)
+MOST = 2**31 - 1
+
+
+def most_pods(group: WorkerGroupSpec) -> int:
+    """The most pods worker group `group` may have: its most replicas times ``numOfHosts``."""
+    return min(MOST, max(group.max_replicas, expected_replicas(group), 0) * num_hosts(group))
+
+
+def _manifest(meta: ClusterMeta, name: str, selector: Mapping[str, str], least: int) -> Manifest:
     return {
         "apiVersion": API_VERSION,
         "kind": "PodDisruptionBudget",
@@ -81,7 +96,7 @@ def _manifest(meta: ClusterMeta, name: str, selector: Mapping[str, str]) -> Mani
         },
         "spec": {
             "selector": {"matchLabels": dict(selector)},
-            "maxUnavailable": 0,
+            "minAvailable": least,
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }
@@ -94,7 +109,7 @@ def wanted(meta: ClusterMeta, spec: RayClusterSpec) -> list[Budget]:
     head_pod = podspec.head_pod(meta, spec)
     out = [
         Budget(
-            _manifest(meta, budget_name(meta.name, None), head_selector),
+            _manifest(meta, budget_name(meta.name, None), head_selector, 1),
             "the head",
             dict(head_pod["metadata"]["labels"]),
         )
@@ -104,7 +119,7 @@ def wanted(meta: ClusterMeta, spec: RayClusterSpec) -> list[Budget]:
         pod = podspec.worker_pod(meta, spec, group, replica_index=0)
         out.append(
             Budget(
-                _manifest(meta, budget_name(meta.name, group.group_name), selector),
+                _manifest(meta, budget_name(meta.name, group.group_name), selector, most_pods(group)),
                 f"worker group {group.group_name}",
                 dict(pod["metadata"]["labels"]),
             )
@@ -230,7 +245,7 @@ def verdict(meta: ClusterMeta, enabled: bool, plan: BudgetPlan | None, error: st
         return Verdict(
             False, "ConflictingBudget", conflict_message(meta, plan.conflicts), "ConflictingDisruptionBudget"
         )
-    message = "PodDisruptionBudgets with maxUnavailable 0 protect " + ", ".join(plan.protected)
+    message = "PodDisruptionBudgets that allow no eviction protect " + ", ".join(plan.protected)
     return Verdict(True, "BudgetsInPlace", message)
 
 

@@ -95,8 +95,9 @@ async def test_budgets_refuse_evictions_and_follow_the_groups_and_the_annotation
     await kube.create(annotated())
     made = await eventually(lambda: has({HEAD, CPU, OTHER})(kube), timeout=WAIT, message="three budgets")
     cluster = await kube.get(NAME)
-    for pdb in made.values():
-        assert pdb.spec.max_unavailable == 0
+    for name, pdb in made.items():
+        assert pdb.spec.max_unavailable is None
+        assert pdb.spec.min_available == (1 if name == HEAD else 2)  # the head; a group's maxReplicas
         assert pdb.spec.unhealthy_pod_eviction_policy == "AlwaysAllow"
         (owner,) = pdb.metadata.owner_references
         assert (owner.kind, owner.name, owner.uid, owner.controller) == (
@@ -111,7 +112,7 @@ async def test_budgets_refuse_evictions_and_follow_the_groups_and_the_annotation
     }  # fmt: skip
     found = await eventually(lambda: condition(kube, "True", "BudgetsInPlace"), timeout=WAIT, message="True")
     assert found["message"] == (
-        "PodDisruptionBudgets with maxUnavailable 0 protect the head, worker group cpu, worker group other"
+        "PodDisruptionBudgets that allow no eviction protect the head, worker group cpu, worker group other"
     )
 
     # kubectl drain's call: refused, for a Ready worker and for the head (a pod not Ready could go:
@@ -121,17 +122,26 @@ async def test_budgets_refuse_evictions_and_follow_the_groups_and_the_annotation
     assert await evict(kube, worker.metadata.name) == 429
     assert await evict(kube, head.metadata.name) == 429
     pdb = await policy(kube).read_namespaced_pod_disruption_budget(CPU, kube.ns)
+    assert pdb.spec.min_available == 2  # the group's maxReplicas: never fewer than its pods
     assert pdb.status.disruptions_allowed == 0
+
+    async def synced() -> bool:
+        """The disruption controller computed the budget (with maxUnavailable it never could: it
+        asks the pods' owner, a RayCluster, for a scale)."""
+        got = await policy(kube).read_namespaced_pod_disruption_budget(CPU, kube.ns)
+        return bool(got.status.observed_generation == got.metadata.generation)
+
+    await eventually(synced, timeout=WAIT, message="the budget synced by the disruption controller")
     still = {p.metadata.name for p in await kube.pods(NAME, live=True)}
     assert {worker.metadata.name, head.metadata.name} <= still
 
     # edited or deleted by hand: put back at rayscale's next look (the test's resync: 5 s)
-    await policy(kube).patch_namespaced_pod_disruption_budget(CPU, kube.ns, {"spec": {"maxUnavailable": 1}})
+    await policy(kube).patch_namespaced_pod_disruption_budget(CPU, kube.ns, {"spec": {"minAvailable": 0}})
     await policy(kube).delete_namespaced_pod_disruption_budget(OTHER, kube.ns)
 
     async def restored() -> bool:
         found = await has({HEAD, CPU, OTHER})(kube)
-        return found is not None and found[CPU].spec.max_unavailable == 0
+        return found is not None and found[CPU].spec.min_available == 2
 
     await eventually(restored, timeout=WAIT, message="cpu's patched back, other's made again")
     await eventually(
