@@ -77,7 +77,6 @@ class Runtime:
     run_controller: bool = True
     kube_api_qps: float = 0.0  # 0: no client-side rate limit
     kube_api_burst: int = 0
-    kube_api_inflight: int = 0  # 0: no bound on the requests at the API server at once
     controller: RayClusterController | None = None
     autoscaler: Autoscaler | None = None
     health: WatchHealth | None = None
@@ -261,7 +260,6 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     api = await make_api_client(
         qps=runtime.kube_api_qps,
         burst=runtime.kube_api_burst,
-        inflight=runtime.kube_api_inflight,
         fence=WRITE_FENCE,
         observe=metrics.kube_request,
     )

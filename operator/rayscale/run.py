@@ -87,10 +87,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--kube-api-burst", type=int, default=200,
                    help="requests allowed in a burst above --kube-api-qps "
                    "(default: %(default)s)")  # fmt: skip
-    p.add_argument("--kube-api-inflight", type=int, default=16,
-                   help="requests at the API server at once, a RayJob status write that tells a "
-                   "new status aside (it never waits for a place), 0 for no limit (default: "
-                   "%(default)s)")  # fmt: skip
     p.add_argument(
         "--concurrency", type=int, default=16, help="clusters reconciled in parallel (default: 16)"
     )
@@ -252,7 +248,6 @@ async def _run(args: argparse.Namespace, metrics: Metrics, served: web_api.Serve
         metrics=metrics,
         kube_api_qps=args.kube_api_qps,
         kube_api_burst=args.kube_api_burst,
-        kube_api_inflight=args.kube_api_inflight,
         disruption_notices=run_flags.notice_config(args),
     )
     served.autoscaler = lambda: runtime.autoscaler  # set by kopf's startup (handlers.configure)

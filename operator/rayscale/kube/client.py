@@ -34,7 +34,6 @@ from rayscale import __version__
 from rayscale.fence import WriteFence
 from rayscale.kube import flow
 from rayscale.kube.fairbucket import FairTokenBucket
-from rayscale.kube.inflight import InFlight
 from rayscale.kube.ratelimit import Limiter, TokenBucket
 from rayscale.kube.request_kind import request_kind
 
@@ -57,10 +56,8 @@ class RayscaleApiClient(client.ApiClient):
         flow_buckets: Mapping[Hashable, Limiter] | None = None,
         fence: WriteFence | None = None,
         observe: Observe | None = None,
-        inflight: InFlight | None = None,
     ) -> None:
         super().__init__(configuration=configuration)
-        self.inflight = inflight
         self.bucket = bucket
         self.flow_buckets = dict(flow_buckets or {})
         self.fence = fence
@@ -88,10 +85,7 @@ class RayscaleApiClient(client.ApiClient):
             waited = time.monotonic() - asked
         if self.observe is not None:
             self.observe(*request_kind(method, url), flow.kind_of(key), waited)
-        if self.inflight is None:
-            return await super().request(method, url, *args, **kwargs)
-        async with self.inflight.slot(key):
-            return await super().request(method, url, *args, **kwargs)
+        return await super().request(method, url, *args, **kwargs)
 
 
 def _fence_connections(rest: Any, fence: WriteFence) -> None:
@@ -136,11 +130,9 @@ async def make_api_client(
     fence: WriteFence | None = None,
     connections: int = 64,
     observe: Observe | None = None,
-    inflight: int = 0,
 ) -> client.ApiClient:
     """The client; `qps` <= 0 means no client-side limit (`burst` is then ignored); at most
-    `connections` requests at once (0: no limit), and at most `inflight` of flows other than a
-    transition's (0: no limit, see `rayscale.kube.inflight`); each request told to `observe`, if given."""
+    `connections` requests at once (0: no limit); each request told to `observe`, if given."""
     cfg = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG")
     if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -148,15 +140,12 @@ async def make_api_client(
     else:
         await config.load_kube_config(config_file=path, client_configuration=cfg)
     cfg.connection_pool_maxsize = connections
-    gate = InFlight(inflight) if inflight > 0 else None
     if qps > 0:
         bucket = FairTokenBucket(qps, burst)
         events: dict[Hashable, Limiter] = {flow.EVENTS: TokenBucket(qps, burst)}
-        api = RayscaleApiClient(
-            cfg, bucket=bucket, flow_buckets=events, fence=fence, observe=observe, inflight=gate
-        )
+        api = RayscaleApiClient(cfg, bucket=bucket, flow_buckets=events, fence=fence, observe=observe)
     else:
-        api = RayscaleApiClient(cfg, fence=fence, observe=observe, inflight=gate)
+        api = RayscaleApiClient(cfg, fence=fence, observe=observe)
     api.user_agent = user_agent()
     return api
 
