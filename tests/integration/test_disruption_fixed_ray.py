@@ -74,11 +74,14 @@ def operator(
     yield from running(Operator(cluster, namespace, mode=mode, extra=extra), request)
 
 
-def fixed_cluster(gcs_address: str, namespace: str) -> dict[str, Any]:
-    """The RayCluster without autoscaling: group ``cpu``, replicas 1, on the test's Nodes."""
+def fixed_cluster(gcs_address: str, namespace: str, *, in_tree: bool = False) -> dict[str, Any]:
+    """The RayCluster without autoscaling: group ``cpu``, replicas 1, on the test's Nodes. With
+    `in_tree`: in-tree autoscaling on, which under ``--mode controller`` is Ray's own autoscaler
+    in the head (the bridge runs none: the replicas stay as written)."""
     body = raycluster(gcs_address, [dict(pin(group("cpu", replicas=1, num_cpus=1), namespace))])
-    body["spec"]["enableInTreeAutoscaling"] = False
-    body["spec"].pop("autoscalerOptions", None)
+    body["spec"]["enableInTreeAutoscaling"] = in_tree
+    if not in_tree:
+        body["spec"].pop("autoscalerOptions", None)
     return body
 
 
@@ -89,11 +92,17 @@ async def condition(kube: Kube) -> dict[str, Any] | None:
 
 @pytest.fixture
 async def busy(
-    kube: Kube, ray_nodes: tuple[list[str], RayBridge], operator: Operator, tmp_path: Path
+    kube: Kube,
+    ray_nodes: tuple[list[str], RayBridge],
+    operator: Operator,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> AsyncIterator[tuple[Tasks, Any]]:
-    """(the task ``t``, running on the one worker; that worker's pod)."""
+    """(the task ``t``, running on the one worker; that worker's pod). Parameter: in-tree
+    autoscaling on (default off)."""
     nodes, bridge = ray_nodes
-    await kube.create(fixed_cluster(bridge.gcs_address, kube.ns))
+    in_tree = getattr(request, "param", False)
+    await kube.create(fixed_cluster(bridge.gcs_address, kube.ns, in_tree=in_tree))
     (pod,) = await eventually(
         lambda: in_ray(kube, bridge, NAME, 1), timeout=START, message="the worker in Ray"
     )
@@ -114,7 +123,11 @@ async def replaced(kube: Kube, bridge: RayBridge, old: str, nodes: list[str], go
     return new
 
 
-@pytest.mark.parametrize("operator", ["all", "controller"], indirect=True)
+@pytest.mark.parametrize(
+    ("operator", "busy"),
+    [("all", False), ("controller", False), ("controller", True)],  # True: Ray's own autoscaler's
+    indirect=True,
+)
 async def test_a_cordoned_nodes_busy_worker_drains_goes_once_idle_and_is_replaced_then(
     kube: Kube, ray_nodes: tuple[list[str], RayBridge], busy: tuple[Tasks, Any]
 ) -> None:

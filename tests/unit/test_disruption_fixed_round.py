@@ -362,13 +362,16 @@ async def test_a_failed_delete_is_sent_again_the_next_round(api: Api, kube: Fake
 # ---------------------------------------------------------------------------- --mode controller
 
 
+@pytest.mark.parametrize("in_tree", [False, True])  # True: Ray's own autoscaler runs in its head
 async def test_under_mode_controller_a_fixed_clusters_notice_is_acted_on_and_nothing_else(
-    api: Api, kube: FakeKubeOps
+    api: Api, kube: FakeKubeOps, in_tree: bool
 ) -> None:
     events, clock = Events(), LoopClock()
     FakeGcs.state = gcs_state(node("w1", BUSY, used=1.0))
     request = {"metadata": {"name": "r", "namespace": "ns"}, "spec": {"clusterName": "rc"}, "status": {}}
-    source = Source(fixed(), [on("h", pod("rc-head", "headgroup")), on("n1", pod("w1"))], [request])
+    body = fixed()
+    body["spec"]["enableInTreeAutoscaling"] = in_tree
+    source = Source(body, [on("h", pod("rc-head", "headgroup")), on("n1", pod("w1"))], [request])
     auto = scaler(source, events, clock, {"n1": CORDON}, controller=True)
     assert await auto.step(KEY) == 5
     watched(source, api)
@@ -386,15 +389,12 @@ async def test_under_mode_controller_a_fixed_clusters_notice_is_acted_on_and_not
     assert len(api.cluster_statuses) == 2  # nothing left to clear
 
 
-async def test_under_mode_controller_nothing_is_read_without_a_notice_nor_for_rays_own_autoscaler(
-    api: Api, kube: FakeKubeOps
-) -> None:
+async def test_under_mode_controller_nothing_is_read_without_a_notice(api: Api, kube: FakeKubeOps) -> None:
     FakeGcs.state = gcs_state(node("w1", BUSY, used=1.0))
     pods = [on("h", pod("rc-head", "headgroup")), on("n1", pod("w1"))]
-    quiet = scaler(Source(fixed(), pods), Events(), LoopClock(), {}, controller=True)
-    assert await quiet.step(KEY) is None
-    in_tree = fixed()
-    in_tree["spec"]["enableInTreeAutoscaling"] = True  # Ray's own autoscaler runs in its head
-    rays = scaler(Source(in_tree, pods), Events(), LoopClock(), {"n1": CORDON}, controller=True)
-    assert await rays.step(KEY) is None
+    for in_tree in (False, True):
+        body = fixed()
+        body["spec"]["enableInTreeAutoscaling"] = in_tree
+        quiet = scaler(Source(body, pods), Events(), LoopClock(), {}, controller=True)
+        assert await quiet.step(KEY) is None
     assert (FakeGcs.calls, deleted(kube), api.cluster_statuses, api.statuses) == ([], [], [], [])

@@ -196,7 +196,7 @@ class Autoscaler:
             head = self._live_head(key) if in_tree and not beside and not alone else None
             taken = eligibility(cluster, beside_kuberay=beside, head=head)
             deleting = ClusterMeta.from_body(cluster).deleting
-            noticed = self.notices.concerned(key, in_tree=in_tree, deleting=deleting)  # no I/O
+            noticed = self.notices.concerned(key, deleting=deleting)  # no I/O
         if alone:  # --mode controller: rayscale autoscales no cluster, only acts on notices
             scaling = None
             with contextlib.suppress(SpecError):  # rayscale's controller builds nothing for it

@@ -27,9 +27,10 @@ Only while the cluster is `concerned` (a live pod on a node with a notice, a pod
 notice, or a unit drained in an earlier round still there) does the loop read its GCS and come
 back every ``--autoscaler-interval``; a fixed cluster without a notice costs no GCS read. Under
 ``--mode all`` the loop's ``_idle_only`` calls `act` (with the state it reads for the idle clock
-too); under ``--mode controller``, where rayscale autoscales no cluster (Ray's own autoscaler runs
-in the head of the others), `alone` is the whole round. Not beside KubeRay's operator (``--mode
-autoscaler``): KubeRay runs those clusters there.
+too); under ``--mode controller``, where rayscale autoscales no cluster, `alone` is the whole round,
+for a fixed cluster and for one whose head runs Ray's own autoscaler alike (that autoscaler's
+``replicas`` stand: the pod deleted, the controller makes it again elsewhere). Not beside
+KubeRay's operator (``--mode autoscaler``): KubeRay runs those clusters there.
 
 `clusters_on` is what a Node's notice marks: every cluster with a pod on the node.
 """
@@ -149,11 +150,12 @@ class NoticesOnly:
         self._deleted: dict[ClusterKey, frozenset[str]] = {}  # pods deleted here, while they exist
         self._conditions: dict[ClusterKey, Obj] = {}  # the Disruption condition written last
 
-    def concerned(self, key: ClusterKey, *, in_tree: bool, deleting: bool) -> bool:
-        """Whether the cluster `key` (one rayscale does not autoscale; `in_tree`: its
-        ``enableInTreeAutoscaling``, `deleting`: it is being deleted) has a notice to act on now.
-        No I/O: its pods and the Nodes' notices as the watches show them."""
-        if self.shared.config.beside_kuberay or in_tree or deleting:
+    def concerned(self, key: ClusterKey, *, deleting: bool) -> bool:
+        """Whether the cluster `key` (one rayscale runs but does not autoscale: in-tree
+        autoscaling off, or under ``--mode controller`` Ray's own autoscaler in its head;
+        `deleting`: it is being deleted) has a notice to act on now. No I/O: its pods and the
+        Nodes' notices as the watches show them."""
+        if self.shared.config.beside_kuberay or deleting:
             return False
         remembered = self._notices.get(key, {})
         return noticed(self.shared.pods(key), self.shared.node_notices, remembered, self.shared.wall_clock())
