@@ -39,6 +39,7 @@ from kubernetes_asyncio import client
 from tests.support.kube import Kube, names
 from tests.support.operators import AUTOSCALING_EXTRA, Operator, running
 from tests.support.polling import eventually, holds
+from tests.support.ray_tasks import bridge_for
 
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs Ray 2.60 (the dev extra)"),
@@ -90,10 +91,7 @@ def operator(
 
 @pytest.fixture
 def bridge(cluster: testcluster.ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[RayBridge]:
-    with RayBridge(cluster.kubeconfig, namespace, NAME, head={"num_cpus": 0}, log_dir=tmp_path / "ray") as up:
-        yield up
-        problems = up.errors()
-    assert not problems, f"the Ray bridge failed: {problems}"
+    yield from bridge_for(cluster.kubeconfig, namespace, NAME, tmp_path / "ray")
 
 
 class Busy:
