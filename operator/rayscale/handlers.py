@@ -300,7 +300,7 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
     assert marks is not None
     if runtime.run_controller:
         runtime.controller = marks.controller = RayClusterController(
-            api, source, runtime.recorder, runtime.config, observer=metrics.queue("raycluster")
+            api, source, runtime.recorder, runtime.config, observer=metrics.queue("raycluster"), creates=marks
         )
         runtime.tasks.append(
             asyncio.create_task(_once_indexed(runtime, runtime.controller.run), name="rayscale-controller")

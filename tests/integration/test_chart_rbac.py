@@ -123,6 +123,7 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("create", "rayresourcerequests.rayscale.io"),  # a RayJob's entrypoint resources
         ("delete", "rayresourcerequests.rayscale.io"),
         ("get", "secrets/raycluster-basic"),
+        ("get", "resourcequotas"),  # the quota that refused a worker pod, until it has room
     ]
     for verb in ("get", "list", "watch", "create", "update", "patch", "delete"):
         needed += [(verb, "rayjobs.ray.io"), (verb, "raycronjobs.ray.io")]
@@ -159,6 +160,8 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("watch", "secrets", "-n", namespace),
         ("update", "secrets/raycluster-basic", "-n", namespace),
         ("get", "secrets/raycluster-basic", "-n", release.namespace),
+        ("list", "resourcequotas", "-n", namespace),
+        ("update", "resourcequotas", "-n", namespace),
         ("get", "leases", "-n", release.namespace),
         ("list", "leases", "-n", release.namespace),
         ("get", "leases/other", "-n", release.namespace),

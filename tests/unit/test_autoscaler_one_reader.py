@@ -103,8 +103,8 @@ async def test_an_idle_removal_reads_the_manifest_once(monkeypatch: pytest.Monke
     (patch,) = api.patches
     assert patch[1:] == [
         {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 0},
-        {"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy",
-         "value": {"workersToDelete": ["w1", "w2"]}},
+        {"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy/workersToDelete",
+         "value": ["w1", "w2"]},
     ]  # fmt: skip
 
 

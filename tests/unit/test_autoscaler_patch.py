@@ -73,15 +73,29 @@ def test_scale_down_names_the_pods_in_one_patch() -> None:
     assert written.groups == (GroupPatch("b", b, replicas=1, workers_to_delete=("b-1", "b-2")),)
 
 
-def test_existing_scale_strategy_is_replaced() -> None:
+def test_existing_scale_strategy_gets_only_its_list_written() -> None:
     body = rc(group("a", replicas=2, scaleStrategy={"workersToDelete": ["old"]}))
     patch = ops_of(build_patch(read(body), decide({"a": (1, 1)}, ("a-1", "a")), {"a-1", "a-2"}))
     assert patch is not None
     assert patch[-1] == {
-        "op": "replace",
-        "path": "/spec/workerGroupSpecs/0/scaleStrategy",
-        "value": {"workersToDelete": ["a-1"]},
+        "op": "add",
+        "path": "/spec/workerGroupSpecs/0/scaleStrategy/workersToDelete",
+        "value": ["a-1"],
     }
+
+
+def test_scale_gates_of_others_are_never_written() -> None:
+    """Gates (Kueue's, anyone's) sit beside workersToDelete: no op of the patch touches them,
+    whether the list is written or not, so a gate added after the read survives too."""
+    gates = [{"name": "kueue.k8s.io/quota-exceeded"}, {"name": "example.com/maintenance", "message": "m"}]
+    body = rc(group("a", replicas=2, scaleStrategy={"scaleGate": gates}))
+    patch = ops_of(build_patch(read(body), decide({"a": (1, 1)}, ("a-1", "a")), {"a-1", "a-2"}))
+    assert patch is not None
+    assert [op["path"] for op in patch[1:]] == [
+        "/spec/workerGroupSpecs/0/replicas",
+        "/spec/workerGroupSpecs/0/scaleStrategy/workersToDelete",
+    ]
+    assert all("scaleGate" not in str(op["value"]) for op in patch)
 
 
 def test_no_new_removals_while_listed_pods_exist() -> None:
@@ -127,7 +141,7 @@ def test_list_cleared_once_its_pods_are_gone() -> None:
     patch = ops_of(build_patch(read(body), decide({"a": (1, 0), "b": (1, 0)}), {"a-1", "b-1"}))
     assert patch == [
         TEST,
-        {"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": []}},
+        {"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy/workersToDelete", "value": []},
     ]
     body["spec"]["workerGroupSpecs"][0]["scaleStrategy"] = {"workersToDelete": []}
     assert build_patch(read(body), decide({"a": (1, 0), "b": (1, 0)}), {"a-1", "b-1"}) is None

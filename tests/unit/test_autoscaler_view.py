@@ -89,6 +89,7 @@ def test_the_view_has_the_contracts_shape_and_is_plain_json() -> None:
         "current": 3,
         "hostResources": {"CPU": 4, "memory": 8 * 2**30},
         "backoffUntil": None,
+        "refused": False,
         "states": {"requested": 1, "ready": 1, "idle": 1, "failed": 1},
     }
     assert (gpu["backoffUntil"], gpu["states"]) == ("2026-01-01T01:05:00Z", {})

@@ -231,3 +231,16 @@ def test_what_is_leaving_is_said_from_status_autoscaler() -> None:
     assert "not shown" not in text
     assert all(len(line) <= WIDTH for line in leaving.splitlines())
     assert "Leaving" not in rendered("cluster-no-operator")  # nothing leaving: no section
+
+
+def test_groups_kubernetes_holds_back_are_shown_while_refused() -> None:
+    """The QuotaExceeded condition (a ResourceQuota refusing a group's pods, a scaleGate) shown
+    under "Held back by Kubernetes" while True; nothing once it is False."""
+    document = doc("cluster-no-operator")
+    message = "group spot: ResourceQuota spot-quota refused its pods (exceeded quota: spot-quota, ...)"
+    condition = {"type": "QuotaExceeded", "status": "True", "reason": "ResourceQuota", "message": message}
+    document["kubernetes"]["rayCluster"]["autoscaler"]["conditions"] = [condition]
+    held = render_cluster(document, now=NOW).split("Held back by Kubernetes\n", 1)[1].split("\n\n", 1)[0]
+    assert held.startswith("  ResourceQuota  group spot: ResourceQuota spot-quota")
+    condition.update(status="False", reason="QuotaAvailable")
+    assert "Held back" not in render_cluster(document, now=NOW)

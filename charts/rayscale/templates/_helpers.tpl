@@ -101,6 +101,11 @@ with singleNamespaceInstall the release namespace. */}}
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["create"]
+# get: the ResourceQuota that refused a worker pod, read until it has room again (the group's
+# launches fail at once while it refuses: docs/queues-and-gangs.md).
+- apiGroups: [""]
+  resources: ["resourcequotas"]
+  verbs: ["get"]
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
   verbs: ["create"]

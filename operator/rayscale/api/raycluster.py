@@ -40,10 +40,26 @@ class HeadGroupSpec(KubeModel):
     labels: StringMap | None = None
 
 
+# A gate's ``name`` is domain-prefixed (``kueue.k8s.io/quota-exceeded``) and the list's merge key:
+# each controller adds and removes only its own gate (server-side apply under its own manager).
+class ScaleGate(KubeModel):
+    """A controller's signal that the worker group cannot scale up now (quota, queue, maintenance)."""
+
+    name: str = Field(min_length=1)
+    reason: str | None = None
+    message: str | None = None
+
+
+# rayscale's autoscaler writes and clears workersToDelete (never the controller); it reads scaleGate
+# and never writes it.
 class ScaleStrategy(KubeModel):
-    """Pods the autoscaler wants deleted; it writes and clears the list, never the controller."""
+    """Pods the autoscaler wants deleted, and gates others put on scaling the group up."""
 
     workers_to_delete: list[str] | None = None
+    scale_gate: list[ScaleGate] | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
 
 
 class WorkerGroupSpec(KubeModel):

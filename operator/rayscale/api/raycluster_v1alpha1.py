@@ -13,8 +13,14 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from rayscale.api.raycluster import MAX_INT32, ScaleStrategy, StringMap, UpscalingMode
+from rayscale.api.raycluster import MAX_INT32, StringMap, UpscalingMode
 from rayscale.api.schema import KubeModel, PreservedObject, Quantity, int32
+
+
+class ScaleStrategy(KubeModel):
+    """Pods the autoscaler wants deleted (v1alpha1 has no scaleGate)."""
+
+    workers_to_delete: list[str] | None = None
 
 
 class AutoscalerOptions(KubeModel):

@@ -5,7 +5,8 @@ to it, and Ray's state from the GCS (gcs_link.py; None when unreachable: then no
 removed) -> whether Ray can be trusted to remove anything (trust.py: the head's raylet runs, no
 recent GCS session change, the GCS's view settled after an outage) -> the disruption notices'
 plan (disruptions.py: its ``PREEMPTION`` drains asked at once; the pods it deletes and the ones
-still leaving handed to the snapshot) -> ``build_snapshot`` ->
+still leaving handed to the snapshot) -> the groups a ResourceQuota refuses or a scaleGate holds
+(quota_check.py) -> ``build_snapshot`` ->
 ``schedule``, through the virtual-cluster planner only when the cluster has virtual clusters
 (virtual/branch.py) -> drop the removals the patch would not write (``writable``) -> drain the
 hosts of the IDLE and DRAINED removals left, host by host (refused replicas stay; accepted hosts
@@ -34,6 +35,7 @@ from rayscale.autoscaler.idle_apply import Cluster as IdleCluster
 from rayscale.autoscaler.memory import Shared
 from rayscale.autoscaler.patch import build_patch, writable
 from rayscale.autoscaler.provision_events import ProvisionEvents
+from rayscale.autoscaler.quota_check import QuotaChecks
 from rayscale.autoscaler.removal_round import SpecRemovals
 from rayscale.autoscaler.reporter import Planned, Reporter
 from rayscale.autoscaler.requests import decision_status, pending_status
@@ -81,6 +83,7 @@ class Round:
         self.vclusters = vclusters
         self.provisioners = ProvisionEvents(shared.api)
         self.removals = SpecRemovals(shared, link, reporter)  # removed groups, a lowered maxReplicas
+        self.quotas = QuotaChecks(shared)  # groups a ResourceQuota refuses or a scaleGate holds
 
     async def run(
         self, key: ClusterKey, cluster: Obj, requests: Sequence[Obj], trigger: str
@@ -170,6 +173,7 @@ class Round:
         memory = self.memories.of(key)
         short_since = memory.short_since
         provisioning = await self.provisioners.read(key[0], pods)  # before `now`: the pods' clocks
+        refused = await self.quotas.current(key, scaling)
         now = self.shared.wall_clock()
         started = time.perf_counter()
         missing = ray_missing_since(pods, state, memory.missing_since, now)
@@ -192,6 +196,7 @@ class Round:
             missing_since=missing,
             draining=draining | deleting(disruption),
             leaving=leaving(disruption),
+            refused=refused,
         )
         memory.short_since = {g: short_since.get(g, now) for g in short_groups(snapshot)}
         scheduled = snapshot if held is None else held_snapshot(snapshot)

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio import client
 
+from rayscale.autoscaler import quota_check
 from rayscale.autoscaler.config import AutoscalerConfig
 from rayscale.autoscaler.decide import Round
 from rayscale.autoscaler.eligibility import eligibility
@@ -118,6 +119,16 @@ class Autoscaler:
         if reason:
             self._memory.served(key).triggers.add(reason)
         self.queue.mark(key)
+
+    def pod_create_refused(self, key: ClusterKey, group: str, status: int, message: str) -> None:
+        """The controller's create of a pod of `group` was refused: a ResourceQuota's refusal fails
+        the group's launches at once (quota_check.py) in a round run now. Clusters rayscale does
+        not autoscale are left alone."""
+        memory = self._memory.get(key)
+        if memory is None or memory.dormant:
+            return
+        if quota_check.record(memory, group, status, message, self.wall_clock()):
+            self.mark(key, "quota")
 
     def node_changed(self, node: str) -> None:
         """The disruption notice of the Kubernetes node `node` came, changed or went: a round soon

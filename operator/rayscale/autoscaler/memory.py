@@ -25,6 +25,7 @@ from rayscale.autoscaler.config import AutoscalerConfig
 from rayscale.autoscaler.history import DecisionHistory
 from rayscale.autoscaler.lifecycle import Lives
 from rayscale.autoscaler.ray_report import LaunchFailure
+from rayscale.autoscaler.refusals import QuotaRefusal, Refused
 from rayscale.autoscaler.spec_removals import Leaving
 from rayscale.autoscaler.status import GcsHealth, UnmetKey
 from rayscale.autoscaler.trust import Hold, Session
@@ -77,6 +78,11 @@ class ClusterMemory:
     leaving: dict[str, Leaving] = dataclasses.field(default_factory=dict)
     removed_directly: frozenset[str] = frozenset()  # removed groups' pods it deleted, while they exist
     removal_problem: str | None = None  # why rayscale.io/removal-drain-seconds is read as unset
+    # group -> a ResourceQuota's refusal of its pod create, until it ends (quota_check.py)
+    quota_refusals: dict[str, QuotaRefusal] = dataclasses.field(default_factory=dict)
+    # group -> when its refusing quota was last read (monotonic)
+    quota_checked: dict[str, float] = dataclasses.field(default_factory=dict)
+    blocked: dict[str, Refused] = dataclasses.field(default_factory=dict)  # the latest round's refused groups
     head_notice: tuple[str, str, datetime | None] | None = None  # the head's notice last posted
     session: Session | None = None  # the GCS session last seen
     back_at: float | None = None  # when the GCS last answered again after an outage (monotonic)

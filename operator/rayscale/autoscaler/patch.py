@@ -2,8 +2,8 @@
 
     [{"op": "test", "path": "/metadata/generation", "value": g},
      {"op": "replace", "path": "/spec/workerGroupSpecs/<i>/replicas", "value": n},
-     {"op": "replace", "path": "/spec/workerGroupSpecs/<i>/scaleStrategy",
-      "value": {"workersToDelete": [...]}}]
+     {"op": "add", "path": "/spec/workerGroupSpecs/<i>/scaleStrategy/workersToDelete",
+      "value": [...]}]
 
 The ``test`` makes the API server refuse the patch if the spec changed since it was read (the
 group index ``<i>`` was looked up by ``groupName`` in that version), so a racing edit is never
@@ -148,12 +148,11 @@ def _group_ops(path: str, change: GroupPatch) -> JsonPatch:
     if change.replicas is not None:
         ops.append(_set(path, spec, "replicas", change.replicas))
     if change.workers_to_delete is not None:
-        strategy = (
-            spec.scale_strategy.model_dump(by_alias=True, exclude_unset=True) if spec.scale_strategy else {}
-        )
-        ops.append(
-            _set(
-                path, spec, "scale_strategy", {**strategy, "workersToDelete": list(change.workers_to_delete)}
-            )
-        )
+        listed = list(change.workers_to_delete)
+        if spec.scale_strategy is not None:
+            # Only the list, so that what others keep beside it (their scaleGate entries) is never
+            # rewritten, even from a stale read. ``add`` replaces a member that exists (RFC 6902).
+            ops.append({"op": "add", "path": f"{path}/scaleStrategy/workersToDelete", "value": listed})
+        else:
+            ops.append(_set(path, spec, "scale_strategy", {"workersToDelete": listed}))
     return ops

@@ -45,9 +45,9 @@ def fingerprint(state: ClusterState | None) -> Hashable:
 
 def settled(snapshot: Snapshot, held: bool) -> bool:
     """Whether only a change (of Ray's state or of Kubernetes objects) can change the decision
-    on `snapshot`: no hold, no group backing off, no pending demand, and every worker running and
+    on `snapshot`: no hold, no group backing off or refused, no pending demand, and every worker running and
     busy (or none at all)."""
-    if held or snapshot.demands or snapshot.gangs or any(g.backoff for g in snapshot.groups):
+    if held or snapshot.demands or snapshot.gangs or any(g.backoff or g.refused for g in snapshot.groups):
         return False
     return all(n.state is NodeState.RUNNING and n.idle_seconds == 0 and not n.booting for n in snapshot.nodes)
 

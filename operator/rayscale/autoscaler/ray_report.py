@@ -96,6 +96,8 @@ def next_version(previous: int | None, state: ray.ClusterState, now: datetime) -
 def failure_reason(node: Node | None, snapshot: Snapshot) -> str:
     """Why the host `node` (None: unknown) failed to launch, as Ray's "Recent failures" say it."""
     options = snapshot.options
+    if node is not None and node.refused:
+        return "pod refused by a ResourceQuota or the group's scaleGate"
     if node is None or is_unborn(node.name):
         return f"pod not created within {options.max_node_provision_seconds:g}s"
     if node.booting:

@@ -35,6 +35,7 @@ from rayscale.autoscaler.lifecycle import next_lives, notices, replica_summary, 
 from rayscale.autoscaler.memory import Shared
 from rayscale.autoscaler.patch import ClusterPatch
 from rayscale.autoscaler.ray_report import launch_failures, remember
+from rayscale.autoscaler.refusals import quota_condition
 from rayscale.autoscaler.request_reader import read_request
 from rayscale.autoscaler.requests import INVALID_BUNDLES, status_patch
 from rayscale.autoscaler.scheduling.model import Decision, RemovalCause, Snapshot
@@ -52,7 +53,7 @@ from rayscale.autoscaler.status import (
     waiting_bundles,
 )
 from rayscale.autoscaler.status_writer import StatusWriter
-from rayscale.autoscaler.texts import backing_off, ray_node_died, refused, resized
+from rayscale.autoscaler.texts import backing_off, quota_refused, ray_node_died, refused, resized
 from rayscale.autoscaler.trust import Hold
 from rayscale.autoscaler.view import Observed
 from rayscale.common.types import ClusterKey, Obj
@@ -130,6 +131,10 @@ class Reporter:
         failed = Counter(r.group for r in written if r.reason is RemovalCause.LAUNCH_FAILED)
         for group, nodes in sorted(failed.items()):
             self.shared.metrics.launches_failed(key, group, nodes)
+            refused = memory.blocked.get(group)
+            if refused is not None:  # the refusal holds the group until it ends: no backoff
+                self.shared.events.post(subject, *quota_refused(refused.text(), nodes))
+                continue
             entry = memory.backoff.failed(group)
             memory.backoff_until[group] = self.shared.wall_clock() + timedelta(seconds=entry.duration)
             self.shared.events.post(subject, *backing_off(group, entry.duration))
@@ -212,6 +217,9 @@ class Reporter:
         removal = removal_condition(self.memories.of(key).removal_problem, now, old)
         if removal is not None:  # rayscale.io/removal-drain-seconds not implemented
             conditions.append(removal)
+        quota = quota_condition(list(self.memories.of(key).blocked.values()), now, old)
+        if quota is not None:  # a ResourceQuota refuses a group, or a scaleGate holds one
+            conditions.append(quota)
         replicas = replica_summary(seen.lives)
         new = autoscaler_status(
             snapshot,

@@ -171,7 +171,7 @@ def _group(item: Any, path: str) -> Group:
     only(
         data,
         {"name", "resources", "labels", "minReplicas", "maxReplicas", "numOfHosts", "idleTimeoutSeconds"}
-        | {"priority", "backoff"},
+        | {"priority", "backoff", "refused"},
         path,
     )
     if not isinstance(data.get("name"), str) or not data["name"]:
@@ -190,6 +190,7 @@ def _group(item: Any, path: str) -> Group:
         idle_timeout_seconds=_number(data, "idleTimeoutSeconds", path, None),
         priority=integer(data, "priority", path, 0, minimum=-(2**31)),
         backoff=boolean(data, "backoff", path),
+        refused=boolean(data, "refused", path),
     )
 
 
@@ -206,6 +207,7 @@ def _node(item: Any, path: str, groups: set[str]) -> Node:
             "idleSeconds",
             "pendingSeconds",
             "booting",
+            "refused",
             "labels",
         }
         | VIRTUAL_NODE_KEYS,
@@ -230,6 +232,7 @@ def _node(item: Any, path: str, groups: set[str]) -> Node:
         idle_seconds=_number(data, "idleSeconds", path, 0.0) or 0.0,
         pending_seconds=_number(data, "pendingSeconds", path, 0.0) or 0.0,
         booting=boolean(data, "booting", path),
+        refused=boolean(data, "refused", path),
         labels=None if labels is None else _labels(labels, f"{path}.labels"),
     )
 

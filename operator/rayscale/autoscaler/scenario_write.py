@@ -52,6 +52,8 @@ def _group(g: Group) -> dict[str, Any]:
         item["priority"] = g.priority
     if g.backoff:
         item["backoff"] = True
+    if g.refused:
+        item["refused"] = True
     return item
 
 
@@ -76,6 +78,8 @@ def _node(n: Node) -> dict[str, Any]:
         node["pendingSeconds"] = n.pending_seconds
     if n.booting:
         node["booting"] = True
+    if n.refused:
+        node["refused"] = True
     if n.labels is not None:
         node["labels"] = dict(n.labels)
     return node

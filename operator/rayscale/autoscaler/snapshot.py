@@ -118,6 +118,7 @@ def build_snapshot(
     max_pods: int | None = None,
     provisioning: Mapping[str, Provisioning] | None = None,
     unprovisioned_grace_seconds: float = 120.0,
+    refused: Collection[str] = (),
 ) -> Snapshot:
     """The Snapshot of `cluster`; `pods` are its pods, `requests` the RayResourceRequests in its namespace.
 
@@ -149,13 +150,18 @@ def build_snapshot(
     Events could not be read, and unscheduled pods age from their creation only);
     `unprovisioned_grace_seconds` (or the cluster's annotation): how long an unschedulable pod no
     provisioner is scaling up for waits before it fails to launch.
+
+    `refused`: the groups a quota refuses or a scale gate holds (refusals.py): they launch nothing,
+    and their replicas that no pod holds, beyond the group's minReplicas, fail to launch now.
     """
     scaling = cluster
     if not isinstance(scaling, ScalingSpec):
         scaling = read_spec(scaling, check=False, max_pods=max_pods)
     annotations = scaling.meta.annotations
     groups, options = scaling.groups, scaling.options
-    groups = tuple(dataclasses.replace(g, backoff=g.name in backing_off) for g in groups)
+    groups = tuple(
+        dataclasses.replace(g, backoff=g.name in backing_off, refused=g.name in refused) for g in groups
+    )
     options = dataclasses.replace(
         options,
         max_node_provision_seconds=_seconds(
@@ -319,10 +325,12 @@ def short_groups(snapshot: Snapshot) -> frozenset[str]:
     return frozenset(n.group for n in snapshot.nodes if is_unborn(n.name))
 
 
-def _unborn(group: Group, count: int, pending_seconds: float) -> list[Node]:
-    """`count` replicas of `group` that the spec asks for and no pod holds yet."""
+def _unborn(group: Group, count: int, pending_seconds: float, live: int) -> list[Node]:
+    """`count` replicas of `group` that the spec asks for and no pod holds yet (`live`: those pods
+    hold). A refused group's beyond its minReplicas are refused: they fail now."""
     out = []
     for r in range(count):
+        refused = group.refused and live + r >= group.min_replicas
         replica = f"{UNBORN_PREFIX}{group.name}:{r}"
         for h in range(group.num_of_hosts):
             name = replica if group.num_of_hosts == 1 else f"{replica}:{h}"
@@ -333,6 +341,7 @@ def _unborn(group: Group, count: int, pending_seconds: float) -> list[Node]:
                     state=NodeState.PENDING,
                     replica=replica if group.num_of_hosts > 1 else None,
                     pending_seconds=pending_seconds,
+                    refused=refused,
                 )
             )
     return out
@@ -365,5 +374,5 @@ def _nodes(
             if n.group == group.name and n.state is not NodeState.TERMINATING
         }
         short_for = clocks.since(short_since.get(group.name))
-        nodes += _unborn(group, wanted.get(group.name, 0) - len(live), short_for)
+        nodes += _unborn(group, wanted.get(group.name, 0) - len(live), short_for, len(live))
     return tuple(nodes)

@@ -60,6 +60,7 @@ WHY = {
     UnmetReason.MAX_REPLICAS: "the groups that could hold it are at maxReplicas",
     UnmetReason.MAX_WORKERS: "the cluster is at its maximum number of workers",
     UnmetReason.BACKOFF: "every group that could hold it is backing off after failed launches",
+    UnmetReason.QUOTA: "the groups that could hold it are refused by a ResourceQuota or held by a scaleGate",
     UnmetReason.UPSCALING_LIMIT: "the upscaling mode limits how many workers launch at once",
     UnmetReason.VIRTUAL_CLUSTER_MAX: "the virtual cluster it asks for is at maxNodes",
     UnmetReason.NO_VIRTUAL_CLUSTER: "the virtual cluster (or job cluster) it asks for does not exist",

@@ -19,6 +19,7 @@ __all__ = [
     "gcs_reachable",
     "gcs_unreachable",
     "not_taken_message",
+    "quota_refused",
     "ray_node_died",
     "refused",
     "resized",
@@ -53,6 +54,13 @@ def ray_node_died(group: str, pod: str) -> EventText:
 def backing_off(group: str, seconds: float) -> EventText:
     message = f"group {group}: pods not provisioned in time; no launches for {seconds:.0f}s"
     return EventText("Warning", "BackingOff", message)
+
+
+def quota_refused(why: str, nodes: int) -> EventText:
+    """A quota refusal or a scale gate failed `nodes` of a group's launches at once (`why`:
+    ``Refused.text()``, which names the group)."""
+    message = f"{why}; {nodes} host(s) not launched, their work goes to the next group that can hold it"
+    return EventText("Warning", "QuotaExceeded", message[:MESSAGE_LIMIT])
 
 
 def gcs_unreachable(address: str | None, error: str) -> EventText:

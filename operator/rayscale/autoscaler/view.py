@@ -145,6 +145,7 @@ def _groups(seen: Observed) -> list[dict[str, Any]]:
                 "current": _current(seen.lives.current, group.name),
                 "hostResources": amounts(group.resources),
                 "backoffUntil": _time(seen.backoff_until.get(group.name)) if group.backoff else None,
+                "refused": group.refused,  # a ResourceQuota refuses it or a scaleGate holds it
                 "states": counts.get(group.name, {}),
             }
         )

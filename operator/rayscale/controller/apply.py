@@ -6,6 +6,7 @@ import asyncio
 import copy
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 from kubernetes_asyncio import client
 
@@ -101,11 +102,25 @@ def _key(meta: ClusterMeta) -> ClusterKey:
     return (meta.namespace, meta.name)
 
 
+class CreateListener(Protocol):
+    """Told of each worker pod create the API server refused (the autoscaler: a ResourceQuota's
+    403 is a failed launch at once)."""
+
+    def pod_create_refused(self, key: ClusterKey, group: str, status: int, message: str) -> None: ...
+
+
 class PlanApplier:
-    def __init__(self, api: client.ApiClient, expectations: ScaleExpectations, events: EventSink) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        expectations: ScaleExpectations,
+        events: EventSink,
+        creates: CreateListener | None = None,
+    ) -> None:
         self.api = api
         self.expectations = expectations
         self.events = events
+        self.creates = creates
         self._created: set[tuple[str, str, str]] = set()  # (RayCluster uid, kind, name) created once
         self.slots = FairSlots(SHARED_CALLS)
 
@@ -220,6 +235,8 @@ class PlanApplier:
             except ops.KubeError as exc:
                 word = _pod_word(action.kind)
                 self._failed(done, failures, exc, f"FailedToCreate{word}", f"FailedCreate{word}")
+                if self.creates is not None and action.group:
+                    self.creates.pod_create_refused(_key(meta), action.group, exc.status, str(exc))
                 return
             self.expectations.expect((meta.namespace, meta.name, action.group), name, "create")
             done.add("Created", f"Created{_pod_word(action.kind)}", action.kind, name)

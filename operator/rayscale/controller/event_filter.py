@@ -31,6 +31,9 @@ class AutoscalerQueue(Protocol):
     def mark(self, key: ClusterKey, reason: str = "") -> None:
         """`reason`: the kind of object that changed, the next round's trigger."""
 
+    def pod_create_refused(self, key: ClusterKey, group: str, status: int, message: str) -> None:
+        """The controller's create of a pod of `group` was refused (``apply.CreateListener``)."""
+
 
 def reconciled_facts(body: Mapping[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """What of a RayCluster, when it changes, each half acts on: (the autoscaler's, the
@@ -124,3 +127,9 @@ class EventFilter:
         went: the autoscaler's business only."""
         if not self._foreign(key):
             self._hand(key, reason, controller=False)
+
+    def pod_create_refused(self, key: ClusterKey, group: str, status: int, message: str) -> None:
+        """The controller's create of a pod of `group` was refused: told to the autoscaler (a
+        ResourceQuota's refusal is a failed launch at once)."""
+        if self.autoscaler is not None:
+            self.autoscaler.pod_create_refused(key, group, status, message)

@@ -19,7 +19,7 @@ from rayscale.common.retry import Failed, spec_version
 from rayscale.common.types import ClusterKey
 from rayscale.common.workqueue import QueueObserver, WorkQueue
 from rayscale.controller import budgets, finalize, redis_cleanup
-from rayscale.controller.apply import PlanApplier
+from rayscale.controller.apply import CreateListener, PlanApplier
 from rayscale.controller.budgets_apply import BudgetKeeper, Unchanged, condition_value
 from rayscale.controller.expectations import STUCK_TERMINATING_AFTER, ScaleExpectations
 from rayscale.controller.reconcile import PlannerOptions, plan_cluster
@@ -92,13 +92,14 @@ class RayClusterController:
         config: ControllerConfig,
         *,
         observer: QueueObserver | None = None,
+        creates: CreateListener | None = None,
     ) -> None:
         self.api = api
         self.source = source
         self.events = events
         self.config = config
         self.expectations = ScaleExpectations(stuck_after=config.stuck_terminating_seconds)
-        self.applier = PlanApplier(api, self.expectations, events)
+        self.applier = PlanApplier(api, self.expectations, events, creates)
         self.budgets = BudgetKeeper(api, events, recheck=config.resync_seconds)
         self.queue: WorkQueue[ClusterKey] = WorkQueue(
             self.reconcile,

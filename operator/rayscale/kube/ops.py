@@ -265,6 +265,18 @@ async def list_events(api: client.ApiClient, namespace: str, field_selector: str
             return out
 
 
+async def get_resource_quota(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    """The ResourceQuota as a dict (its ``status.hard`` and ``status.used``), or None when there is none."""
+    call = _core(api).read_namespaced_resource_quota(name, namespace, _preload_content=False)
+    try:
+        found: dict[str, Any] = await send(call, f"get resourcequota {name}", body=True)
+    except KubeError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return found
+
+
 JSON_PATCH = "application/json-patch+json"
 TEST_FAILED = (409, 422)  # what the API server answers when a patch's test or a delete's precondition fails
 

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from rayscale.autoscaler.disruptions import CONDITION as DISRUPTION
+from rayscale.autoscaler.refusals import CONDITION as QUOTA_EXCEEDED
 from rayscale.autoscaler.spec_removals import CONDITION as REMOVAL_DRAIN
 from rayscale.autoscaler.status import shape_text
 from rayscale.common.types import Obj
@@ -52,6 +53,7 @@ def render_cluster(
     rc: Obj = kube.get("rayCluster") or {}
     _header(out, doc, rc, view, now)
     _leaving(out, rc)
+    _held_back(out, rc)
     if view is not None:
         _ray(out, view)
         _groups(out, view, rc, now)
@@ -114,6 +116,19 @@ def _leaving(out: Out, rc: Obj) -> None:
         style = "yellow" if refused or c.get("reason") == "HeadNotice" else ""
         rows.append([str(c.get("reason")), Cell(str(c.get("message")), style)])
     out.table(None, rows)
+
+
+def _held_back(out: Out, rc: Obj) -> None:
+    """Where Kubernetes holds Ray's demand back: the groups a ResourceQuota refuses or a scaleGate
+    holds (the ``QuotaExceeded`` condition, while ``True``)."""
+    conditions = (rc.get("autoscaler") or {}).get("conditions") or []
+    found = next(
+        (c for c in conditions if c.get("type") == QUOTA_EXCEEDED and c.get("status") == "True"), None
+    )
+    if found is None:
+        return
+    out.heading("Held back by Kubernetes")
+    out.table(None, [[str(found.get("reason")), Cell(str(found.get("message")), "yellow")]])
 
 
 def _gcs(gcs: Obj, now: datetime) -> Cell:

@@ -122,6 +122,8 @@ def _groups(view: Mapping[str, Any], now: datetime) -> str:
             if g["backoffUntil"]
             else ""
         )
+        if g.get("refused"):  # a ResourceQuota refuses its pods or a scaleGate holds it
+            backoff += '<span class="chip bad">held back: quota or scaleGate</span>'
         rows.append(
             f'<tr data-group="{e(g["name"])}"><td><b>{e(g["name"])}</b> {backoff}</td>'
             f'<td class="num">{e(g["minReplicas"])}</td><td class="num">{top}</td>'

@@ -47,6 +47,7 @@ class Host:
     pending_seconds: float = 0.0
     used_share: float = 0.0  # mean used/capacity, for the termination order
     booting: bool = False  # pending and scheduled: the boot limit applies, not the provisioning one
+    refused: bool = False  # pending, its pod refused by Kubernetes: it fails to launch now
     lost: RemovalCause | None = None  # DRAINED or NODE_DEAD: its Ray node is going or gone
     position: int = 1 << 30  # place in Ray's list of hosts: ties in the removal order go first
 
@@ -104,6 +105,8 @@ class Fleet:
         replica keeps the group's minReplicas, which a backoff does not hold back (KubeRay's
         controller keeps minReplicas whatever the autoscaler writes)."""
         info = self.catalog.groups[group]
+        if info.spec.refused and not minimum:
+            return UnmetReason.QUOTA
         if self.backoff[group] and not minimum:
             return UnmetReason.BACKOFF
         if self.pods(group) + 1 > info.spec.max_replicas:

@@ -140,8 +140,9 @@ def blocked_reason(fleet: Fleet, groups: Sequence[int]) -> UnmetReason:
     for reason in (UnmetReason.MAX_WORKERS, UnmetReason.UPSCALING_LIMIT, UnmetReason.MAX_REPLICAS):
         if reason in reasons:
             return reason
-    if UnmetReason.BACKOFF in reasons:
-        return UnmetReason.BACKOFF
+    for reason in (UnmetReason.QUOTA, UnmetReason.BACKOFF):
+        if reason in reasons:
+            return reason
     return UnmetReason.MAX_WORKERS if fleet.options.max_workers is not None else UnmetReason.NO_MATCHING_GROUP
 
 

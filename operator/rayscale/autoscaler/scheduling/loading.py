@@ -59,6 +59,7 @@ def _host(catalog: Catalog, node: Node, capacity: Vec, free: Vec) -> Host:
         node.pending_seconds if node.state is NodeState.PENDING else 0.0,
         sum(used) / len(used) if used else 0.0,
         booting=node.booting,
+        refused=node.refused and node.state is NodeState.PENDING,
         lost=LOST.get(node.state),
     )
 

@@ -50,6 +50,7 @@ class UnmetReason(StrEnum):
     MAX_REPLICAS = "MAX_REPLICAS"
     MAX_WORKERS = "MAX_WORKERS"
     BACKOFF = "BACKOFF"
+    QUOTA = "QUOTA"  # the groups that could hold it are refused by a quota or held by a scale gate
     UPSCALING_LIMIT = "UPSCALING_LIMIT"
     VIRTUAL_CLUSTER_MAX = "VIRTUAL_CLUSTER_MAX"  # the virtual cluster it asks for is at maxNodes
     NO_VIRTUAL_CLUSTER = "NO_VIRTUAL_CLUSTER"  # it asks for a virtual cluster that does not exist
@@ -111,6 +112,9 @@ class Group:
     idle_timeout_seconds: float | None = None
     priority: int = 0
     backoff: bool = False
+    # a ResourceQuota refused its pods or a scale gate holds it: it launches nothing (its minimum
+    # aside) and demand only it could hold is unmet with QUOTA
+    refused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +131,9 @@ class Node:
     # A pending host whose pod is scheduled (pulling images, starting, registering with Ray): the
     # longer ``maxNodeBootSeconds`` applies instead of ``maxNodeProvisionSeconds``.
     booting: bool = False
+    # A pending host whose pod Kubernetes refuses to create (a ResourceQuota, a scaleGate on its
+    # group): it fails to launch now, whatever its pending time.
+    refused: bool = False
     # Ray node labels of a running host; None: the group's labels.
     labels: Mapping[str, str] | None = None
 

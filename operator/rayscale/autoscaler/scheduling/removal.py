@@ -48,12 +48,13 @@ def _existing(fleet: Fleet, group: int | None = None) -> Iterator[int]:
 
 
 def _timed_out(fleet: Fleet, host: Host) -> bool:
-    """A pending host past its limit: the boot limit once its pod is scheduled, else provisioning."""
+    """A pending host past its limit (the boot limit once its pod is scheduled, else provisioning),
+    or one whose pod Kubernetes refuses."""
     if host.rank != HostKind.PENDING:
         return False
     options = fleet.options
     limit = options.max_node_boot_seconds if host.booting else options.max_node_provision_seconds
-    return host.pending_seconds > limit
+    return host.refused or host.pending_seconds > limit
 
 
 def launch_failures(fleet: Fleet, removed: Removed) -> None:
