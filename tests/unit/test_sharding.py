@@ -240,6 +240,9 @@ class Marks:
     def mark(self, key: ClusterKey, reason: str = "") -> None:
         self.marked.append(key)
 
+    def pod_create_refused(self, key: ClusterKey, group: str, status: int, message: str) -> None:
+        raise AssertionError("no pod is created here")
+
 
 class Operator:
     """The watch wiring of one shard: its indexes, fed as the informers feed them."""
