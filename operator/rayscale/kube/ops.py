@@ -111,6 +111,17 @@ async def send(call: Awaitable[Any], what: str, *, body: bool = False) -> Any:
         resp.release()
 
 
+async def _get(call: Awaitable[Any], what: str) -> dict[str, Any] | None:
+    """`send` a read and answer the object, or None when the server says it does not exist (404)."""
+    try:
+        found: dict[str, Any] = await send(call, what, body=True)
+    except KubeError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return found
+
+
 async def _send_unless(call: Awaitable[Any], what: str, *, tolerated: int) -> bool:
     """`send`, returning False instead of raising for the one tolerated status (404 or 409)."""
     try:
@@ -189,15 +200,7 @@ async def create_job(api: client.ApiClient, namespace: str, manifest: dict[str, 
 async def get_job(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
     """The Job as a dict, or None when there is none."""
     batch: Any = client.BatchV1Api(api)
-    try:
-        found: dict[str, Any] = await send(
-            batch.read_namespaced_job(name, namespace, _preload_content=False), f"get job {name}", body=True
-        )
-    except KubeError as exc:
-        if exc.status == 404:
-            return None
-        raise
-    return found
+    return await _get(batch.read_namespaced_job(name, namespace, _preload_content=False), f"get job {name}")
 
 
 async def patch_raycluster_status(
@@ -268,13 +271,7 @@ async def list_events(api: client.ApiClient, namespace: str, field_selector: str
 async def get_resource_quota(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
     """The ResourceQuota as a dict (its ``status.hard`` and ``status.used``), or None when there is none."""
     call = _core(api).read_namespaced_resource_quota(name, namespace, _preload_content=False)
-    try:
-        found: dict[str, Any] = await send(call, f"get resourcequota {name}", body=True)
-    except KubeError as exc:
-        if exc.status == 404:
-            return None
-        raise
-    return found
+    return await _get(call, f"get resourcequota {name}")
 
 
 JSON_PATCH = "application/json-patch+json"
@@ -284,13 +281,7 @@ TEST_FAILED = (409, 422)  # what the API server answers when a patch's test or a
 async def get_raycluster(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
     """The RayCluster as the API server has it now; None when it is gone."""
     call = _objects(api).get_namespaced_custom_object(*RAYCLUSTER.at(namespace), name, _preload_content=False)
-    try:
-        found: dict[str, Any] = await send(call, f"get rayclusters/{name}", body=True)
-    except KubeError as exc:
-        if exc.status == 404:
-            return None
-        raise
-    return found
+    return await _get(call, f"get rayclusters/{name}")
 
 
 async def json_patch_raycluster(
@@ -316,13 +307,11 @@ async def patch_rayresourcerequest_status(
 
 async def read_secret_key(api: client.ApiClient, namespace: str, name: str, key: str) -> str | None:
     """One key of a Secret, decoded; None when the Secret or key is missing."""
-    call = _core(api).read_namespaced_secret(name, namespace, _preload_content=False)
-    try:
-        secret = await send(call, f"read secret {name}", body=True)
-    except KubeError as exc:
-        if exc.status == 404:
-            return None
-        raise
+    secret = await _get(
+        _core(api).read_namespaced_secret(name, namespace, _preload_content=False), f"read secret {name}"
+    )
+    if secret is None:
+        return None
     value = (secret.get("data") or {}).get(key)
     return base64.b64decode(value).decode() if value else None
 
