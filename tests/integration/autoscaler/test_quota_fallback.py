@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from rayscale.api.names import RAYRESOURCEREQUEST
 from tests.support.builders import BASIC as NAME
@@ -27,12 +26,11 @@ from tests.support.builders import example, gpu_request
 from tests.support.kube import Kube
 from tests.support.operators import Operator
 from tests.support.polling import eventually
+from tests.support.quota import PRIORITY_CLASS, QUOTA, priority_class, quota_condition, spot_quota
 from tests.support.watching import versions
 
 pytestmark = pytest.mark.integration
 SPOT, ON_DEMAND = "spot", "on-demand"
-PRIORITY_CLASS = "rayscale-test-spot"
-QUOTA = "spot-quota"
 GATE = "kueue.k8s.io/quota-exceeded"
 
 
@@ -61,32 +59,8 @@ def request(count: int) -> dict[str, Any]:
     return body
 
 
-async def priority_class(api: client.ApiClient) -> None:
-    """The cluster-wide PriorityClass ``spot`` pods name (made once, kept: other runs reuse it)."""
-    body: Any = {"metadata": {"name": PRIORITY_CLASS}, "value": 100, "description": "rayscale's quota tests"}
-    try:
-        await client.SchedulingV1Api(api).create_priority_class(body)
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-
-
-def spot_quota(pods: int) -> dict[str, Any]:
-    scope = {"scopeName": "PriorityClass", "operator": "In", "values": [PRIORITY_CLASS]}
-    return {
-        "metadata": {"name": QUOTA},
-        "spec": {"hard": {"pods": str(pods)}, "scopeSelector": {"matchExpressions": [scope]}},
-    }
-
-
 def _groups(seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{g["groupName"]: g for g in v["spec"]["workerGroupSpecs"]} for v in seen]
-
-
-async def _autoscaler_condition(kube: Kube, status: str) -> dict[str, Any] | None:
-    auto = (await kube.get(NAME)).get("status", {}).get("autoscaler") or {}
-    found = next((c for c in auto.get("conditions") or [] if c.get("type") == "QuotaExceeded"), None)
-    return found if found is not None and found.get("status") == status else None
 
 
 async def _messages(kube: Kube, reason: str) -> list[str]:
@@ -124,7 +98,7 @@ async def test_quota_refused_group_falls_back_in_the_next_round(
         )
         assert all(m.startswith(f"group {SPOT}: ResourceQuota {QUOTA} refused") for m in refused)
         on = await eventually(
-            lambda: _autoscaler_condition(kube, "True"), timeout=30, message="QuotaExceeded True"
+            lambda: quota_condition(kube, NAME, "True"), timeout=30, message="QuotaExceeded True"
         )
         assert on["reason"] == "ResourceQuota"
         assert QUOTA in on["message"]
@@ -133,7 +107,7 @@ async def test_quota_refused_group_falls_back_in_the_next_round(
         await kube.core.patch_namespaced_resource_quota(QUOTA, kube.ns, {"spec": {"hard": {"pods": "2"}}})
         await eventually(lambda: _quota_has_room(kube), timeout=30, message="the quota raised")
         off = await eventually(
-            lambda: _autoscaler_condition(kube, "False"), timeout=60, message="QuotaExceeded cleared"
+            lambda: quota_condition(kube, NAME, "False"), timeout=60, message="QuotaExceeded cleared"
         )
         assert off["reason"] == "QuotaAvailable"
         await kube.objects.patch_namespaced_custom_object(
@@ -161,7 +135,7 @@ async def test_scale_gate_holds_a_group_and_rayscale_never_removes_it(
         )
         assert all(v[SPOT].get("replicas", 0) == 0 for v in _groups(seen)), "the gated group grew"
         on = await eventually(
-            lambda: _autoscaler_condition(kube, "True"), timeout=30, message="QuotaExceeded True"
+            lambda: quota_condition(kube, NAME, "True"), timeout=30, message="QuotaExceeded True"
         )
         assert (on["reason"], GATE in on["message"]) == ("ScaleGate", True)
         unmet = (await kube.get(NAME)).get("status", {}).get("autoscaler", {}).get("unmetDemand") or []
@@ -176,7 +150,7 @@ async def test_scale_gate_holds_a_group_and_rayscale_never_removes_it(
             NAME, [{"op": "remove", "path": "/spec/workerGroupSpecs/0/scaleStrategy/scaleGate"}]
         )
         await eventually(
-            lambda: _autoscaler_condition(kube, "False"), timeout=60, message="QuotaExceeded cleared"
+            lambda: quota_condition(kube, NAME, "False"), timeout=60, message="QuotaExceeded cleared"
         )
         await kube.objects.patch_namespaced_custom_object(
             *RAYRESOURCEREQUEST.at(kube.ns), "reserve-gpus",
