@@ -211,12 +211,16 @@ def test_cr_namespaced_rbac_off_leaves_the_watched_namespaces_roles_out(helm: st
 
 
 REFUSED: dict[str, tuple[dict[str, Any], str]] = {
-    "batch-scheduler-enabled": (
-        {"batchScheduler": {"enabled": True}},
-        "batchScheduler.enabled: rayscale does not integrate batch schedulers yet; remove batchScheduler "
-        "or set enabled: false",
+    "batch-scheduler-both": (
+        {"batchScheduler": {"enabled": True, "name": "yunikorn"}},
+        'batchScheduler: enabled (KubeRay\'s deprecated form of name: volcano) and name "yunikorn" are '
+        "both set, which KubeRay's operator refuses too; set name only",
     ),
-    "batch-scheduler-name": ({"batchScheduler": {"name": "volcano"}}, 'batchScheduler.name "volcano"'),
+    "batch-scheduler-unknown": (
+        {"batchScheduler": {"name": "kueue"}},
+        'batchScheduler.name "kueue": rayscale does not integrate this scheduler; use one of volcano, '
+        'yunikorn, scheduler-plugins, kai-scheduler (KubeRay\'s names), or ""',
+    ),
     "feature-gate-unknown": (
         {"featureGates": [{"name": "RayFoo", "enabled": True}]},
         "featureGates: rayscale has no feature gate RayFoo",

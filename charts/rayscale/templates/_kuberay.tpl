@@ -83,15 +83,26 @@ RayCronJob: [any, "rayscale always runs RayCronJobs"]
 AsyncJobInfoQuery: [any, "rayscale reads job status from Ray's GCS and never waits on the dashboard"]
 {{- end -}}
 
+{{/* The batch schedulers rayscale integrates, by KubeRay's names (rayscale run --batch-scheduler). */}}
+{{- define "rayscale.batchSchedulers" -}}volcano yunikorn scheduler-plugins kai-scheduler{{- end -}}
+
+{{/* The operator's batch scheduler (rayscale run --batch-scheduler): batchScheduler.name, or
+volcano for KubeRay's deprecated batchScheduler.enabled; empty for none. */}}
+{{- define "rayscale.batchScheduler" -}}
+{{- with .Values.batchScheduler -}}
+{{- if .enabled -}}volcano{{- else -}}{{- .name | default "" -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* KubeRay's values that would change what the operator does, in a way rayscale cannot: refused. */}}
 {{- define "rayscale.refuseKuberayValues" -}}
 {{- $values := .Values -}}
 {{- with $values.batchScheduler -}}
-{{- if .enabled -}}
-{{- fail "batchScheduler.enabled: rayscale does not integrate batch schedulers yet; remove batchScheduler or set enabled: false" -}}
+{{- if and .enabled .name -}}
+{{- fail (printf "batchScheduler: enabled (KubeRay's deprecated form of name: volcano) and name %q are both set, which KubeRay's operator refuses too; set name only" .name) -}}
 {{- end -}}
-{{- with .name -}}
-{{- fail (printf "batchScheduler.name %q: rayscale does not integrate batch schedulers yet; remove batchScheduler or set name: \"\"" .) -}}
+{{- if and .name (not (has .name (include "rayscale.batchSchedulers" $ | splitList " "))) -}}
+{{- fail (printf "batchScheduler.name %q: rayscale does not integrate this scheduler; use one of %s (KubeRay's names), or \"\"" .name (include "rayscale.batchSchedulers" $ | splitList " " | join ", ")) -}}
 {{- end -}}
 {{- end -}}
 {{- $configuration := $values.configuration | default dict -}}
