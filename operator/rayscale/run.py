@@ -101,6 +101,7 @@ def register(subparsers: Any) -> None:
                    help="a pod terminating this long past its deadline stops blocking its group "
                    "(default: 600)")  # fmt: skip
     run_flags.add_autoscaler_flags(p)
+    run_flags.add_batch_scheduler_flag(p)
     p.add_argument("--max-pods-per-cluster", type=_at_least_one, default=10_000, metavar="N",
                    help="worker pods one RayCluster may ask for (replicas x numOfHosts over its groups); "
                    "a cluster asking for more is refused as invalid, and the autoscaler never scales past "
@@ -232,6 +233,7 @@ async def _run(args: argparse.Namespace, metrics: Metrics, served: web_api.Serve
         random_delete=os.environ.get("ENABLE_RANDOM_POD_DELETE", "").lower() == "true",
         sidecar_autoscaler=args.mode == "controller",
         max_pods=args.max_pods_per_cluster,
+        batch_scheduler=args.batch_scheduler,
     )
     scope = scope_of(args)
     _log_scope(args, scope)

@@ -1,6 +1,7 @@
 """The autoscaler's flags of `rayscale run` (`add_autoscaler_flags`) and what they configure:
 `autoscaler_config` (the `AutoscalerConfig`) and `notice_config` (the ``--disruption-notice``
-values, read by rayscale.disruption.notice.parse_notice_flag)."""
+values, read by rayscale.disruption.notice.parse_notice_flag); and the controller's
+``--batch-scheduler`` (`add_batch_scheduler_flag`)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from rayscale.batch.registry import NAMES, check_name
 from rayscale.disruption.notice import NoticeConfig, parse_notice_flag
 from rayscale.kube.scope import Scope
 
 if TYPE_CHECKING:
     from rayscale.autoscaler.config import AutoscalerConfig
 
-__all__ = ["add_autoscaler_flags", "autoscaler_config", "notice_config"]
+__all__ = ["add_autoscaler_flags", "add_batch_scheduler_flag", "autoscaler_config", "notice_config"]
 
 
 class _NoticeFlag(argparse.Action):
@@ -101,3 +103,19 @@ def autoscaler_config(args: argparse.Namespace, scope: Scope) -> AutoscalerConfi
         allow_gcs_address_override=args.allow_gcs_address_override,
         owns=scope.owns,
     )
+
+
+def _batch_scheduler(text: str) -> str:
+    """argparse's type of ``--batch-scheduler``: an unknown name stops `rayscale run` with its
+    message (status 2) before anything starts."""
+    try:
+        return check_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def add_batch_scheduler_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--batch-scheduler", type=_batch_scheduler, default="", metavar="NAME",
+                   help="send every RayCluster's pods to this batch scheduler, with the PodGroup, labels "
+                   f"and annotations KubeRay's --batch-scheduler gives them: {', '.join(NAMES)}. Without "
+                   "it the pods go to the default scheduler (see docs/queues-and-gangs.md)")  # fmt: skip

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+from rayscale.batch.model import PodGroupWant
 from rayscale.common.pods import is_head
 from rayscale.common.types import Manifest
 
@@ -82,6 +83,8 @@ class Plan:
     ingresses: list[Manifest] = dataclasses.field(default_factory=list)
     #: Ray's autoscaler sidecar's ServiceAccount, Role and RoleBinding (--mode controller), once
     rbac: list[Manifest] = dataclasses.field(default_factory=list)
+    #: the batch scheduler's PodGroup (``--batch-scheduler``), created or resized before any pod
+    pod_group: PodGroupWant | None = None
     #: a finalizer to add to the RayCluster before anything else is done (Redis cleanup)
     add_finalizer: str | None = None
     steps: list[Step] = dataclasses.field(default_factory=list)

@@ -24,6 +24,7 @@ from rayscale.api.raycluster import (
     SUSPENDING,
     RayClusterSpec,
 )
+from rayscale.batch.model import BatchScheduler
 from rayscale.cluster import ft, naming
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
 from rayscale.cluster.removed_groups import removed_group_pods
@@ -31,7 +32,16 @@ from rayscale.cluster.validation import Invalid
 from rayscale.common import labels as L
 from rayscale.common.pods import awaits_scheduler, is_head, is_terminating, is_unhealthy, pod_group, pod_name
 from rayscale.common.types import Obj
-from rayscale.controller import ingress, prestop, redis_cleanup, services, sidecar, tokenauth, upgrade
+from rayscale.controller import (
+    batching,
+    ingress,
+    prestop,
+    redis_cleanup,
+    services,
+    sidecar,
+    tokenauth,
+    upgrade,
+)
 from rayscale.controller import pods as podspec
 from rayscale.controller.expectations import ScaleExpectations
 from rayscale.controller.plan import (
@@ -72,6 +82,7 @@ class PlannerOptions:
     max_pods: int = DEFAULT_MAX_PODS  # worker pods one RayCluster may ask for (--max-pods-per-cluster)
     max_creates: int = CREATES_PER_RECONCILE  # worker pods created by one reconcile at most
     scheduler_window: int = SCHEDULER_WINDOW  # pods awaiting the kube-scheduler at most (0: no window)
+    batch: BatchScheduler | None = None  # --batch-scheduler: the pods' scheduler and PodGroup
 
 
 def _service_names(snapshot: ClusterSnapshot) -> set[str]:
@@ -176,6 +187,10 @@ def _plan_cluster(
         plan.requeue(ERROR_REQUEUE)
         return plan, spec
 
+    if problem := batching.pod_group_problem(meta, spec, options.batch, plan):
+        plan.error = problem
+        plan.requeue(ERROR_REQUEUE)
+        return plan, spec
     by_name = {pod_name(p): p for p in pods}
     if not _plan_head(snapshot, spec, expectations, pods, by_name, plan, options):
         return plan, spec
@@ -189,7 +204,8 @@ def _plan_cluster(
             if deadline is not None:
                 plan.requeue(deadline + 0.1)
             continue
-        windowed = room is not None and _default_scheduler(group.template)
+        # A batch scheduler's gang waits for all its pods: they are never held back by the window.
+        windowed = room is not None and options.batch is None and _default_scheduler(group.template)
         gp = plan_group(
             meta,
             spec,
@@ -217,6 +233,7 @@ def _plan_cluster(
             plan.requeue(ERROR_REQUEUE)
     if not spec.autoscaling or options.sidecar_autoscaler:  # else rayscale's autoscaler drains them
         _plan_removed_groups(snapshot, spec, expectations, pods, plan)
+    batching.decorate_pods(meta, spec, options.batch, plan)
     return plan, spec
 
 

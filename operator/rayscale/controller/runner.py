@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio import client
 
+from rayscale.batch.registry import lookup
 from rayscale.cluster.limits import DEFAULT_MAX_PODS
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.validation import Invalid
@@ -22,6 +23,7 @@ from rayscale.controller import budgets, finalize, redis_cleanup
 from rayscale.controller.apply import CreateListener, PlanApplier
 from rayscale.controller.budgets_apply import BudgetKeeper, Unchanged, condition_value
 from rayscale.controller.expectations import STUCK_TERMINATING_AFTER, ScaleExpectations
+from rayscale.controller.podgroups_apply import PodGroupKeeper
 from rayscale.controller.reconcile import PlannerOptions, plan_cluster
 from rayscale.controller.snapshot import ClusterSnapshot
 from rayscale.controller.status import (
@@ -81,6 +83,7 @@ class ControllerConfig:
     max_pods: int = DEFAULT_MAX_PODS  # --max-pods-per-cluster: worker pods one RayCluster may ask for
     spacing: float = RECONCILE_SPACING  # seconds between the starts of one RayCluster's reconciles
     spacing_per_pod: float = SPACING_PER_POD  # ... and at least this for each of its pods
+    batch_scheduler: str = ""  # --batch-scheduler: KubeRay's name of it (rayscale.batch), "" for none
 
 
 class RayClusterController:
@@ -101,6 +104,7 @@ class RayClusterController:
         self.expectations = ScaleExpectations(stuck_after=config.stuck_terminating_seconds)
         self.applier = PlanApplier(api, self.expectations, events, creates)
         self.budgets = BudgetKeeper(api, events, recheck=config.resync_seconds)
+        self.pod_groups = PodGroupKeeper(api, events, recheck=config.resync_seconds)
         self.queue: WorkQueue[ClusterKey] = WorkQueue(
             self.reconcile,
             concurrency=config.concurrency,
@@ -115,6 +119,7 @@ class RayClusterController:
             random_delete=config.random_delete,
             sidecar_autoscaler=config.sidecar_autoscaler,
             max_pods=config.max_pods,
+            batch=lookup(config.batch_scheduler),
         )
 
     def mark(self, key: ClusterKey) -> None:
@@ -151,6 +156,7 @@ class RayClusterController:
             self._sizes.pop(key, None)
             self._written.pop(key, None)
             self.budgets.forget(key)
+            self.pod_groups.forget(key)
             return None
         # The one reader: after it the reconcile reads the typed snapshot, never `body`.
         snapshot = ClusterSnapshot(body, list(self.source.pods(key)), list(self.source.services(key)))
@@ -176,7 +182,10 @@ class RayClusterController:
             self.events.post(meta.subject(), "Warning", "ReconcileError", plan.error)
         error = await self.applier.create_once(meta, plan.secrets, plan.ingresses, plan.rbac) or error
         error = await self.applier.create_services(meta, plan.services) or error
-        if error is None or error.reason is None:
+        # As KubeRay: no pod is made before its batch scheduler's PodGroup.
+        held = await self.pod_groups.keep(meta, plan.pod_group) if plan.pod_group else None
+        error = held or error
+        if held is None and (error is None or error.reason is None):
             wanted = functools.partial(self._wanted, key, meta.uid)
             error = await self.applier.run_steps(meta, plan.steps, wanted) or error
         new = compute_status(meta, spec, old, snapshot.pods, snapshot.services, error=error, now=now)
