@@ -124,6 +124,11 @@ def _entry(item: Mapping[str, Any], source: Path, *, known: bool) -> Entry:
     return Entry(str(item["id"]), text, tuple(patterns), where, when, theme)
 
 
+def entry_from(item: Mapping[str, Any], source: Path) -> Entry:
+    """One allowlist entry (``id``, ``reason``, ``match``[, ``where``, ``when``])."""
+    return _entry(item, source, known=False)
+
+
 def load(path: Path, *, known: bool) -> list[Entry]:
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or []
     entries = [_entry(item, path, known=known) for item in data]

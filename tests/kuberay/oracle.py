@@ -63,9 +63,11 @@ class Oracle:
             )
         return json.loads(proc.stdout)
 
-    def render(self, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """What KubeRay creates for each RayCluster document, in order (see main.go)."""
-        results: list[dict[str, Any]] = self.run([], "\n---\n".join(json.dumps(d) for d in docs) + "\n")
+    def render(self, docs: list[dict[str, Any]], *, batch: str = "") -> list[dict[str, Any]]:
+        """What KubeRay creates for each RayCluster document, in order (see main.go); ``batch``: as
+        KubeRay's operator started with ``--batch-scheduler=BATCH`` (batch.go)."""
+        args = ["-batch-scheduler", batch] if batch else []
+        results: list[dict[str, Any]] = self.run(args, "\n---\n".join(json.dumps(d) for d in docs) + "\n")
         if len(results) != len(docs):
             raise OracleError(f"sent {len(docs)} RayClusters, got {len(results)} answers")
         return results

@@ -25,6 +25,8 @@ from typing import Any
 
 from rayscale.api.crd import object_schema
 from rayscale.api.registry import RAYCLUSTER
+from rayscale.batch.model import resized
+from rayscale.batch.registry import lookup
 from rayscale.cluster.meta import ClusterMeta
 from rayscale.cluster.naming import AUTH_TOKEN_KEY
 from rayscale.cluster.validation import Invalid
@@ -135,6 +137,14 @@ def _apply(plan: Plan, meta: ClusterMeta, objects: dict[str, list[Manifest]],
         if all((o["kind"], o["metadata"]["name"]) != (manifest["kind"], manifest["metadata"]["name"])
                for o in objects["rbac"]):  # fmt: skip
             objects["rbac"].append(copy.deepcopy(manifest))
+    if plan.pod_group is not None:  # what PodGroupKeeper does: created once, resized when it resizes
+        want, groups = plan.pod_group, objects["podgroups"]
+        same = [i for i, g in enumerate(groups) if g["apiVersion"] == want.manifest["apiVersion"]
+                and g["metadata"]["name"] == want.name]  # fmt: skip
+        if not same:
+            groups.append(copy.deepcopy(want.manifest))
+        elif (update := resized(groups[same[0]], want)) is not None:
+            groups[same[0]] = copy.deepcopy(update)
     ingresses = objects["ingresses"]
     for manifest in plan.ingresses:
         if all(i["metadata"]["name"] != manifest["metadata"]["name"] for i in ingresses):
@@ -165,14 +175,17 @@ def kuberay_defaults() -> Iterator[None]:
         os.environ.update(saved)
 
 
-def render(doc: Mapping[str, Any], *, seed: int = 0, sidecar: bool = False) -> dict[str, Any]:
+def render(
+    doc: Mapping[str, Any], *, seed: int = 0, sidecar: bool = False, batch: str = ""
+) -> dict[str, Any]:
     """What rayscale creates for one RayCluster document, shaped like one oracle answer;
-    ``sidecar``: as ``rayscale run --mode controller`` (Ray's autoscaler in the head pod)."""
+    ``sidecar``: as ``rayscale run --mode controller`` (Ray's autoscaler in the head pod);
+    ``batch``: as ``rayscale run --batch-scheduler BATCH``."""
     with kuberay_defaults():
-        return _render(doc, seed, sidecar)
+        return _render(doc, seed, sidecar, batch)
 
 
-def _render(doc: Mapping[str, Any], seed: int, sidecar: bool) -> dict[str, Any]:
+def _render(doc: Mapping[str, Any], seed: int, sidecar: bool, batch: str) -> dict[str, Any]:
     body = admit(doc)
     meta = ClusterMeta.from_body(body)
     objects: dict[str, list[Manifest]] = {
@@ -181,7 +194,9 @@ def _render(doc: Mapping[str, Any], seed: int, sidecar: bool) -> dict[str, Any]:
         "secrets": [],
         "ingresses": [],
         "rbac": [],
+        "podgroups": [],
     }
+    options = PlannerOptions(sidecar_autoscaler=sidecar, batch=lookup(batch))
     pods, services = objects["pods"], objects["services"]
     expectations = ScaleExpectations(clock=lambda: NOW.timestamp())
     rng = random.Random(seed)
@@ -196,7 +211,7 @@ def _render(doc: Mapping[str, Any], seed: int, sidecar: bool) -> dict[str, Any]:
         snapshot = ClusterSnapshot(
             body, [copy.deepcopy(p) for p in pods], [copy.deepcopy(s) for s in services]
         )
-        plan, spec = plan_cluster(snapshot, expectations, PlannerOptions(sidecar_autoscaler=sidecar))
+        plan, spec = plan_cluster(snapshot, expectations, options)
         if plan.skip or spec is None:
             break
         if plan.add_finalizer is not None:  # what the runner does before anything else
@@ -221,7 +236,12 @@ def _render(doc: Mapping[str, Any], seed: int, sidecar: bool) -> dict[str, Any]:
         "name": meta.name,
         "namespace": meta.namespace,
         "invalid": invalid,
-        "objects": objects["secrets"] + objects["ingresses"] + objects["rbac"] + services + pods,
+        "objects": objects["secrets"]
+        + objects["ingresses"]
+        + objects["rbac"]
+        + objects["podgroups"]
+        + services
+        + pods,
         "cluster": {"metadata": body["metadata"], "status": body.get("status")},
         "errors": errors,
         "rounds": rounds,

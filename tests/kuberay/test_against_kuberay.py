@@ -14,20 +14,12 @@ from typing import Any
 
 import pytest
 
-from tests.kuberay import documents, entries, generated, lifecycle, oracle, runner
+from tests.kuberay import documents, entries, generated, lifecycle, runner
 from tests.kuberay.compare import ABSENT, Difference, compare, normalise
-from tests.kuberay.oracle import Oracle, OracleError
+from tests.kuberay.oracle import Oracle
 from tests.kuberay.rayscale_side import render as render_rayscale
 
 DOCS = documents.ROOT / "docs" / "controller.md"
-
-
-@pytest.fixture(scope="module")
-def built() -> Oracle:
-    try:
-        return oracle.build()
-    except OracleError as exc:
-        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture(scope="module")

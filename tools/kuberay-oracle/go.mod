@@ -12,7 +12,9 @@ require (
 	k8s.io/client-go v0.35.0
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4
 	sigs.k8s.io/controller-runtime v0.22.4
+	sigs.k8s.io/scheduler-plugins v0.33.5
 	sigs.k8s.io/yaml v1.6.0
+	volcano.sh/apis v1.13.0
 )
 
 require (
@@ -97,9 +99,7 @@ require (
 	sigs.k8s.io/gateway-api v1.4.1 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
-	sigs.k8s.io/scheduler-plugins v0.33.5 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.1 // indirect
-	volcano.sh/apis v1.13.0 // indirect
 )
 
 tool github.com/ray-project/kuberay/ray-operator

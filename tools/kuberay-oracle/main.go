@@ -2,11 +2,14 @@
 // configuration, creates for RayCluster documents. rayscale's differential test
 // (tests/kuberay) compares rayscale's own rendering with this output.
 //
-//	kuberay-oracle [-crd FILE] [FILE...]   (no FILE: read standard input)
+//	kuberay-oracle [-crd FILE] [-batch-scheduler NAME] [FILE...]   (no FILE: read standard input)
 //	kuberay-oracle [-crd FILE] -lifecycle  (multi-step scripts on standard input: lifecycle.go)
 //	kuberay-oracle [-crd FILE] [-rayjob-crd FILE] -rayjob
 //	                                       (KubeRay's RayJob controller, one reconcile per scripted
 //	                                       step; cases on standard input: rayjob.go)
+//
+// -batch-scheduler NAME runs the reconciler as KubeRay's operator started with
+// --batch-scheduler=NAME (batch.go); the PodGroups it makes are among the objects read back.
 //
 // Input: YAML (or JSON) documents; those whose kind is not RayCluster are skipped.
 // Output: one JSON array on stdout, one entry per RayCluster document in input order:
@@ -14,7 +17,8 @@
 //	{"index", "name", "namespace",
 //	 "invalid": null | {"reason", "message"}, // KubeRay's validation refused the cluster
 //	 "objects": [...],   // every Pod, Service, Ingress, Secret, ServiceAccount, Role,
-//	                     // RoleBinding and Job the controller created, as the API would store them
+//	                     // RoleBinding, Job and PodGroup the controller created, as the API would
+//	                     // store them
 //	 "cluster": {"metadata": {...}, "status": {...}}, // the RayCluster afterwards (finalizers, status)
 //	 "events": [...], "errors": [...], "rounds": N}
 //
@@ -40,7 +44,9 @@
 //     fixed uid when absent;
 //   - the defaults a new Service gets, some of which KubeRay's status reads back: type
 //     ClusterIP, a cluster IP (always clusterIPFake), its ports' targetPort and protocol;
-//   - generated names: the fake client appends 5 random characters to generateName.
+//   - generated names: the fake client appends 5 random characters to generateName;
+//   - what the manager's cache does to an object it returns: its apiVersion and kind set
+//     (controller-runtime's cache_reader.go; the fake client's typed Get leaves them empty).
 //
 // Not covered: admission (the CRD's OpenAPI and CEL validation, KubeRay's optional
 // webhook), and pod or node status: pods stay as created (no phase), so the status is
@@ -330,6 +336,9 @@ func newScheme() (*runtime.Scheme, error) {
 	if err := rayv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	if err := addPodGroupTypes(scheme); err != nil {
+		return nil, err
+	}
 	return scheme, nil
 }
 
@@ -408,6 +417,7 @@ func newEnv(cluster *rayv1.RayCluster, deterministic bool) (*env, error) {
 		WithStatusSubresource(&rayv1.RayCluster{}).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Create: create,
+			Get:    getWithKind,
 			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 				noteStatus(sub)
 				return c.SubResource(sub).Update(ctx, obj, opts...)
@@ -420,7 +430,11 @@ func newEnv(cluster *rayv1.RayCluster, deterministic bool) (*env, error) {
 		Build()
 	e.recorder = record.NewFakeRecorder(10000)
 	e.ctx = ctrl.LoggerInto(context.Background(), logr.Discard())
-	e.reconciler = ray.NewReconciler(e.ctx, &stubManager{client: e.c, scheme: scheme, recorder: e.recorder}, ray.RayClusterReconcilerOptions{})
+	options, err := reconcilerOptions(e.ctx, e.c, scheme)
+	if err != nil {
+		return nil, err
+	}
+	e.reconciler = ray.NewReconciler(e.ctx, &stubManager{client: e.c, scheme: scheme, recorder: e.recorder}, options)
 	e.request = ctrl.Request{NamespacedName: types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Name}}
 	return e, nil
 }
