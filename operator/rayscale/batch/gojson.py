@@ -74,8 +74,6 @@ def encode(kind: str, value: Any) -> Any:
         return None if value is None else [str(v) for v in value]
     if kind == "map":
         return None if value is None else {str(k): str(v) for k, v in sorted(dict(value).items())}
-    if kind == "raw":
-        return value
     fields = STRUCTS[kind]
     given: Mapping[str, Any] = value if isinstance(value, Mapping) else {}
     out: dict[str, Any] = {}
