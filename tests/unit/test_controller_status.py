@@ -11,7 +11,6 @@ from tests.support.builders import cluster, container, group, pod
 
 from rayscale.api.raycluster import RayClusterSpec
 from rayscale.cluster.meta import ClusterMeta
-from rayscale.controller.quantities import format_quantity
 from rayscale.controller.status import (
     ReconcileError,
     compute_status,
@@ -21,6 +20,7 @@ from rayscale.controller.status import (
     status_changed,
     status_patch,
 )
+from rayscale.quantities import format_quantity
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -90,6 +90,9 @@ spec:
             - --resync-seconds={{ $values.resyncSeconds }}
             - --stuck-terminating-seconds={{ $values.stuckTerminatingSeconds }}
             - --max-pods-per-cluster={{ $values.maxPodsPerCluster }}
+            {{- with include "rayscale.batchScheduler" $root }}
+            - --batch-scheduler={{ . }}
+            {{- end }}
             - --liveness=http://0.0.0.0:{{ $values.healthPort }}/healthz
             - --metrics-port={{ ternary $values.metrics.port 0 $values.metrics.enabled }}
             - --status-port={{ $values.statusPort }}

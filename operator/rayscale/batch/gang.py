@@ -18,7 +18,7 @@ from typing import Any
 
 from rayscale.api.raycluster import RayClusterSpec, WorkerGroupSpec
 from rayscale.cluster.replicas import expected_replicas, num_hosts
-from rayscale.controller.quantities import container_resources, format_quantity
+from rayscale.quantities import container_resources, format_quantity
 
 __all__ = ["Counts", "Gang", "desired_counts", "gang", "kuberay_counts", "min_counts", "pod_resources"]
 

@@ -34,7 +34,7 @@ from rayscale.common.pods import (
 )
 from rayscale.common.timefmt import rfc3339
 from rayscale.common.types import Obj
-from rayscale.controller.quantities import format_quantity, template_resources, uses_binary_suffix
+from rayscale.quantities import format_quantity, template_resources, uses_binary_suffix
 
 PROVISIONING = "RayClusterPodsProvisioning"  # the reason of RayClusterProvisioned=False
 
