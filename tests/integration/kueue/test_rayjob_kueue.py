@@ -1,10 +1,15 @@
-"""Kueue's RayJob case with Kueue's real manager (v0.17.0), rayscale's RayJob controller and a real Ray
+"""Kueue's RayJob cases with Kueue's real manager (v0.17.0), rayscale's RayJob controller and a real Ray
 (the Ray job bridge, e2e/raybridge/jobbridge.py: a Ray head with its dashboard for the RayJob's
 RayCluster, a Ray worker for its worker pod, the submitter run on this machine).
 
 | Kueue (v0.17.0, test/e2e/singlecluster/kuberay_test.go) | pytest                               |
 |---------------------------------------------------------|--------------------------------------|
 | Kuberay / Should run a rayjob if admitted                | test_should_run_a_rayjob_if_admitted |
+
+and from test/integration/singlecluster/controller/jobs/rayjob/rayjob_controller_test.go, "Job
+controller with preemption enabled" / "Should preempt lower priority rayJobs when resource
+insufficient" -> test_should_preempt_lower_priority_rayjobs_when_resource_insufficient (there the
+RayJobs' status is set by hand, no KubeRay runs; here rayscale runs them on a real Ray).
 
 What differs from Kueue's: the flavor's node labels are the fake node pools'; the entrypoint runs
 this interpreter (``python -c``, as e2e/raybridge's jobs do); the submitter pod template carries
@@ -22,7 +27,7 @@ from typing import Any
 
 import pytest
 from e2e.raybridge.jobbridge import BRIDGED_LABEL, JobBridge
-from e2e.raybridge.jobscenario import MEDIUM, Jobs, python
+from e2e.raybridge.jobscenario import LONG_RUNNING, MEDIUM, Jobs, python
 from hack.kueue import local
 from hack.localk8s import testcluster
 from kubernetes_asyncio import client
@@ -50,25 +55,25 @@ def job_bridge(cluster: testcluster.ClusterHandle, namespace: str, tmp_path: Pat
     assert not problems, f"the Ray job bridge failed: {problems}"
 
 
-def make_job(name: str, queue: str, *, entrypoint: str, cpu: str) -> dict[str, Any]:
+def make_job(
+    name: str, queue: str, *, entrypoint: str, head_cpu: str, worker_cpu: str, priority_class: str = ""
+) -> dict[str, Any]:
     """Kueue's MakeJob(name, ns).Queue(queue).WithSubmissionMode(K8sJobMode).Entrypoint(...)
-    .RequestAndLimit(head and worker, cpu).WithSubmitterPodTemplate(...): suspended, a head and
-    ``workers-group-0`` (1 replica, 1 to 5), the cluster deleted when the job ends."""
+    .RequestAndLimit(head and worker, cpu).WithSubmitterPodTemplate(300m)
+    [.WithPriorityClassName(...)]: suspended, a head and ``workers-group-0`` (1 replica, 1 to 5),
+    the cluster deleted when the job ends."""
 
-    def template(container: str) -> dict[str, Any]:
+    def container(name: str, cpu: str) -> dict[str, Any]:
         resources = {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}
-        spec = {
-            "restartPolicy": "Never",
-            "nodeSelector": {},
-            "containers": [{"name": container, "image": IMAGE, "resources": resources}],
-        }
+        return {"name": name, "image": IMAGE, "resources": resources}
+
+    def template(name: str, cpu: str) -> dict[str, Any]:
+        spec = {"restartPolicy": "Never", "nodeSelector": {}, "containers": [container(name, cpu)]}
         return {"spec": spec}
 
-    submitter = {
-        "name": "rayjob-submitter",
-        "image": IMAGE,
-        "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}},
-    }
+    head = template("head-container", head_cpu)
+    if priority_class:
+        head["spec"]["priorityClassName"] = priority_class
     return {
         **RAYJOB.type_meta(),
         "metadata": {"name": name, "labels": {local.QUEUE_LABEL: queue}},
@@ -79,11 +84,11 @@ def make_job(name: str, queue: str, *, entrypoint: str, cpu: str) -> dict[str, A
             "entrypoint": entrypoint,
             "submitterPodTemplate": {
                 "metadata": {"labels": {BRIDGED_LABEL: "true"}},
-                "spec": {"restartPolicy": "OnFailure", "containers": [submitter]},
+                "spec": {"restartPolicy": "OnFailure", "containers": [container("rayjob-submitter", "300m")]},
             },
             "rayClusterSpec": {
                 "rayVersion": "2.60.0",
-                "headGroupSpec": {"rayStartParams": {}, "template": template("head-container")},
+                "headGroupSpec": {"rayStartParams": {}, "template": head},
                 "workerGroupSpecs": [
                     {
                         "groupName": "workers-group-0",
@@ -91,7 +96,7 @@ def make_job(name: str, queue: str, *, entrypoint: str, cpu: str) -> dict[str, A
                         "minReplicas": 1,
                         "maxReplicas": 5,
                         "rayStartParams": {},
-                        "template": template("worker-container"),
+                        "template": template("worker-container", worker_cpu),
                     }
                 ],
             },
@@ -114,7 +119,9 @@ async def test_should_run_a_rayjob_if_admitted(
 
     # Creating the rayJob
     entrypoint = python("import ray; ray.init(); print(ray.cluster_resources())")
-    created = await jobs.create(make_job("rayjob", lq, entrypoint=entrypoint, cpu="300m"))
+    created = await jobs.create(
+        make_job("rayjob", lq, entrypoint=entrypoint, head_cpu="300m", worker_cpu="300m")
+    )
     # Checking workload is created; Checking workload is admitted
     workload = await queues.created_workload(created)
     assert [ps["name"] for ps in workload["spec"]["podSets"]] == ["head", "workers-group-0", "submitter"]
@@ -159,3 +166,61 @@ async def test_should_run_a_rayjob_if_admitted(
         return found is not None and condition(found, "Finished") == "True"
 
     await eventually(finished, timeout=WAIT, message="the RayJob's Workload Finished")
+
+
+async def test_should_preempt_lower_priority_rayjobs_when_resource_insufficient(
+    api: client.ApiClient,
+    namespace: str,
+    job_bridge: JobBridge,
+    autoscaling_operator: Operator,
+    queues: Queues,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Kueue preempts a running RayJob by suspending it: rayscale's RayJob controller deletes its
+    RayCluster and submitter and says Suspended, which releases the quota; resumed, the job runs
+    again on a new RayCluster."""
+    jobs = Jobs(request.node.name, api, namespace, job_bridge)
+    flavor = await queues.flavor(f"on-demand-{namespace}", {POOL: "cpu"})
+    preemption = {"withinClusterQueue": "LowerPriority"}
+    cq = await queues.cluster_queue(
+        f"clusterqueue-{namespace}", {flavor: {"cpu": "5"}}, preemption=preemption
+    )
+    lq = await queues.local_queue("local-queue", cq)
+    priority = await queues.priority_class(f"priority-class-{namespace}", 10)
+
+    # Create a low priority rayJob (1 + 2 CPUs, the submitter 0.3); await its admission and run
+    low = await jobs.create(
+        make_job("rayjob-with-low-priority", lq, entrypoint=LONG_RUNNING, head_cpu="1", worker_cpu="2")
+    )
+    await queues.admitted(low)
+    first = (await jobs.deployment("rayjob-with-low-priority", "Running"))["rayClusterName"]
+
+    # Create a high priority rayJob which will preempt the lower one (2 + 2 + 0.3 CPUs: 5 do not hold both)
+    high_job = make_job(
+        "rayjob-with-high-priority",
+        lq,
+        entrypoint=LONG_RUNNING,
+        head_cpu="2",
+        worker_cpu="2",
+        priority_class=priority,
+    )
+    high = await jobs.create(high_job)
+    # High priority workload should be admitted
+    await queues.admitted(high, timeout=MEDIUM)
+    # Low priority workload should not be admitted; low priority rayJob should be suspended
+    workload = await queues.workload_of(low)
+    assert workload is not None
+    assert condition(workload, "Admitted") == "False", workload["status"]
+    assert (await jobs.get("rayjob-with-low-priority") or {})["spec"].get("suspend") is True
+    await jobs.deployment("rayjob-with-low-priority", "Suspended")
+    await jobs.cluster_gone(first)
+    await jobs.deployment("rayjob-with-high-priority", "Running")
+
+    # Delete high priority rayjob: the low priority workload is admitted again, the job un-suspended
+    await jobs.delete("rayjob-with-high-priority")
+    await queues.admitted(low, timeout=MEDIUM)
+    resumed = await jobs.deployment("rayjob-with-low-priority", "Running")
+    assert resumed["rayClusterName"] != first, resumed
+    body = await jobs.get("rayjob-with-low-priority")
+    assert body is not None
+    assert not body["spec"].get("suspend"), body
