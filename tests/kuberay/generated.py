@@ -8,7 +8,7 @@ values Ray and Kubernetes accept, since a random string would only be refused by
 drawn: the pod templates (``examples/raycluster-basic.yaml``'s), the head Service and other
 embedded core objects, and the fields rayscale refuses by design (docs/controller.md: ingressOptions,
 networkPolicy, tlsOptions, historyServerOptions, the rocksdb GCS backend and its storage), and the
-fields KubeRay v1.6.2 does not have (a group's ``priority``).
+fields KubeRay v1.6.2 does not have (a group's ``priority``, ``scaleStrategy.scaleGate``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ SKIPPED = frozenset({
     "template", "headService", "ingressOptions", "networkPolicy", "tlsOptions", "historyServerOptions",
     "storage", "securityContext", "env", "envFrom", "volumeMounts", "command", "args", "valueFrom",
     "priority",  # rayscale's own (Ray 2.56's group priority): KubeRay v1.6.2 has no such field
+    "scaleGate",  # KubeRay's later scaleStrategy.scaleGate: KubeRay v1.6.2 has no such field
 })  # fmt: skip
 STRINGS: dict[str, list[str]] = {
     "rayVersion": ["2.55.0", "2.55.0", "2.46.0"],

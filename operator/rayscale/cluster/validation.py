@@ -266,7 +266,23 @@ def validate_spec(meta: ClusterMeta, spec: RayClusterSpec, *, max_pods: int = DE
             return f"spec.autoscalerOptions.idleTimeoutSeconds: must be >= 0 ({opts.idle_timeout_seconds})"
         if any(e.get("name") == "KUBERAY_GEN_AUTOSCALER_START_CMD" for e in opts.env or []):
             return "spec.autoscalerOptions.env: KUBERAY_GEN_AUTOSCALER_START_CMD is reserved"
+    return _auth_problem(spec)
+
+
+def _auth_problem(spec: RayClusterSpec) -> str | None:
+    """KubeRay's rules for ``authOptions``: token mode needs Ray 2.52; Kubernetes token auth needs
+    token mode, Ray 2.55 and no ``secretName``."""
     auth = spec.auth_options
-    if auth is not None and auth.mode == "token" and not version_at_least(spec.ray_version, (2, 52, 0)):
+    if auth is None:
+        return None
+    if auth.mode == "token" and not version_at_least(spec.ray_version, (2, 52, 0)):
         return "spec.authOptions.mode: token authentication requires rayVersion >= 2.52.0"
+    if not auth.enable_k8s_token_auth:
+        return None
+    if auth.mode != "token":
+        return "spec.authOptions.enableK8sTokenAuth: needs authOptions.mode: token"
+    if not version_at_least(spec.ray_version, (2, 55, 0)):
+        return "spec.authOptions.enableK8sTokenAuth: requires rayVersion >= 2.55.0"
+    if auth.secret_name:
+        return "spec.authOptions.enableK8sTokenAuth: not allowed together with authOptions.secretName"
     return None
