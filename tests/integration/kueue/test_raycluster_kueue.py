@@ -15,6 +15,8 @@ Kueue's test (v0.17.0) -> pytest:
   RayClusters when resource insufficient" ->
   test_should_preempt_lower_priority_rayclusters_when_resource_insufficient (the suspend round
   trip)
+- the same file, "RayCluster with elastic jobs via workload-slices support" / "Should support
+  raycluster scale-down and scale-up" -> test_should_support_raycluster_scale_down_and_scale_up
 
 What differs from Kueue's: the flavors' node labels are the fake node pools' (Kueue's kind nodes
 carry ``instance-type``); the RayCluster is created without ``suspend`` (Kueue's wrapper sets it,
@@ -29,10 +31,22 @@ from __future__ import annotations
 from typing import Any
 
 from tests.support.kube import Kube
-from tests.support.kueue import LONG, POOL, QUEUE_LABELS, WAIT, Queues, condition, make_cluster, with_priority
+from tests.support.kueue import (
+    GROUP,
+    LONG,
+    POOL,
+    QUEUE_LABELS,
+    VERSION,
+    WAIT,
+    Queues,
+    condition,
+    make_cluster,
+    with_priority,
+)
 from tests.support.operators import Operator
 from tests.support.polling import eventually, holds
 
+ELASTIC = "kueue.x-k8s.io/elastic-job"  # the annotation and the pods' scheduling gate
 TOLERATION = {"key": "rayscale.io/kueue-test", "operator": "Exists", "effect": "NoSchedule"}
 KUEUE_LABELS = ("kueue.x-k8s.io/podset", *QUEUE_LABELS)
 
@@ -195,3 +209,95 @@ async def test_should_preempt_lower_priority_rayclusters_when_resource_insuffici
     again = {p.metadata.uid for p in await kube.pods(low_name, live=True)}
     assert not again & first_pods, "the resumed cluster kept pods of before its preemption"
     await pods_on(kube, low_name, {"head": "cpu", "worker": "cpu"})
+
+
+async def test_should_support_raycluster_scale_down_and_scale_up(
+    kube: Kube, operator: Operator, queues: Queues
+) -> None:
+    """An elastic RayCluster (feature gate ElasticJobsViaWorkloadSlices, annotation
+    ``kueue.x-k8s.io/elastic-job``, enableInTreeAutoscaling): Kueue gates its pods until their
+    slice is admitted. A scale-down updates the admitted Workload in place; a scale-up makes a new
+    Workload slice that replaces the old one once admitted, and Kueue ungates the new pods. Here the
+    replicas are patched as an autoscaler patches them (with ``workersToDelete`` on the way down,
+    which rayscale's autoscaler and Ray's write; Kueue's test changes only ``replicas``)."""
+    ns = kube.ns
+    flavor = await queues.flavor(f"default-{ns}", {})
+    cq = await queues.cluster_queue(
+        f"default-{ns}", {flavor: {"cpu": "5"}}, preemption={"withinClusterQueue": "LowerPriority"}
+    )
+    lq = await queues.local_queue("default", cq)
+    body = make_cluster("foo", lq, head_cpu="1", worker_cpu="1")
+    body["metadata"]["annotations"] = {ELASTIC: "true"}
+    body["spec"]["enableInTreeAutoscaling"] = True
+    body["spec"]["workerGroupSpecs"][0]["replicas"] = 2
+    created = await kube.create(body)
+    for template in (created["spec"]["headGroupSpec"], created["spec"]["workerGroupSpecs"][0]):
+        assert template["template"]["spec"]["schedulingGates"] == [{"name": ELASTIC}], template
+
+    async def slices() -> list[tuple[str, list[int], bool, bool]]:
+        """(name, PodSet counts, Admitted, Finished) of each Workload."""
+        return [
+            (w["metadata"]["name"], [p["count"] for p in w["spec"]["podSets"]],
+             condition(w, "Admitted") == "True", condition(w, "Finished") == "True")
+            for w in await queues.workloads()
+        ]  # fmt: skip
+
+    async def usage(total: str) -> bool:
+        found = await queues.objects.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", cq)
+        flavors = (found.get("status") or {}).get("flavorsUsage") or []
+        return [r["total"] for f in flavors for r in f["resources"]] == [total]
+
+    async def workers(count: int) -> bool:
+        pods = await kube.pods("foo", live=True)
+        ungated = all(not p.spec.scheduling_gates and p.status.phase == "Running" for p in pods)
+        return (
+            ungated and len([p for p in pods if p.metadata.labels["ray.io/node-type"] == "worker"]) == count
+        )
+
+    # admitting the raycluster's workload; the raycluster is unsuspended; utilization recorded
+    (first,) = await eventually(
+        lambda: _matching(slices, lambda s: len(s) == 1 and s[0][1:3] == ([1, 2], True)),
+        timeout=WAIT,
+        message="one Workload, PodSets of 1 and 2, Admitted",
+    )
+    await eventually(lambda: usage("3"), timeout=WAIT, message="the ClusterQueue's CPU usage 3")
+    await eventually(lambda: workers(2), timeout=LONG, message="2 workers Running, ungated")
+
+    # reducing the worker replicas to 1 to emulate scale-down operation
+    doomed = [p.metadata.name for p in await kube.workers("foo", live=True)][:1]
+    await kube.set_group("foo", 0, "replicas", 1)
+    await kube.set_group("foo", 0, "scaleStrategy", {"workersToDelete": doomed})
+    await eventually(lambda: usage("2"), timeout=WAIT, message="the ClusterQueue's CPU usage 2")
+    # the raycluster's workload is updated and still admitted
+    await eventually(
+        lambda: _matching(slices, lambda s: s == [(first[0], [1, 1], True, False)]),
+        timeout=WAIT,
+        message="the same Workload, PodSets of 1 and 1, Admitted",
+    )
+    await eventually(lambda: workers(1), timeout=WAIT, message="1 worker left")
+
+    # increasing the RayCluster's worker replicas to 2 to emulate scale-up operation
+    await kube.set_group("foo", 0, "scaleStrategy", {"workersToDelete": []})
+    await kube.set_group("foo", 0, "replicas", 2)
+    await eventually(lambda: usage("3"), timeout=WAIT, message="the ClusterQueue's CPU usage 3 again")
+
+    # old workload is finished and new workload is admitted, with the new counts
+    def replaced(found: list[tuple[str, list[int], bool, bool]]) -> bool:
+        old = [s for s in found if s[0] == first[0]]
+        new = [s for s in found if s[0] != first[0]]
+        return (
+            old == [(first[0], [1, 1], True, True)] and len(new) == 1 and new[0][1:] == ([1, 2], True, False)
+        )
+
+    await eventually(
+        lambda: _matching(slices, replaced),
+        timeout=WAIT,
+        message="the old slice Finished, a new one of 1 and 2 Admitted",
+    )
+    await eventually(lambda: workers(2), timeout=LONG, message="2 workers Running, the new one ungated")
+
+
+async def _matching(read: Any, check: Any) -> Any:
+    """What `read()` returns when `check` holds on it, else None (for `eventually`)."""
+    found = await read()
+    return found if check(found) else None
