@@ -42,9 +42,12 @@ LONG = 300.0  # Kueue's util.VeryLongTimeout (5 minutes)
 # (63 characters at most: the tests' queue names stay under it).
 QUEUE_LABELS = ("kueue.x-k8s.io/cluster-queue-name", "kueue.x-k8s.io/local-queue-name")
 __all__ = [
+    "GROUP",
     "IMAGE",
     "LONG",
     "POOL",
+    "QUEUE_LABELS",
+    "VERSION",
     "WAIT",
     "Queues",
     "condition",
