@@ -136,10 +136,30 @@ e2e-smoke: install cluster-build browser ## the end-to-end scenarios `make test`
 # ~/.cache/rayscale (a lock per cache), so a later `make` of one of them only finds it.
 .PHONY: builds
 builds: ## build (or reuse) everything `make test` needs, side by side
-	@$(MAKE) --no-print-directory -j4 --output-sync=line install cluster-build kuberay-operator browser
+	@$(MAKE) --no-print-directory -j4 --output-sync=line install cluster-build kuberay-operator kueue gang-build browser
 
 .PHONY: test
 test: builds check differential kuberay-diff integration ## everything CI runs
+
+.PHONY: kueue
+kueue: ## build (or reuse) Kueue's manager (sigs.k8s.io/kueue v0.17.0, cmd/kueue) with its CRDs and webhook manifests in ~/.cache/rayscale, for tests/integration/kueue (about 7 minutes the first time on 2 cores)
+	@hack/kueue/build.sh >/dev/null
+
+.PHONY: kueue-test
+kueue-test: install cluster-build kueue ## Kueue's own Ray cases with Kueue's real manager beside rayscale on the local control plane (about 2 minutes)
+	$(PY) -m pytest tests/integration/kueue -q -m integration
+
+.PHONY: gang-test
+gang-test: install cluster-build gang-build ## the gang scheduler's tests: a gang held until all of it fits, a RayCluster's PodGroup under it (about 4 minutes)
+	$(PY) -m pytest tests/integration/gang -q -m integration
+
+.PHONY: gang-build
+gang-build: ## build (or reuse) the gang scheduler (scheduler-plugins' Coscheduling, hack/gang) in ~/.cache/rayscale
+	@hack/gang/build.sh >/dev/null
+
+.PHONY: gang-up
+gang-up: install cluster-build gang-build ## the gang scheduler beside make cluster-up's control plane (started if need be) until Ctrl-C
+	$(PY) -m hack.gang
 
 .PHONY: cluster-build
 cluster-build: ## build (or reuse) the control-plane binaries and Helm in ~/.cache/rayscale

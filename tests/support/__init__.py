@@ -13,6 +13,10 @@
 - kube.py, watching.py, grpcserve.py: over a real API server: RayClusters, pods, Events, fresh
   namespaces, CRDs; every version a watch shows; an in-process gRPC server
 - operators.py: `rayscale run` and KubeRay's operator as processes
+- kueue.py: Kueue's own manager (hack/kueue) for the session, a test's Kueue objects (queues),
+  Kueue's RayCluster test builder
+- gang_scheduler.py: the gang scheduler (hack/gang) for the session, kwok GPU Nodes of a test's own
+- quota.py: a PriorityClass-scoped ResourceQuota and the QuotaExceeded condition
 - fixtures.py: the shared fixtures (cluster, api, namespace, operator, ...), a pytest plugin
   registered once in pyproject.toml's addopts (``-p tests.support.fixtures``)
 - xdist_groups.py: how `make integration`'s pytest-xdist workers share the tests (a file per
