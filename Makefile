@@ -97,8 +97,9 @@ browser: ## headless Chromium for the status page's browser test (apt-get instal
 INTEGRATION_JOBS ?= $(if $(RAYSCALE_TARGET_KUBECONFIG),0,3)
 
 .PHONY: integration
-integration: install cluster-build browser ## integration tests and the e2e smoke scenarios on the local control plane, INTEGRATION_JOBS=3 workers (never $KUBECONFIG's cluster; RAYSCALE_TARGET_KUBECONFIG=FILE names another)
-	$(PY) -m pytest tests/integration e2e -q -m "integration or e2e_smoke" -n $(INTEGRATION_JOBS) --dist loadgroup --durations=25
+integration: install cluster-build browser ## integration tests and the e2e smoke scenarios on the local control plane, INTEGRATION_JOBS=3 workers (never $KUBECONFIG's cluster; RAYSCALE_TARGET_KUBECONFIG=FILE names another); Kueue's and the gang scheduler's have their own targets (kueue-test, gang-test)
+	$(PY) -m pytest tests/integration e2e -q -m "integration or e2e_smoke" -n $(INTEGRATION_JOBS) --dist loadgroup --durations=25 \
+		--ignore=tests/integration/kueue --ignore=tests/integration/gang
 
 .PHONY: e2e
 e2e: install cluster-build browser ## every end-to-end scenario with a real Ray (about 11 min), then their timings into docs/benchmarks.md
@@ -136,7 +137,7 @@ e2e-smoke: install cluster-build browser ## the end-to-end scenarios `make test`
 # ~/.cache/rayscale (a lock per cache), so a later `make` of one of them only finds it.
 .PHONY: builds
 builds: ## build (or reuse) everything `make test` needs, side by side
-	@$(MAKE) --no-print-directory -j4 --output-sync=line install cluster-build kuberay-operator kueue gang-build browser
+	@$(MAKE) --no-print-directory -j4 --output-sync=line install cluster-build kuberay-operator browser
 
 .PHONY: test
 test: builds check differential kuberay-diff integration ## everything CI runs
