@@ -124,6 +124,7 @@ async def test_rayscale_runs_on_the_charts_rbac_and_no_more(
         ("delete", "rayresourcerequests.rayscale.io"),
         ("get", "secrets/raycluster-basic"),
         ("get", "resourcequotas"),  # the quota that refused a worker pod, until it has room
+        ("list", "workloads.kueue.x-k8s.io"),  # a Kueue slice not admitted: a quota refusal
     ]
     for verb in ("get", "list", "watch", "create", "update", "patch", "delete"):
         needed += [(verb, "rayjobs.ray.io"), (verb, "raycronjobs.ray.io")]

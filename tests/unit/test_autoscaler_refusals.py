@@ -15,10 +15,12 @@ from rayscale.autoscaler.memory import ClusterMemory
 from rayscale.autoscaler.ray_report import launch_failures
 from rayscale.autoscaler.refusals import (
     CONDITION,
+    QuotaRefusal,
     Refused,
     gate_refusals,
     has_room,
     is_quota_refusal,
+    kueue_refusals,
     parse_refusal,
     quota_condition,
     refused_groups,
@@ -165,3 +167,63 @@ def test_refused_launches_are_reported_to_ray_as_refused() -> None:
     (failure,) = launch_failures(snap, schedule(snap), NOW)
     assert (failure.group, failure.count) == ("spot", 1)
     assert failure.reason == "pod refused by a ResourceQuota or the group's scaleGate"
+
+
+def workload(name: str, created: str, *conditions: dict[str, str]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "creationTimestamp": created},
+        "status": {"conditions": list(conditions)},
+    }
+
+
+KUEUE_PENDING = {
+    "type": "QuotaReserved",
+    "status": "False",
+    "reason": "Pending",
+    "message": "couldn't assign flavors to pod set head: insufficient quota for cpu in flavor f, ...; "
+    "couldn't assign flavors to pod set gpu: insufficient quota for nvidia.com/gpu in flavor f, "
+    "previously considered podsets requests (0) + current podset request (3) > maximum capacity (2)",
+}
+
+
+def test_kueue_refusals_come_from_the_newest_slice_it_cannot_admit() -> None:
+    admitted = workload("old", "2026-01-01T00:00:00Z", {"type": "QuotaReserved", "status": "True"})
+    pending = workload("new", "2026-01-01T00:01:00Z", KUEUE_PENDING)
+    found = kueue_refusals([admitted, pending])
+    assert sorted(found) == ["gpu", "head"]
+    assert found["gpu"].startswith(
+        "couldn't assign flavors to pod set gpu: insufficient quota for nvidia.com/gpu"
+    )
+    assert kueue_refusals([pending, admitted]) == found  # by creation, not by order
+    assert kueue_refusals([admitted]) == {}
+    finished = workload("new", "2026-01-01T00:01:00Z", KUEUE_PENDING, {"type": "Finished", "status": "True"})
+    assert kueue_refusals([admitted, finished]) == {}
+    assert kueue_refusals([]) == {}
+
+
+def gated_pod(name: str, group_name: str) -> dict[str, Any]:
+    body = pod(name, group_name, phase="Pending", ready=False, created="2026-01-01T00:59:00Z")
+    body["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]
+    return body
+
+
+def test_a_refused_groups_gated_pods_fail_now_beyond_its_minimum() -> None:
+    """Kueue's elastic job: the scale-up's pods wait behind the elastic-job gate for a slice Kueue
+    cannot admit; refused, they fail in this round (the minimum kept) and the work moves on."""
+    body = cluster(group("gpu", replicas=3, min_replicas=1), group("cpu", replicas=0), autoscaling=True)
+    pods = [gated_pod("g1", "gpu"), gated_pod("g2", "gpu"), gated_pod("g3", "gpu")]
+    waiting = build_snapshot(body, pods, demand(1, 3), [], (), NOW)
+    assert not any(n.refused for n in waiting.nodes)
+    snap = build_snapshot(body, pods, demand(1, 3), [], (), NOW, refused={"gpu"})
+    assert sorted((n.name, n.refused) for n in snap.nodes) == [("g1", False), ("g2", True), ("g3", True)]
+    decision = schedule(snap)
+    assert sorted(r.name for r in decision.terminate) == ["g2", "g3"]
+    assert {r.reason for r in decision.terminate} == {RemovalCause.LAUNCH_FAILED}
+    assert decision.groups["cpu"].replicas == 2
+
+
+def test_kueue_refusals_say_so() -> None:
+    refusal = QuotaRefusal("gpu", KUEUE_PENDING["message"], None, {}, NOW, source="Kueue")
+    refused = Refused("gpu", refusal)
+    assert refused.reason == "Kueue"
+    assert refused.text().startswith("group gpu: Kueue did not admit the workload slice of its new pods")

@@ -106,6 +106,11 @@ with singleNamespaceInstall the release namespace. */}}
 - apiGroups: [""]
   resources: ["resourcequotas"]
   verbs: ["get"]
+# list: a RayCluster's Kueue Workloads while Kueue gates its pods (a slice Kueue cannot admit is a
+# quota refusal at once); nothing is read without Kueue.
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["list"]
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
   verbs: ["create"]

@@ -45,6 +45,7 @@ from rayscale.autoscaler.spec_reader import ScalingSpec, SpecError, read_spec
 from rayscale.autoscaler.spec_removals import without_drains
 from rayscale.autoscaler.texts import unscalable_message
 from rayscale.autoscaler.trust import (
+    GATED_HEAD,
     Hold,
     held_snapshot,
     hold,
@@ -56,7 +57,7 @@ from rayscale.autoscaler.virtual.apply import VirtualClusters
 from rayscale.autoscaler.virtual.branch import involved
 from rayscale.autoscaler.virtual.plan import plan as plan_with_vcs
 from rayscale.autoscaler.virtual.raylets import finished_jobs
-from rayscale.common.pods import pod_name
+from rayscale.common.pods import is_head, is_scheduling_gated, pod_name
 from rayscale.common.retry import Failed
 from rayscale.common.types import ClusterKey, Obj
 from rayscale.disruption.plan import DisruptionPlan
@@ -173,7 +174,7 @@ class Round:
         memory = self.memories.of(key)
         short_since = memory.short_since
         provisioning = await self.provisioners.read(key[0], pods)  # before `now`: the pods' clocks
-        refused = await self.quotas.current(key, scaling)
+        refused = await self.quotas.current(key, scaling, pods)
         now = self.shared.wall_clock()
         started = time.perf_counter()
         missing = ray_missing_since(pods, state, memory.missing_since, now)
@@ -278,6 +279,8 @@ class Round:
                          previous.name, session.name)  # fmt: skip
                 memory.missing_since = {}  # every boot clock starts over
         held = hold(state, session, now, self.shared.config.head_restart_grace_seconds, memory.back_at)
+        if held is None and any(is_head(p) and is_scheduling_gated(p) for p in self.shared.pods(key)):
+            held = GATED_HEAD  # a scale-up now would join the head's gate (Kueue's slices)
         was, memory.hold = memory.hold, held
         if held is not None:
             if was is None or was.launches != held.launches:

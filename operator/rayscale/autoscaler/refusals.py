@@ -6,6 +6,11 @@ Two signals, each treated as a failed launch the moment it is seen, not after a 
   ``exceeded quota: <name>, requested: ..., used: ..., limited: ...``. The refusal is kept until
   the quota named has room again for what was asked (`has_room`), a pod of the group is created,
   or `RETRY_SECONDS` pass (then the group is tried once more, and a new refusal starts it over);
+- **a Kueue workload slice not admitted**: under Kueue's elastic jobs the new pods of a scale-up
+  carry the scheduling gate ``kueue.x-k8s.io/elastic-job`` until the Workload slice that counts
+  them is admitted; when Kueue says it cannot (``QuotaReserved=False``: "couldn't assign flavors to
+  pod set <group>: insufficient quota ..."), the group is refused, its gated pods fail to launch,
+  and the refusal is kept as a quota's is, for `RETRY_SECONDS`;
 - **a scale gate**: an entry in the group's ``scaleStrategy.scaleGate`` (Kueue's
   ``kueue.k8s.io/quota-exceeded``, a maintenance controller's, anyone's), for as long as any is
   there. rayscale reads gates and never writes them.
@@ -27,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from rayscale.api.raycluster import RayClusterSpec
+from rayscale.autoscaler.scheduling.model import Group, Node, NodeState
 from rayscale.common.conditions import find_condition
 from rayscale.common.timefmt import rfc3339
 from rayscale.common.types import Obj
@@ -38,8 +44,10 @@ __all__ = [
     "QuotaRefusal",
     "Refused",
     "gate_refusals",
+    "gated_refused",
     "has_room",
     "is_quota_refusal",
+    "kueue_refusals",
     "parse_refusal",
     "quota_condition",
     "refused_groups",
@@ -51,6 +59,7 @@ CONDITION = "QuotaExceeded"
 # first backoff of a failed launch, as cluster-autoscaler's.
 RETRY_SECONDS = 300.0
 
+_KUEUE = re.compile(r"(?:couldn't|failed to) assign flavors to pod set (?P<podset>[^:\s]+): ")
 _QUOTA = re.compile(r"exceeded quota: (?P<name>[^,\s]+), requested: (?P<requested>\S*?), used: ")
 
 
@@ -63,6 +72,7 @@ class QuotaRefusal:
     quota: str | None  # the ResourceQuota it names
     requested: Mapping[str, str]  # resource -> the quantity the pod asked, as the message says
     since: datetime
+    source: str = "ResourceQuota"  # or "Kueue": its Workload slice was not admitted
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,11 +85,13 @@ class Refused:
 
     @property
     def reason(self) -> str:
-        return "ResourceQuota" if self.quota is not None else "ScaleGate"
+        return self.quota.source if self.quota is not None else "ScaleGate"
 
     def text(self) -> str:
         parts = []
-        if self.quota is not None:
+        if self.quota is not None and self.quota.source == "Kueue":
+            parts.append(f"Kueue did not admit the workload slice of its new pods ({self.quota.message})")
+        elif self.quota is not None:
             parts.append(f"ResourceQuota {self.quota.quota or '?'} refused its pods ({self.quota.message})")
         if self.gates:
             parts.append(f"scaleGate {', '.join(self.gates)}")
@@ -121,6 +133,25 @@ def has_room(refusal: QuotaRefusal, quota: Obj) -> bool:
     except QuantityError:
         return False
     return True
+
+
+def kueue_refusals(workloads: Sequence[Obj]) -> dict[str, str]:
+    """Pod set -> why Kueue cannot admit it, from the newest of a RayCluster's Workloads that is
+    neither admitted nor finished, when its ``QuotaReserved`` is ``False`` (Kueue's words: "couldn't
+    assign flavors to pod set <name>: ...", one clause per pod set, "; " between)."""
+    live = [w for w in workloads if not find_condition(w.get("status"), "Finished")]
+    if not live:
+        return {}
+    newest = max(live, key=lambda w: str((w.get("metadata") or {}).get("creationTimestamp") or ""))
+    reserved = find_condition(newest.get("status"), "QuotaReserved")
+    if reserved is None or reserved.get("status") != "False":
+        return {}
+    out: dict[str, str] = {}
+    for clause in str(reserved.get("message") or "").split("; "):
+        found = _KUEUE.match(clause)
+        if found is not None:
+            out[found["podset"]] = clause
+    return out
 
 
 def gate_refusals(spec: RayClusterSpec) -> dict[str, tuple[str, ...]]:
@@ -165,3 +196,24 @@ def quota_condition(refused: Sequence[Refused], now: datetime, old: Obj | None) 
         "message": message[:2000],
         "lastTransitionTime": since or rfc3339(now),
     }
+
+
+LIVE = (NodeState.RUNNING, NodeState.PENDING)  # hosts that count towards a group's minimum
+
+
+def gated_refused(nodes: list[Node], groups: Mapping[str, Group], gated: set[str]) -> list[Node]:
+    """The pending hosts a scheduling gate holds in a refused group (Kueue's gate, until the slice
+    it cannot admit is admitted) are refused, beyond those the group's minReplicas keeps."""
+    out = []
+    kept: dict[str, int] = {}
+    for node in nodes:
+        group = groups[node.group]
+        if group.refused and node.state is NodeState.PENDING and node.name in gated:
+            live = sum(1 for n in nodes if n.group == group.name and n.name not in gated and n.state in LIVE)
+            keep = group.min_replicas * group.num_of_hosts - live
+            if kept.get(group.name, 0) >= keep:
+                node = dataclasses.replace(node, refused=True)
+            else:
+                kept[group.name] = kept.get(group.name, 0) + 1
+        out.append(node)
+    return out

@@ -52,6 +52,7 @@ from rayscale.autoscaler.demand import (
     request_constraints,
 )
 from rayscale.autoscaler.provisioning import Provisioning, unscheduled_clock
+from rayscale.autoscaler.refusals import gated_refused
 from rayscale.autoscaler.replica_hosts import group_unlabelled, host_order, host_rank
 from rayscale.autoscaler.scheduling.model import (
     Group,
@@ -65,6 +66,7 @@ from rayscale.common import labels as L
 from rayscale.common.pods import (
     condition,
     creation_time,
+    is_scheduling_gated,
     is_terminating,
     is_unhealthy,
     is_worker,
@@ -152,7 +154,8 @@ def build_snapshot(
     provisioner is scaling up for waits before it fails to launch.
 
     `refused`: the groups a quota refuses or a scale gate holds (refusals.py): they launch nothing,
-    and their replicas that no pod holds, beyond the group's minReplicas, fail to launch now.
+    and their replicas that no pod holds, beyond the group's minReplicas, fail to launch now, as do
+    their pods a scheduling gate holds (Kueue's, until the slice it cannot admit is admitted).
     """
     scaling = cluster
     if not isinstance(scaling, ScalingSpec):
@@ -365,6 +368,7 @@ def _nodes(
             nodes.append(_node(pod, group, listed.get(group.name, set()), state, clocks))
             if group.num_of_hosts > 1:
                 ranks[pod_name(pod)] = host_rank(pod, state)
+    nodes = gated_refused(nodes, by_name, {pod_name(p) for p in pods if is_scheduling_gated(p)})
     nodes = host_order(group_unlabelled(nodes, by_name), ranks)
     wanted = {g.group_name: expected_replicas(g) for g in spec.workers}  # the controller's own rule
     for group in groups:

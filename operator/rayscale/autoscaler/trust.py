@@ -36,6 +36,7 @@ from rayscale.ray import model as ray
 
 __all__ = [
     "DEFAULT_GRACE_SECONDS",
+    "GATED_HEAD",
     "SETTLE_SECONDS",
     "Hold",
     "Session",
@@ -83,6 +84,12 @@ class Hold:
 
     reason: str
     launches: bool
+
+
+#: The head pod is held by a scheduling gate (Kueue's elastic-job gate, until its Workload is
+#: admitted): a scale-up now would change the Workload that gates it, and under Kueue a slice it
+#: cannot admit keeps the head gated too. Nothing is launched until the gate is lifted.
+GATED_HEAD = Hold("the head pod waits for a scheduling gate (a queue's admission)", launches=False)
 
 
 def hold(

@@ -83,6 +83,17 @@ def awaits_scheduler(pod: Obj) -> bool:
     )
 
 
+def is_scheduling_gated(pod: Obj) -> bool:
+    """Held back by a scheduling gate (Kueue's, anyone's): the API server says so in ``PodScheduled``
+    (``False``, reason ``SchedulingGated``), which the index keeps (the spec's gates it does not)."""
+    scheduled = condition(pod, "PodScheduled")
+    return (
+        scheduled is not None
+        and scheduled.get("status") == "False"
+        and scheduled.get("reason") == "SchedulingGated"
+    )
+
+
 def replica_index(pod: Obj) -> int | None:
     try:
         return int(pod_labels(pod)[L.REPLICA_INDEX])

@@ -248,6 +248,17 @@ async def list_namespaces(api: client.ApiClient) -> list[str]:
     return [str(item["metadata"]["name"]) for item in body.get("items", [])]
 
 
+async def list_kueue_workloads(api: client.ApiClient, namespace: str, job_uid: str) -> list[dict[str, Any]]:
+    """Kueue's Workloads (``kueue.x-k8s.io/v1beta2``) of the job whose uid is `job_uid` (Kueue labels
+    them ``kueue.x-k8s.io/job-uid``); none when Kueue is not installed (404)."""
+    call = _objects(api).list_namespaced_custom_object(
+        "kueue.x-k8s.io", "v1beta2", namespace, "workloads",
+        label_selector=f"kueue.x-k8s.io/job-uid={job_uid}", _preload_content=False,
+    )  # fmt: skip
+    found = await _get(call, f"list workloads of {job_uid}")
+    return list((found or {}).get("items") or [])
+
+
 async def list_events(api: client.ApiClient, namespace: str, field_selector: str) -> list[dict[str, Any]]:
     """The core/v1 Events of `namespace` that `field_selector` selects, `LIST_PAGE` at a time."""
     out: list[dict[str, Any]] = []
