@@ -26,7 +26,7 @@ from hack.localk8s import testcluster
 from kubernetes_asyncio import client
 
 from tests.support.kube import Kube, names
-from tests.support.operators import AUTOSCALING_EXTRA, Operator, running
+from tests.support.operators import Operator
 from tests.support.polling import eventually
 from tests.support.quota import PRIORITY_CLASS, QUOTA, priority_class, quota_condition, spot_quota
 from tests.support.ray_tasks import bridge_for
@@ -41,20 +41,14 @@ SETTLE = 60.0  # rayscale's rounds and the controller's work after a change
 
 
 @pytest.fixture
-def operator(
-    cluster: testcluster.ClusterHandle, namespace: str, raycluster_crd: None, request: pytest.FixtureRequest
-) -> Iterator[Operator]:
-    """`rayscale run --mode all`, rounds every second."""
-    yield from running(Operator(cluster, namespace, mode="all", extra=AUTOSCALING_EXTRA), request)
-
-
-@pytest.fixture
 def bridge(cluster: testcluster.ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[RayBridge]:
     yield from bridge_for(cluster.kubeconfig, namespace, NAME, tmp_path / "ray")
 
 
 @pytest.fixture
-async def driver(bridge: RayBridge, operator: Operator, tmp_path: Path) -> AsyncIterator[RayDriver]:
+async def driver(
+    bridge: RayBridge, autoscaling_operator: Operator, tmp_path: Path
+) -> AsyncIterator[RayDriver]:
     async with RayDriver.start(bridge.gcs_address, tmp_path / "driver.log") as ray:
         yield ray
         (tmp_path / "release").touch()  # a task still waiting ends, so the driver exits cleanly
