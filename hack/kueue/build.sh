@@ -10,37 +10,22 @@
 #     webhook-manifests.yaml    Kueue's webhook configurations as generated (config/components/webhook)
 #
 # all copied from the module cache, not kept in this repository. <hash> covers go.mod, go.sum,
-# versions.env, this script and the Go version, so a fresh clone reuses what an earlier clone
+# versions.env, this script, hack/gobuild.sh and the Go version, so a fresh clone reuses what an earlier clone
 # built. One build at a time per cache root (a lock). Prints the directory on stdout (progress goes
 # to stderr). hack/kueue/local.py runs the binary against a cluster.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
 source ./versions.env
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+source ../gobuild.sh
 module=sigs.k8s.io/kueue
-
-required="$(awk -v m="$module" '$1 == m {print $2} $1 == "require" && $2 == m {print $3}' go.mod)"
-if [[ "$required" != "$KUEUE_VERSION" ]] || ! grep -qx "tool ${module}/cmd/kueue" go.mod; then
-  echo "build.sh: go.mod must require ${module} ${KUEUE_VERSION} (versions.env says so; it requires ${required:-nothing}) and list ${module}/cmd/kueue as a tool; run ${here}/update-gomod.sh" >&2
-  exit 1
-fi
-
-cache_root="${RAYSCALE_CACHE:-$HOME/.cache/rayscale}"
-key="$( (cat go.mod go.sum versions.env build.sh; go env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-12)"
-bindir="${cache_root}/kueue-${KUEUE_VERSION}-${key}"
+check_gomod "$module" "$KUEUE_VERSION" "${module}/cmd/kueue"
+bindir="${cache_root}/kueue-${KUEUE_VERSION}-$(build_key go.mod go.sum versions.env build.sh)"
 
 complete() {
   [[ -x "${bindir}/kueue" && -f "${bindir}/crd/kustomization.yaml" && -f "${bindir}/webhook-manifests.yaml" ]]
 }
-if complete; then echo "$bindir"; exit 0; fi
-mkdir -p "$cache_root"
-exec 9>"${cache_root}/.kueue.lock"
-flock 9
-if complete; then echo "$bindir"; exit 0; fi
-tmp="${bindir}.tmp.$$"
-rm -rf "$tmp"; mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
+build_begin .kueue.lock
 
 start=$SECONDS
 echo "kueue: downloading modules (first run only) ..." >&2
@@ -52,12 +37,7 @@ ldflags="-s -w -X ${module}/pkg/version.GitVersion=${KUEUE_VERSION} -X ${module}
 go build -trimpath -gcflags=all=-dwarf=false -ldflags "$ldflags" -o "${tmp}/kueue" "${module}/cmd/kueue"
 echo "kueue: built in $((SECONDS - start))s" >&2
 
-dir="$(go list -m -json "$module" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+dir="$(module_dir "$module")"
 cp -r "${dir}/config/components/crd" "${tmp}/crd"
 cp "${dir}/config/components/webhook/manifests.yaml" "${tmp}/webhook-manifests.yaml"
-chmod -R u+w "$tmp"  # the module cache is read-only; the cache directory is removed as a whole
-
-rm -rf "$bindir"
-mv "$tmp" "$bindir"
-trap - EXIT
-echo "$bindir"
+build_done
