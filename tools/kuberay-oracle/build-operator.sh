@@ -17,7 +17,7 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
-key="$( (cat go.mod go.sum versions.env common.sh build-operator.sh; go env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-12)"
+key="$( (cat go.mod go.sum versions.env common.sh ../../hack/gobuild.sh build-operator.sh; go env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-12)"
 bindir="${cache_root}/kuberay-operator-${KUBERAY_VERSION}-${key}"
 
 complete() { [[ -x "${bindir}/kuberay-operator" && -f "${bindir}/crds/ray.io_rayclusters.yaml" ]]; }
@@ -29,7 +29,7 @@ go mod download
 echo "kuberay-operator: building ${module}@${KUBERAY_VERSION} ..." >&2
 "${go_build[@]}" -o "${tmp}/kuberay-operator" "$module"
 echo "kuberay-operator: built in $((SECONDS - start))s" >&2
-dir="$(module_dir)"
+dir="$(module_dir "$module")"
 mkdir "${tmp}/crds"
 cp "${dir}"/config/crd/bases/*.yaml "${tmp}/crds/"
 

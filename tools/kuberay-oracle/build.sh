@@ -15,7 +15,7 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
-key="$( (cat go.mod go.sum versions.env common.sh build.sh ./*.go; go env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-12)"
+key="$( (cat go.mod go.sum versions.env common.sh ../../hack/gobuild.sh build.sh ./*.go; go env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-12)"
 bindir="${cache_root}/kuberay-oracle-${KUBERAY_VERSION}-${key}"
 
 complete() {
@@ -33,7 +33,7 @@ echo "kuberay-oracle: building against ${module}@${KUBERAY_VERSION} ..." >&2
 echo "kuberay-oracle: built in $((SECONDS - start))s" >&2
 
 # KubeRay's CRD and samples are read from the module cache (not copied into our repo).
-dir="$(module_dir)"
+dir="$(module_dir "$module")"
 cp "${dir}/config/crd/bases/ray.io_rayclusters.yaml" "${tmp}/"
 echo "$dir" > "${tmp}/module-dir"
 
