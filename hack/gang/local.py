@@ -119,22 +119,13 @@ class LocalGangScheduler:
         config = self.workdir / "config.yaml"
         config.write_text(yaml.safe_dump(configuration(self.cluster.kubeconfig)))
         kubeconfig = str(self.cluster.kubeconfig)
-        argv, preexec = launcher.dying_with_parent([
+        command = [
             str(self.bindir / "gang-scheduler"), f"--config={config}",
             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
             "--bind-address=127.0.0.1", f"--secure-port={self.port}", "--profiling=false",
             f"--pod-max-in-unschedulable-pods-duration={UNSCHEDULABLE_RETRY_SECONDS}s",
-        ])  # fmt: skip
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                argv,
-                env=self.cluster.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=preexec,
-            )
+        ]  # fmt: skip
+        self.proc = launcher.spawn_logged(command, self.cluster.env, self.log)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         """/readyz answers 200 (its informers synced); LaunchError, with the log's end, if it exits

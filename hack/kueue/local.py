@@ -193,17 +193,8 @@ class LocalKueue:
             cert_dir=self.cert_dir,
         )
         config.write_text(yaml.safe_dump(settings))
-        argv, preexec = launcher.dying_with_parent([str(self.bindir / "kueue"), f"--config={config}"])
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                argv,
-                env=self.cluster.env,  # KUBECONFIG
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=preexec,
-            )
+        command = [str(self.bindir / "kueue"), f"--config={config}"]
+        self.proc = launcher.spawn_logged(command, self.cluster.env, self.log)  # KUBECONFIG in env
 
     @property
     def cert_dir(self) -> Path:

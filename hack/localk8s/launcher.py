@@ -37,7 +37,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -329,6 +329,22 @@ def dying_with_parent(command: Sequence[str]) -> tuple[list[str], Callable[[], N
     if setpriv:
         return [setpriv, "--pdeathsig", "KILL", "--", *command], None
     return list(command), set_parent_death_signal
+
+
+def spawn_logged(command: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`command` started in a session of its own, dying with the thread that starts it
+    (`dying_with_parent`), its stdout and stderr appended to `log`, no stdin."""
+    argv, preexec = dying_with_parent(command)
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            argv,
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
 
 
 # --------------------------------------------------------------------------- node pools

@@ -56,16 +56,7 @@ class Operator:
                "--liveness", self.liveness, "--metrics-port", "0", "--status-port", "0",
                "--resync-seconds", "5", *self.extra]  # fmt: skip
         # Dies with the test process, however that dies (PR_SET_PDEATHSIG).
-        argv, preexec = launcher.dying_with_parent(cmd)
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                argv,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=preexec,
-            )
+        self.proc = launcher.spawn_logged(cmd, env, self.log)
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, as when the operator pod dies."""
@@ -162,16 +153,7 @@ class KubeRayOperator(Operator):
         ]
 
     def start(self) -> None:
-        argv, preexec = launcher.dying_with_parent(self.cmd)
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                argv,
-                env=self.cluster.env,  # KUBECONFIG
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=preexec,
-            )
+        self.proc = launcher.spawn_logged(self.cmd, self.cluster.env, self.log)  # KUBECONFIG in env
 
 
 def build_kuberay_operator() -> Path:
